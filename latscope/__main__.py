@@ -1,0 +1,3 @@
+from latscope.cli import main
+
+raise SystemExit(main())
