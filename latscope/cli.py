@@ -9,10 +9,14 @@ from latscope import LatscopeError, __version__
 
 #: Modules that contribute subcommands, in the order their commands are listed in ``--help``.
 PART_CLI_MODULES = (
-    "latscope.capture.cli",
-    "latscope.analysis.cli",
-    "latscope.gateware.cli",
-    "latscope.bench",
+    "latscope.capture.demo",      # demo
+    "latscope.capture.cli",       # capture, info, verify
+    "latscope.capture.interop",   # import (sigrok), export (sigrok, VCD, CSV)
+    "latscope.capture.traffic",   # traffic
+    "latscope.capture.runner",    # run
+    "latscope.analysis.cli",      # analyze, compare, report
+    "latscope.gateware.cli",      # gateware build, gateware program, selftest
+    "latscope.bench",             # bench
 )
 
 
