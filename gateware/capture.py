@@ -1,0 +1,378 @@
+"""The capture front-end: pins to timestamped capture FIFO entries, in the capture clock domain.
+
+:class:`CaptureFrontEnd` takes ``lanes`` samples per capture clock of ``channels`` pins (lane 0
+earlier in time), synchronises them, optionally replaces some with a self-test pattern, filters
+glitches, detects enabled edges, and writes one entry per capture cycle that has an edge
+(:func:`latscope.gateware.protocol.capture_entry_layout`), plus TICK and OVERFLOW entries.
+:mod:`latscope.gateware.model_capture` is its executable specification; the tests compare the two.
+
+Timestamps. One free-running ``counter_width``-bit counter numbers capture cycles. An entry's
+``cycle`` is the counter value of the cycle in which its samples were presented at ``samples``:
+the pipeline delay (:attr:`CaptureFrontEnd.latency` cycles) is compensated exactly, so a sample's
+time is ``cycle * lanes + lane`` ticks and **the pin-to-timestamp offset contributed by this
+front-end is 0 ticks on every channel** (the I/O buffers before ``samples`` add a board-specific
+constant, documented per board). After power-up the samples of the first clock cycle are cycle 0.
+
+Pipeline (clock cycles after the samples were presented): 2 synchroniser flops; the self-test
+injection register (3); with ``max_glitch > 0`` a look-ahead window of ``max_glitch + 1`` cycles,
+a registered hold check and the filter register (``max_glitch + 5``); the edge register, two
+popcount registers, and the write stage, which is combinational from registers and ``fifo_w_rdy``.
+The ``config`` port is registered on entry; see :func:`model_capture.pipeline` for the cycle at
+which each field takes effect.
+
+Glitch filter (per channel, ``g = min(config.glitch[ch], max_glitch)`` capture cycles, so
+``h = g * lanes`` samples). Every channel passes the same window, so filtering never moves an
+edge and the delay is the same on all channels. With samples ``x[n]`` the filtered level is
+``y[n] = x[n]`` if ``x[n], x[n+1], ..., x[n+h-1]`` are all equal, else ``y[n-1]``. So a level
+that holds for at least ``h`` samples (``g`` cycles) is accepted from its first sample, at its true
+time; a shorter pulse vanishes together with both its edges; ``g = 0`` (and ``g = 1`` with
+``lanes = 1``) turns the filter off. RMII ``CRS_DV``'s end-of-frame toggling at nibble rate
+(20 ns high, 20 ns low) disappears with ``g`` above 20 ns in cycles (4 at 160 MHz), leaving the
+fall after the last toggle.
+
+Edges. Bit ``lane*channels + ch`` of ``edges`` is set when the filtered level at that sample
+differs from the previous sample of the same channel and that direction is enabled
+(``rise_en``/``fall_en``) and ``armed`` is set; ``levels`` holds all filtered levels of the cycle.
+Simultaneous edges on several channels and lanes stay distinct bits of one entry.
+
+Entries, decided in the write stage for one sample cycle per clock (``fifo_w_rdy`` sampled there):
+
+* OVERFLOW first: if edges were dropped and the FIFO is ready, the record is written before
+  anything else: ``cycle`` = first dropped cycle, ``lost.count`` = dropped edges (saturating at
+  ``2**40 - 1``), ``lost.span`` = cycles from the first to the last dropped cycle (saturating at
+  ``2**counter_width - 1``). An EVENTS entry of the same cycle is dropped and included.
+* EVENTS, if the cycle has an enabled edge: written if the FIFO is ready, else dropped and counted.
+* TICK: due when the counter is a multiple of ``2**heartbeat_shift`` (0 included, so the first
+  entry after power-up or a time reset is a TICK at cycle 0 unless an edge is there). It is
+  written in the first cycle from then on with no other entry, and carries *that* cycle, so
+  entries stay in cycle order; several due ticks merge into one; a tick pending in a cycle in which
+  the FIFO is not ready is skipped.
+
+Self-test. While ``selftest_on``, a generator makes a pattern in ticks: high for ``selftest_high``
+ticks, low for ``selftest_low`` ticks, repeating. If ``selftest_on`` is first presented in clock
+cycle ``t``, tick ``(t + 2) * lanes`` (lane 0 of sample cycle ``t + 2``) is phase 0, the first
+high tick. The channels in ``selftest_mask`` take the pattern instead of their pins, injected after
+the synchroniser with the pattern delayed to match it, so the timing equals that of a pin; odd
+tick counts put edges on both lanes. ``selftest_out`` carries, in clock cycle ``k``, the pattern
+injected as sample cycle ``k`` (lane-major, 0 when off), for a DDR output pin: looped back to a
+pin channel it reappears delayed only by the board's output and input buffers. The control side
+must keep both widths >= 2 (smaller values are not rejected here; the arithmetic is as modelled).
+
+Timestamp reset. A ``time_reset`` pulse presented in cycle ``t`` makes sample cycle ``t + 2`` the
+new cycle 0. Entries of earlier sample cycles that have not been written by the end of cycle
+``t + 1`` are discarded, as are a pending tick and a pending overflow record (the host zeroes its
+event index and lost count at the reset); nothing is duplicated. Levels are continuous across the
+reset: an edge between sample cycles ``t + 1`` and ``t + 2`` is reported at cycle 0, lane 0.
+
+Fast forward (``fast_forward=True``, simulation only): ``quiescent`` is 1 when the samples have
+been constant (every lane equal) with self-test off for ``latency + 2`` cycles, no time reset is
+flushing, and no tick or overflow record is pending; then nothing in the pipeline can produce an
+entry and a nonzero ``ff_skip`` for one cycle advances the counter by ``ff_skip + 1``.
+``ff_limit`` is the largest skip that does not jump over a multiple of ``2**heartbeat_shift``.
+"""
+
+from amaranth.hdl import Cat, Const, Module, Mux, Signal
+from amaranth.lib import data, wiring
+from amaranth.lib.cdc import FFSynchronizer
+from amaranth.lib.wiring import In, Out
+
+from .model_capture import MAX_CHANNELS, check_parameters, pipeline
+from .protocol import EntryKind, capture_entry_layout
+
+__all__ = ["FrontEndConfig", "CaptureFrontEnd", "config_const", "MAX_CHANNELS"]
+
+
+class FrontEndConfig(data.Struct):
+    """The front-end's configuration port. Channel masks hold bit ``ch`` for channel ``ch``;
+    bits and glitch widths of channels the design lacks are ignored. ``time_reset`` is a pulse of
+    one capture cycle. ``selftest_high``/``selftest_low`` are ticks (>= 2)."""
+    armed:         1
+    time_reset:    1
+    selftest_on:   1
+    rise_en:       MAX_CHANNELS
+    fall_en:       MAX_CHANNELS
+    glitch:        data.ArrayLayout(8, MAX_CHANNELS)   # capture cycles, clamped to max_glitch
+    selftest_mask: MAX_CHANNELS
+    selftest_high: 16
+    selftest_low:  16
+
+
+def config_const(config):
+    """The ``FrontEndConfig`` value (a ``data.Const``) for a :class:`model_capture.Config`."""
+    glitch = [config.glitch_of(ch) for ch in range(MAX_CHANNELS)]
+    return FrontEndConfig.const({
+        "armed": int(config.armed), "time_reset": int(config.time_reset),
+        "selftest_on": int(config.selftest_on),
+        "rise_en": config.rise_en & 0xFFFF, "fall_en": config.fall_en & 0xFFFF,
+        "glitch": glitch, "selftest_mask": config.selftest_mask & 0xFFFF,
+        "selftest_high": config.selftest_high, "selftest_low": config.selftest_low,
+    })
+
+
+class CaptureFrontEnd(wiring.Component):
+    """Synchroniser, self-test, glitch filter, edge detection, timestamps and overflow accounting.
+
+    See the module docstring for the exact semantics.
+
+    Parameters
+    ----------
+    channels : int
+        Input channels, 1 to 16.
+    lanes : int
+        Samples per capture clock: 2 for DDR inputs, 1 for SDR.
+    counter_width : int
+        Bits of the cycle counter, 8 to 64 (the host unwraps it with TICK entries).
+    max_glitch : int
+        Largest glitch filter width, capture cycles (0 to 255; 0 removes the filter).
+    heartbeat_shift : int
+        A TICK is due every ``2**heartbeat_shift`` cycles; 1 to ``counter_width - 1``.
+    fast_forward : bool
+        Add the ``ff_skip``/``quiescent``/``ff_limit`` ports (simulation only).
+
+    Attributes
+    ----------
+    latency : int
+        Clock cycles from ``samples`` to the write stage (compensated in the timestamps).
+    """
+
+    def __init__(self, *, channels=8, lanes=2, counter_width=48, max_glitch=15,
+                 heartbeat_shift=20, fast_forward=False):
+        check_parameters(channels=channels, lanes=lanes, counter_width=counter_width,
+                         max_glitch=max_glitch, heartbeat_shift=heartbeat_shift)
+        if not isinstance(fast_forward, bool):
+            raise TypeError(f"fast_forward must be a bool, not {fast_forward!r}")
+        self.channels = channels
+        self.lanes = lanes
+        self.counter_width = counter_width
+        self.max_glitch = max_glitch
+        self.heartbeat_shift = heartbeat_shift
+        self.fast_forward = fast_forward
+        self.latency = pipeline(lanes, max_glitch).latency
+        members = {
+            "samples": In(lanes * channels),
+            "config": In(FrontEndConfig),
+            "fifo_w_data": Out(capture_entry_layout(channels=channels, lanes=lanes,
+                                                    counter_width=counter_width)),
+            "fifo_w_en": Out(1),
+            "fifo_w_rdy": In(1),
+            "selftest_out": Out(lanes),
+            "overflow_active": Out(1),
+        }
+        if fast_forward:
+            members.update(ff_skip=In(counter_width), quiescent=Out(1),
+                           ff_limit=Out(counter_width))
+        super().__init__(members)
+
+    def elaborate(self, platform):
+        m = Module()
+        C, L, W, G = self.channels, self.lanes, self.counter_width, self.max_glitch
+        B = C * L
+        D = self.latency
+
+        def lane(value, j):
+            return value[j * C:(j + 1) * C]
+
+        # Configuration, registered on entry (it comes from a clock domain crossing).
+        cfg = Signal(FrontEndConfig)
+        period = Signal(17)
+        m.d.sync += [
+            cfg.eq(self.config),
+            period.eq(self.config.selftest_high + self.config.selftest_low),
+        ]
+
+        # Two-flop synchroniser: s2 holds sample cycle k in clock cycle k + 2.
+        s2 = Signal(B)
+        m.submodules.synchronizer = FFSynchronizer(self.samples, s2, stages=2)
+
+        # Self-test generator: `pattern` is the pattern of the current cycle; ph[j] is the phase
+        # of lane j in the next cycle.
+        phase = [Signal(17, init=j, name=f"st_phase{j}") for j in range(L)]
+        pattern = Signal(L)
+        active = Signal()
+        with m.If(cfg.selftest_on):
+            m.d.sync += active.eq(1)
+            for j in range(L):
+                nxt = phase[j] + L
+                m.d.sync += [
+                    pattern[j].eq(phase[j] < cfg.selftest_high),
+                    phase[j].eq(Mux(nxt >= period, nxt - period, nxt)),
+                ]
+        with m.Else():
+            m.d.sync += [active.eq(0), pattern.eq(0)]
+            m.d.sync += [phase[j].eq(j) for j in range(L)]
+        m.d.comb += self.selftest_out.eq(pattern)
+        pattern_d = [Signal(L, name=f"st_pattern_d{i}") for i in (1, 2)]
+        active_d = [Signal(name=f"st_active_d{i}") for i in (1, 2)]
+        m.d.sync += [pattern_d[0].eq(pattern), pattern_d[1].eq(pattern_d[0]),
+                     active_d[0].eq(active), active_d[1].eq(active_d[0])]
+
+        # Injection register x0 (sample cycle k in clock cycle k + 3) and its edge bits e0:
+        # e0 bit (lane j, ch) = sample differs from the sample before it.
+        inject = Signal(C)
+        m.d.comb += inject.eq(cfg.selftest_mask[:C] & active_d[1].replicate(C))
+        x_in = Signal(B)
+        for j in range(L):
+            m.d.comb += lane(x_in, j).eq((lane(s2, j) & ~inject)
+                                         | (pattern_d[1][j].replicate(C) & inject))
+        x0 = Signal(B)
+        m.d.sync += x0.eq(x_in)
+
+        if G == 0:
+            level = x0                                   # no filter: the level is the sample
+        else:
+            e_in = Signal(B)
+            m.d.comb += lane(e_in, 0).eq(lane(x_in, 0) ^ lane(x0, L - 1))
+            for j in range(1, L):
+                m.d.comb += lane(e_in, j).eq(lane(x_in, j) ^ lane(x_in, j - 1))
+            # Window: w[i] holds sample cycle k in clock cycle k + 3 + i, e[i] its edge bits.
+            w = [x0] + [Signal(B, name=f"window{i}") for i in range(1, G + 2)]
+            e = [Signal(B, name=f"edges{i}") for i in range(G + 1)]
+            m.d.sync += e[0].eq(e_in)
+            for i in range(1, G + 2):
+                m.d.sync += w[i].eq(w[i - 1])
+            for i in range(1, G + 1):
+                m.d.sync += e[i].eq(e[i - 1])
+
+            # Thermometer mask per channel: bit i (1 <= i < G*L) set when i < g*L, i.e. the
+            # samples i after the candidate must equal it. Values above G act as G.
+            gmask = [Signal(G * L, name=f"glitch_mask{ch}") for ch in range(C)]
+            for ch in range(C):
+                g = cfg.glitch[ch]
+                m.d.sync += gmask[ch].eq(Cat(Const(0, 1), *[g > (i // L)
+                                                            for i in range(1, G * L)]))
+
+            # Hold check for sample cycle k = t - 3 - G (w[G]), registered: hold[ch][j] is 1
+            # when the h samples from lane j of cycle k on are equal.
+            hold = [Signal(L, name=f"hold{ch}") for ch in range(C)]
+            for ch in range(C):
+                seq = [lane(e[G - i // L], i % L)[ch] for i in range((G + 1) * L)]
+                for j in range(L):
+                    terms = [seq[i + j] & gmask[ch][i] for i in range(1, G * L)]
+                    m.d.sync += hold[ch][j].eq(~Cat(*terms).any() if terms else 1)
+
+            # Filter register: sample cycle k in clock cycle k + G + 5.
+            level = Signal(B)
+            x = w[G + 1]
+            for ch in range(C):
+                prev = level[(L - 1) * C + ch]
+                for j in range(L):
+                    cur = Mux(hold[ch][j], lane(x, j)[ch], prev)
+                    m.d.sync += level[j * C + ch].eq(cur)
+                    prev = cur
+
+        # Edge stage (from the level register and the last lane before it).
+        last = Signal(C)
+        m.d.sync += last.eq(lane(level, L - 1))
+        edges_r = Signal(B)
+        levels_r = Signal(B)
+        for j in range(L):
+            cur = lane(level, j)
+            prev = last if j == 0 else lane(level, j - 1)
+            changed = cur ^ prev
+            en = (changed & cur & cfg.rise_en[:C]) | (changed & ~cur & cfg.fall_en[:C])
+            m.d.sync += lane(edges_r, j).eq(en & cfg.armed.replicate(C))
+        m.d.sync += levels_r.eq(level)
+
+        # Popcount, two stages: per lane, then the sum.
+        pc_lane = [Signal(range(C + 1), name=f"popcount_lane{j}") for j in range(L)]
+        any1 = Signal()
+        edges1 = Signal(B)
+        levels1 = Signal(B)
+        for j in range(L):
+            m.d.sync += pc_lane[j].eq(sum(lane(edges_r, j)[ch] for ch in range(C)))
+        m.d.sync += [any1.eq(edges_r.any()), edges1.eq(edges_r), levels1.eq(levels_r)]
+        pc = Signal(range(B + 1))
+        ev = Signal()
+        edges2 = Signal(B)
+        levels2 = Signal(B)
+        m.d.sync += [pc.eq(sum(pc_lane)), ev.eq(any1), edges2.eq(edges1), levels2.eq(levels1)]
+
+        # Write stage: holds sample cycle t - D in clock cycle t; `count` is its cycle number.
+        count = Signal(W, init=(-D) % (1 << W))
+        flush = Signal(range(D + 1), init=D)
+        valid = Signal()
+        m.d.comb += valid.eq(flush == 0)
+        ovf = Signal()
+        first = Signal(W)
+        lost = Signal(40)
+        span = Signal(W)
+        since = Signal(W)
+        tick_pending = Signal()
+        tick = Signal()
+        event = Signal()
+        m.d.comb += [
+            tick.eq(tick_pending | (valid & (count[:self.heartbeat_shift] == 0))),
+            event.eq(valid & ev),
+        ]
+        lost_sum = Signal(41)
+        lost_add = Signal(40)
+        m.d.comb += [lost_sum.eq(lost + pc),
+                     lost_add.eq(Mux(lost_sum[40], (1 << 40) - 1, lost_sum[:40]))]
+        since_inc = Signal(W + 1)
+        m.d.comb += since_inc.eq(since + 1)
+
+        rdy = self.fifo_w_rdy
+        kind = Signal(2)
+        payload_bits = len(self.fifo_w_data.payload.as_value())
+        events_payload = Cat(edges2, levels2)
+        lost_payload = Cat(Mux(event, lost_add, lost), Mux(event, since, span))
+        m.d.comb += [
+            kind.eq(Mux(ovf, int(EntryKind.OVERFLOW),
+                         Mux(event, int(EntryKind.EVENTS), int(EntryKind.TICK)))),
+            self.fifo_w_data.kind.eq(kind),
+            self.fifo_w_data.cycle.eq(Mux(ovf, first, count)),
+            self.fifo_w_data.payload.as_value().eq(
+                Mux(ovf, lost_payload,
+                    Mux(event, events_payload, Const(0, payload_bits)))),
+            self.fifo_w_en.eq(rdy & (ovf | event | tick)),
+            self.overflow_active.eq(ovf),
+        ]
+        with m.If(ovf):
+            m.d.sync += since.eq(Mux(since_inc[W], since, since_inc[:W]))
+        with m.If(valid):
+            with m.If(~rdy):
+                m.d.sync += tick_pending.eq(0)
+                with m.If(event):
+                    with m.If(ovf):
+                        m.d.sync += [lost.eq(lost_add), span.eq(since)]
+                    with m.Else():
+                        m.d.sync += [ovf.eq(1), first.eq(count), lost.eq(pc), span.eq(0),
+                                     since.eq(1)]
+            with m.Elif(ovf):
+                m.d.sync += [ovf.eq(0), tick_pending.eq(tick)]
+            with m.Elif(event):
+                m.d.sync += tick_pending.eq(tick)
+            with m.Else():
+                m.d.sync += tick_pending.eq(0)
+
+        # The counter, and the timestamp reset (last, so it overrides the write stage).
+        step = 1
+        if self.fast_forward:
+            step = self.ff_skip + 1
+        with m.If(cfg.time_reset):
+            m.d.sync += [count.eq((-D) % (1 << W)), flush.eq(D), ovf.eq(0),
+                         tick_pending.eq(0)]
+        with m.Else():
+            m.d.sync += count.eq(count + step)
+            with m.If(flush != 0):
+                m.d.sync += flush.eq(flush - 1)
+
+        if self.fast_forward:
+            need = D + 2
+            stable = Signal(range(need + 1))
+            prev_samples = Signal(B)
+            m.d.sync += prev_samples.eq(self.samples)
+            lanes_equal = Cat(*[lane(self.samples, j) == lane(self.samples, 0)
+                                for j in range(L)]).all()
+            quiet_now = (lanes_equal & (self.samples == prev_samples) & ~self.config.selftest_on
+                         & ~cfg.selftest_on & ~active & ~active_d[0] & ~active_d[1])
+            with m.If(~quiet_now):
+                m.d.sync += stable.eq(0)
+            with m.Elif(stable != need):
+                m.d.sync += stable.eq(stable + 1)
+            m.d.comb += [
+                self.quiescent.eq((stable == need) & quiet_now & valid & ~ovf & ~tick_pending
+                                  & ~cfg.time_reset & ~self.config.time_reset),
+                self.ff_limit.eq(~count[:self.heartbeat_shift]),
+            ]
+        return m
