@@ -1,0 +1,1077 @@
+"""sigrok session files (``.sr``): a hardened streaming reader, a writer, and the importer.
+
+# Ref: libsigrok 0.5.2 ``src/session_file.c`` (session format version 2), measured behaviour of
+# sigrok-cli 0.7.2 (``/work/shared/FIELD.md`` section 6), ``docs/sigrok.md``.
+
+A session file is a zip archive holding ``version`` (the text ``2``), ``metadata`` (an INI file
+read by GLib's ``GKeyFile``) and the logic samples in members ``logic-1-1``, ``logic-1-2``, ...
+(version 1 files hold one member ``logic-1``). A sample is ``unitsize`` bytes, little-endian;
+bit ``k`` is probe ``k + 1``. The file has no timestamps: sample ``n`` is at ``n / samplerate``.
+
+:class:`SrReader` validates everything before it reads a sample (member names, sizes against the
+central directory, compression ratio, the metadata keys and their order, ``unitsize`` against the
+probe count, chunk lengths) and raises :class:`SigrokFileError` with a message that names the
+file, the member and the rule that was broken. It then streams samples in bounded blocks, so a
+capture of 10^9 samples imports in a few tens of megabytes. :func:`import_sr` turns the edges of
+mapped probes into a latscope capture (one tick per sample). :class:`SrWriter` and
+:func:`export_sr` write a window of a capture back out, sample-exactly.
+"""
+
+import dataclasses
+import os
+import re
+import subprocess
+import tempfile
+import time as _time
+import zipfile
+import zlib
+from fractions import Fraction
+
+import numpy as np
+
+from latscope import LatscopeError, __version__
+
+__all__ = [
+    "SigrokFileError", "SrLimits", "SrInfo", "SrReader", "SrWriter", "ImportSummary",
+    "ExportSummary", "parse_samplerate", "parse_channel_map", "import_sr", "export_sr",
+    "bench_import",
+]
+
+#: Session format versions this reader understands (libsigrok 0.5 writes 2, older ones wrote 1).
+SUPPORTED_VERSIONS = (1, 2)
+#: Largest compression ratio a deflated member may claim. Deflate cannot exceed 1032:1, so a
+#: larger claim is a lie (a zip bomb or a corrupt directory), not a very regular signal.
+DEFLATE_MAX_RATIO = 1032
+#: ``sigrok version`` written into the metadata: the libsigrok release whose format we write.
+WRITTEN_SIGROK_VERSION = "0.5.2"
+_SAMPLE_DTYPES = {1: "<u1", 2: "<u2", 4: "<u4", 8: "<u8"}
+_SAFE_CAPTUREFILE = re.compile(r"[A-Za-z0-9_.-]{1,64}")
+_PROBE_KEY = re.compile(r"probe([0-9]+)")
+_SIZE = re.compile(r"\s*([0-9]+(?:\.[0-9]+)?)\s*([kKMG]?)\s*(?:[Hh][Zz])?\s*")
+_PREFIX = {"": 1, "k": 10**3, "K": 10**3, "M": 10**6, "G": 10**9}
+
+
+class SigrokFileError(LatscopeError):
+    """A file is not a sigrok session file, is damaged, or is hostile (zip bomb, path traversal,
+    inconsistent metadata). The message names the file and the broken rule."""
+
+
+@dataclasses.dataclass(frozen=True)
+class SrLimits:
+    """Resource limits the reader enforces before it decompresses anything.
+
+    Parameters
+    ----------
+    max_total_bytes : int
+        Largest total uncompressed size of the logic chunks (default 64 GiB: 6.4e10 one-byte
+        samples). Raise it for larger captures; it exists so a hostile file cannot keep the
+        importer busy for hours.
+    max_members : int
+        Largest number of zip members.
+    max_metadata_bytes : int
+        Largest ``metadata`` member (the reader holds it in memory).
+    max_ratio : int
+        Largest uncompressed/compressed ratio a deflated member may claim.
+    """
+    max_total_bytes: int = 64 << 30
+    max_members: int = 100_000
+    max_metadata_bytes: int = 1 << 20
+    max_ratio: int = DEFLATE_MAX_RATIO
+
+    def __post_init__(self):
+        for field in dataclasses.fields(self):
+            value = getattr(self, field.name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"SrLimits.{field.name} must be a positive integer, "
+                                 f"not {value!r}")
+
+
+@dataclasses.dataclass(frozen=True)
+class SrInfo:
+    """What a session file's metadata and directory say.
+
+    Attributes
+    ----------
+    path : str
+    version : int
+        Session format version (1 or 2).
+    sigrok_version : str or None
+        ``[global] sigrok version``: the libsigrok that wrote the file.
+    samplerate : int or None
+        Samples per second; ``None`` when the file has none.
+    total_probes : int
+    probes : tuple of str or None
+        Name of each probe by index (index ``k`` is bit ``k``); ``None`` for a probe the file does
+        not name (sigrok treats it as disabled).
+    unitsize : int
+        Bytes per sample.
+    chunks : tuple of str
+        Logic chunk member names in sample order.
+    chunk_bytes : tuple of int
+        Uncompressed size of each chunk.
+    num_samples : int
+    total_analog : int
+    sample_offset : int
+        ``[latscope] sample offset``: the sample index of the first sample in the exporting
+        capture's time base (0 in files latscope did not write).
+    extra : dict
+        The ``[latscope]`` group, if any.
+    """
+    path: str
+    version: int
+    sigrok_version: str | None
+    samplerate: int | None
+    total_probes: int
+    probes: tuple
+    unitsize: int
+    chunks: tuple
+    chunk_bytes: tuple
+    num_samples: int
+    total_analog: int
+    sample_offset: int
+    extra: dict
+
+    def probe_index(self, spec):
+        """Bit index of the probe named ``spec``; a plain integer names a probe by index.
+
+        A name wins over an index (a probe may be called ``"0"``). Raises
+        :class:`SigrokFileError` for an unknown or ambiguous probe.
+        """
+        spec = spec.strip()
+        matches = [k for k, name in enumerate(self.probes) if name == spec]
+        if len(matches) > 1:
+            raise SigrokFileError(
+                f"{self.path}: probe name {spec!r} is used by probes "
+                f"{', '.join(str(k) for k in matches)}; map it by index instead")
+        if matches:
+            return matches[0]
+        if re.fullmatch(r"[0-9]+", spec):
+            index = int(spec)
+            if index >= self.total_probes:
+                raise SigrokFileError(
+                    f"{self.path}: probe index {index} is out of range; the file has "
+                    f"{self.total_probes} probes (0 to {self.total_probes - 1})")
+            return index
+        named = ", ".join(name for name in self.probes if name is not None)
+        raise SigrokFileError(f"{self.path}: no probe named {spec!r}; the file has: {named}")
+
+
+def parse_samplerate(text):
+    """Parse a sample rate as sigrok writes it: ``"100000000"``, ``"200 kHz"``, ``"1.5 MHz"``.
+
+    Parameters
+    ----------
+    text : str
+
+    Returns
+    -------
+    int
+        Samples per second (exact; a rate that is not a whole number of Hz is refused).
+
+    Examples
+    --------
+    >>> parse_samplerate("200 kHz"), parse_samplerate("100000000"), parse_samplerate("1.5MHz")
+    (200000, 100000000, 1500000)
+    """
+    match = _SIZE.fullmatch(str(text))
+    if not match:
+        raise ValueError(f"not a sample rate: {text!r} (expected e.g. 100000000 or '100 MHz')")
+    value = Fraction(match.group(1)) * _PREFIX[match.group(2)]
+    if value.denominator != 1 or value <= 0:
+        raise ValueError(f"sample rate {text!r} is not a positive whole number of Hz")
+    return int(value)
+
+
+def _check_member_name(path, name):
+    """Refuse names that would escape a directory if extracted, or that hide in odd encodings."""
+    bad = (not name or name.startswith(("/", "\\")) or "\\" in name or "\x00" in name
+           or re.match(r"[A-Za-z]:", name) is not None
+           or any(part == ".." for part in name.split("/"))
+           or any(ord(c) < 32 for c in name))
+    if bad:
+        raise SigrokFileError(f"{path}: unsafe member name {name!r} in the zip archive "
+                              f"(absolute path, '..' component, drive letter or control "
+                              f"character); refusing the file")
+
+
+def _parse_keyfile(path, text):
+    """Parse GKeyFile text into ``[(group, [(key, value), ...]), ...]`` in file order, refusing
+    duplicate groups, duplicate keys and lines that are neither."""
+    groups = []
+    seen_groups = set()
+    keys = None
+    for number, raw in enumerate(text.splitlines(), 1):
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        if line.startswith("[") and line.endswith("]"):
+            name = line[1:-1]
+            if name in seen_groups:
+                raise SigrokFileError(f"{path}: metadata line {number}: group [{name}] appears "
+                                      f"twice")
+            seen_groups.add(name)
+            keys = []
+            groups.append((name, keys))
+            continue
+        if "=" not in line:
+            raise SigrokFileError(f"{path}: metadata line {number}: {raw!r} is neither "
+                                  f"'key=value' nor '[group]'")
+        if keys is None:
+            raise SigrokFileError(f"{path}: metadata line {number}: key before any [group]")
+        key, _, value = line.partition("=")
+        key, value = key.strip(), value.strip()
+        if any(k == key for k, _ in keys):
+            raise SigrokFileError(f"{path}: metadata line {number}: key {key!r} appears twice in "
+                                  f"[{groups[-1][0]}]")
+        keys.append((key, value))
+    return groups
+
+
+def _int_value(path, group, key, value, low, high):
+    if not re.fullmatch(r"[0-9]+", value or ""):
+        raise SigrokFileError(f"{path}: metadata [{group}] {key}={value!r} is not a whole number")
+    number = int(value)
+    if not low <= number <= high:
+        raise SigrokFileError(f"{path}: metadata [{group}] {key}={number} is out of range "
+                              f"({low} to {high})")
+    return number
+
+
+class SrReader:
+    """Open and validate a sigrok session file, then stream its logic samples.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+    limits : SrLimits, optional
+    samplerate : int, optional
+        Use this rate instead of the file's (required when the file has none).
+    allow_truncated : bool
+        A last chunk whose length is not a whole number of samples (a file cut short) is an error
+        by default; with ``True`` the partial sample is dropped and :attr:`warnings` says so.
+
+    Attributes
+    ----------
+    info : SrInfo
+    warnings : list of str
+
+    Raises
+    ------
+    SigrokFileError
+        For every malformed or hostile input; see ``docs/sigrok.md`` for the list of checks.
+
+    Examples
+    --------
+    >>> with SrReader("fixtures/sigrok/counter.sr") as sr:           # doctest: +SKIP
+    ...     print(sr.info.samplerate, sr.info.probes[:2])
+    1000000 ('D0', 'D1')
+    """
+
+    def __init__(self, path, *, limits=None, samplerate=None, allow_truncated=False):
+        self.path = os.fspath(path)
+        self.limits = limits or SrLimits()
+        self.warnings = []
+        try:
+            self._zip = zipfile.ZipFile(self.path)
+        except FileNotFoundError:
+            raise SigrokFileError(f"{self.path}: no such file") from None
+        except IsADirectoryError:
+            raise SigrokFileError(f"{self.path}: is a directory") from None
+        except OSError as error:
+            raise SigrokFileError(f"cannot open {self.path}: {error.strerror}") from None
+        except (zipfile.BadZipFile, zipfile.LargeZipFile, ValueError, EOFError) as error:
+            raise SigrokFileError(f"{self.path}: not a sigrok session file: not a readable zip "
+                                  f"archive, or cut short ({error})") from None
+        try:
+            self.info = self._validate(samplerate, allow_truncated)
+        except BaseException:
+            self._zip.close()
+            raise
+
+    # --- validation ------------------------------------------------------------------------------
+    def _validate(self, samplerate_override, allow_truncated):
+        path, limits = self.path, self.limits
+        infos = self._zip.infolist()
+        if len(infos) > limits.max_members:
+            raise SigrokFileError(f"{path}: {len(infos)} zip members exceed the limit of "
+                                  f"{limits.max_members}")
+        members = {}
+        for info in infos:
+            _check_member_name(path, info.filename)
+            if info.filename in members:
+                raise SigrokFileError(f"{path}: member {info.filename!r} appears twice in the "
+                                      f"zip directory")
+            if info.compress_type not in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED):
+                raise SigrokFileError(f"{path}: member {info.filename!r} uses zip compression "
+                                      f"method {info.compress_type}; sigrok writes only stored "
+                                      f"or deflated members")
+            if info.flag_bits & 0x1:
+                raise SigrokFileError(f"{path}: member {info.filename!r} is encrypted")
+            if info.compress_type == zipfile.ZIP_STORED and info.file_size != info.compress_size:
+                raise SigrokFileError(f"{path}: stored member {info.filename!r} claims "
+                                      f"{info.file_size} bytes but occupies "
+                                      f"{info.compress_size}")
+            if info.file_size > limits.max_ratio * max(info.compress_size, 1):
+                raise SigrokFileError(
+                    f"{path}: member {info.filename!r} claims {info.file_size} bytes from "
+                    f"{info.compress_size} compressed bytes (ratio above {limits.max_ratio}:1, "
+                    f"more than deflate can produce): a zip bomb or a corrupt directory")
+            members[info.filename] = info
+        self._check_overlaps(infos)
+
+        if "version" not in members:
+            raise SigrokFileError(f"{path}: not a sigrok session file: the zip archive has no "
+                                  f"'version' member")
+        raw_version = self._read_small(members["version"], 16).strip()
+        if not re.fullmatch(rb"[0-9]{1,3}", raw_version):
+            raise SigrokFileError(f"{path}: 'version' member holds {raw_version[:16]!r}, not a "
+                                  f"session format number")
+        version = int(raw_version)
+        if version not in SUPPORTED_VERSIONS:
+            raise SigrokFileError(f"{path}: sigrok session format version {version} is not "
+                                  f"supported (this reader knows versions 1 and 2)")
+        if "metadata" not in members:
+            raise SigrokFileError(f"{path}: not a sigrok session file: no 'metadata' member")
+        raw_meta = self._read_small(members["metadata"], limits.max_metadata_bytes)
+        try:
+            text = raw_meta.decode("utf-8")
+        except UnicodeDecodeError as error:
+            raise SigrokFileError(f"{path}: metadata is not UTF-8 text ({error})") from None
+        groups = _parse_keyfile(path, text)
+        return self._interpret(groups, members, version, samplerate_override, allow_truncated)
+
+    def _check_overlaps(self, infos):
+        """Members whose data overlap are the trick of non-recursive zip bombs (one compressed
+        kernel referenced by many entries); a sigrok file never has them."""
+        spans = sorted((info.header_offset, info.header_offset + 30 + len(info.filename.encode())
+                        + info.compress_size, info.filename) for info in infos)
+        for (_, end, name), (start, _, next_name) in zip(spans, spans[1:], strict=False):
+            if start < end:
+                raise SigrokFileError(f"{self.path}: zip members {name!r} and {next_name!r} "
+                                      f"overlap in the file (a zip bomb construction)")
+
+    def _read_small(self, info, limit):
+        if info.file_size > limit:
+            raise SigrokFileError(f"{self.path}: member {info.filename!r} is {info.file_size} "
+                                  f"bytes, above the limit of {limit}")
+        try:
+            with self._zip.open(info) as handle:
+                data = handle.read(limit + 1)
+        except (zipfile.BadZipFile, EOFError, zlib.error, OSError, ValueError) as error:
+            raise SigrokFileError(f"{self.path}: member {info.filename!r} is damaged "
+                                  f"({error})") from None
+        if len(data) > limit:
+            raise SigrokFileError(f"{self.path}: member {info.filename!r} is larger than the "
+                                  f"limit of {limit} bytes")
+        return data
+
+    def _interpret(self, groups, members, version, samplerate_override, allow_truncated):
+        path = self.path
+        glob = dict(next((keys for name, keys in groups if name == "global"), []))
+        extra = dict(next((keys for name, keys in groups if name == "latscope"), []))
+        devices = [(name, keys) for name, keys in groups if name.startswith("device ")]
+        if not devices:
+            raise SigrokFileError(f"{path}: metadata has no [device N] group")
+        if len(devices) > 1:
+            raise SigrokFileError(f"{path}: metadata describes {len(devices)} devices; latscope "
+                                  f"imports files with one logic device")
+        group, keys = devices[0]
+        if not keys or keys[0][0] != "capturefile":
+            first = keys[0][0] if keys else "nothing"
+            raise SigrokFileError(f"{path}: metadata [{group}] must begin with 'capturefile' "
+                                  f"(sigrok refuses other keys before it), found {first!r}")
+        order = [key for key, _ in keys]
+        values = dict(keys)
+        for required in ("total probes", "unitsize"):
+            if required not in values:
+                raise SigrokFileError(f"{path}: metadata [{group}] has no {required!r} key "
+                                      f"(sigrok would load the file as empty)")
+        total_probes = _int_value(path, group, "total probes", values["total probes"], 1, 64)
+        unitsize = _int_value(path, group, "unitsize", values["unitsize"], 1, 8)
+        if unitsize * 8 < total_probes:
+            raise SigrokFileError(f"{path}: unitsize {unitsize} holds {unitsize * 8} probes but "
+                                  f"'total probes' is {total_probes}")
+        probes = [None] * total_probes
+        total_pos = order.index("total probes")
+        for position, (key, value) in enumerate(keys):
+            match = _PROBE_KEY.fullmatch(key)
+            if not match:
+                continue
+            if position < total_pos:
+                raise SigrokFileError(f"{path}: metadata [{group}] has {key!r} before "
+                                      f"'total probes' (sigrok fails to load such a file)")
+            number = int(match.group(1))
+            if not 1 <= number <= total_probes:
+                raise SigrokFileError(f"{path}: metadata [{group}] {key} is outside probe1.."
+                                      f"probe{total_probes}")
+            if not value:
+                raise SigrokFileError(f"{path}: metadata [{group}] {key} has an empty name")
+            probes[number - 1] = value
+        total_analog = 0
+        if "total analog" in values:
+            total_analog = _int_value(path, group, "total analog", values["total analog"], 0,
+                                      4096)
+        if samplerate_override is not None:
+            samplerate = int(samplerate_override)
+        elif "samplerate" in values:
+            try:
+                samplerate = parse_samplerate(values["samplerate"])
+            except ValueError as error:
+                raise SigrokFileError(f"{path}: metadata [{group}] samplerate: {error}") from None
+        else:
+            samplerate = None
+        capturefile = values["capturefile"]
+        if not _SAFE_CAPTUREFILE.fullmatch(capturefile):
+            raise SigrokFileError(f"{path}: metadata capturefile={capturefile!r} is not a plain "
+                                  f"member name")
+        chunks = self._find_chunks(members, capturefile)
+        chunk_bytes = tuple(members[name].file_size for name in chunks)
+        total = sum(chunk_bytes)
+        if total > self.limits.max_total_bytes:
+            raise SigrokFileError(f"{path}: the logic chunks hold {total} bytes uncompressed, "
+                                  f"above the limit of {self.limits.max_total_bytes} (raise it "
+                                  f"with --max-bytes if the file is trusted)")
+        for index, (name, size) in enumerate(zip(chunks, chunk_bytes, strict=True)):
+            if size % unitsize:
+                last = index == len(chunks) - 1
+                if not (last and allow_truncated):
+                    raise SigrokFileError(
+                        f"{path}: chunk {name!r} is {size} bytes, not a whole number of "
+                        f"{unitsize}-byte samples: the file is truncated or unitsize is wrong"
+                        + (" (--allow-truncated drops the partial last sample)" if last else ""))
+                self.warnings.append(f"chunk {name!r} ends with a partial sample "
+                                     f"({size % unitsize} of {unitsize} bytes); it was dropped")
+        num_samples = sum(size // unitsize for size in chunk_bytes)
+        if not chunks:
+            self.warnings.append("the file holds no logic samples")
+        sample_offset = 0
+        if "sample offset" in extra:
+            sample_offset = _int_value(path, "latscope", "sample offset", extra["sample offset"],
+                                       0, 2**62)
+        return SrInfo(path=path, version=version, sigrok_version=glob.get("sigrok version"),
+                      samplerate=samplerate, total_probes=total_probes, probes=tuple(probes),
+                      unitsize=unitsize, chunks=chunks, chunk_bytes=chunk_bytes,
+                      num_samples=num_samples, total_analog=total_analog,
+                      sample_offset=sample_offset, extra=extra)
+
+    def _find_chunks(self, members, capturefile):
+        numbered = {}
+        pattern = re.compile(re.escape(capturefile) + r"-([0-9]+)")
+        for name in members:
+            match = pattern.fullmatch(name)
+            if match:
+                text = match.group(1)
+                if text.startswith("0"):
+                    raise SigrokFileError(f"{self.path}: chunk member {name!r} has a number with "
+                                          f"a leading zero")
+                numbered[int(text)] = name
+        single = capturefile in members
+        if single and numbered:
+            raise SigrokFileError(f"{self.path}: both {capturefile!r} and numbered chunks "
+                                  f"{capturefile}-N exist; the sample order is ambiguous")
+        if single:
+            return (capturefile,)
+        for expected, number in enumerate(sorted(numbered), 1):
+            if number != expected:
+                raise SigrokFileError(f"{self.path}: chunk {capturefile}-{expected} is missing "
+                                      f"but {capturefile}-{number} exists")
+        return tuple(numbered[n] for n in sorted(numbered))
+
+    # --- streaming -------------------------------------------------------------------------------
+    def iter_samples(self, block_samples=1 << 19):
+        """Yield ``(first_sample_index, samples)`` blocks in order, across chunk boundaries.
+
+        ``samples`` is a 1-D unsigned array (``uint8``/``16``/``32``/``64``; unitsizes 3, 5, 6 and
+        7 are widened) of at most ``block_samples`` samples. Memory stays bounded by one block.
+        """
+        if block_samples < 1:
+            raise ValueError(f"block_samples must be positive, not {block_samples}")
+        info = self.info
+        unit = info.unitsize
+        width = unit if unit in _SAMPLE_DTYPES else (4 if unit < 4 else 8)
+        dtype = np.dtype(_SAMPLE_DTYPES[width])
+        index = 0
+        for name, size in zip(info.chunks, info.chunk_bytes, strict=True):
+            whole = size - size % unit
+            remaining = whole
+            try:
+                with self._zip.open(name) as handle:
+                    while remaining:
+                        want = min(remaining, block_samples * unit)
+                        data = handle.read(want)
+                        if len(data) != want:
+                            raise SigrokFileError(f"{self.path}: chunk {name!r} is damaged: "
+                                                  f"it ended after "
+                                                  f"{whole - remaining + len(data)} of its "
+                                                  f"{size} bytes")
+                        remaining -= want
+                        if width == unit:
+                            samples = np.frombuffer(data, dtype)
+                        else:
+                            raw = np.frombuffer(data, np.uint8).reshape(-1, unit)
+                            padded = np.zeros((len(raw), width), np.uint8)
+                            padded[:, :unit] = raw
+                            samples = padded.view(dtype).reshape(-1)
+                        yield index, samples
+                        index += len(samples)
+                    if whole != size:
+                        handle.read(size - whole)
+            except (zipfile.BadZipFile, EOFError, zlib.error, OSError, ValueError) as error:
+                raise SigrokFileError(f"{self.path}: chunk {name!r} is damaged: "
+                                      f"{error}") from None
+
+    def iter_edges(self, bits, block_samples=1 << 19):
+        """Yield edge blocks ``(time, channel, rising)`` of the probes ``bits``.
+
+        Parameters
+        ----------
+        bits : sequence of int
+            Probe bit indices; output channel ``i`` is probe ``bits[i]``.
+        block_samples : int
+
+        Yields
+        ------
+        time : numpy.ndarray of int64
+            Sample index of the first sample at the new level.
+        channel : numpy.ndarray of uint8
+        rising : numpy.ndarray of bool
+            Events sorted by time, then channel. The first sample sets the initial levels and is
+            not an edge; :attr:`initial_levels` holds them once the first block was read.
+        """
+        bits = np.asarray(bits, np.uint64)
+        if len(bits) > 256:
+            raise ValueError("at most 256 channels can be mapped")
+        mask = 0
+        for bit in bits.tolist():
+            mask |= 1 << bit
+        previous = None
+        self.initial_levels = None
+        for start, samples in self.iter_samples(block_samples):
+            masked = samples & samples.dtype.type(mask)
+            if previous is None:
+                self.initial_levels = [bool((int(masked[0]) >> int(b)) & 1) for b in bits]
+            # a bool comparison then nonzero is several times faster than nonzero of the xor
+            where = np.flatnonzero(masked[1:] != masked[:-1]) + 1
+            first_changed = previous is not None and masked[0] != previous
+            if first_changed:
+                where = np.concatenate(([0], where))
+            last = masked[-1]
+            if not len(where):
+                previous = last
+                continue
+            before = masked[where - 1]
+            if first_changed:
+                before[0] = previous
+            previous = last
+            after = masked[where]
+            diff = (after ^ before).astype(np.uint64)[:, None] >> bits[None, :]
+            level = after.astype(np.uint64)[:, None] >> bits[None, :]
+            rows, cols = np.nonzero(diff & np.uint64(1))
+            yield ((where[rows] + start).astype(np.int64), cols.astype(np.uint8),
+                   ((level[rows, cols] & np.uint64(1)) == 1))
+
+    def close(self):
+        """Close the archive."""
+        self._zip.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+def parse_channel_map(text, info):
+    """Parse ``--map`` text into ``[(role, probe_bit), ...]``.
+
+    Parameters
+    ----------
+    text : str or None
+        ``"rx_dv=D0,m_isr=D1"`` maps by probe name, ``"rx_dv=0"`` by probe index (index 0 is
+        ``probe1``, bit 0; a probe whose name is the text wins). ``None`` or empty: every named
+        probe under its own name.
+    info : SrInfo
+
+    Returns
+    -------
+    list of (str, int)
+        In the order given; the position is the latscope channel index.
+    """
+    if not text:
+        return [(name, k) for k, name in enumerate(info.probes) if name is not None]
+    result = []
+    for item in text.split(","):
+        item = item.strip()
+        if not item:
+            continue
+        role, sep, probe = item.partition("=")
+        role, probe = role.strip(), probe.strip()
+        if not sep or not role or not probe:
+            raise LatscopeError(f"--map entry {item!r} is not ROLE=PROBE (e.g. rx_dv=D0 or "
+                                f"rx_dv=0)")
+        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_.]*", role):
+            raise LatscopeError(f"--map role {role!r} must be an identifier (letters, digits, "
+                                f"'_' and '.')")
+        if any(role == r for r, _ in result):
+            raise LatscopeError(f"--map names role {role!r} twice")
+        result.append((role, info.probe_index(probe)))
+    if not result:
+        raise LatscopeError("--map is empty")
+    if len(result) > 256:
+        raise LatscopeError("--map names more than 256 roles")
+    return result
+
+
+@dataclasses.dataclass
+class ImportSummary:
+    """What :func:`import_sr` did."""
+    source: str
+    output: str
+    samplerate: int
+    samples: int
+    events: int
+    channels: dict
+    warnings: list
+    seconds: float
+
+
+def import_sr(source, output, mapping=None, *, limits=None, samplerate=None,
+              allow_truncated=False, overwrite=False, use_offset=True, progress=None):
+    """Import a sigrok session file into a latscope capture file.
+
+    Parameters
+    ----------
+    source : str or os.PathLike
+        The ``.sr`` file.
+    output : str or os.PathLike
+        The capture file to create.
+    mapping : str or list of (str, int), optional
+        ``--map`` text (see :func:`parse_channel_map`) or its parsed form. Unmapped probes are
+        ignored; by default every named probe is imported under its own name.
+    limits : SrLimits, optional
+    samplerate : int, optional
+        Override (or supply) the file's sample rate.
+    allow_truncated : bool
+        Drop a partial last sample instead of refusing the file.
+    overwrite : bool
+        Replace an existing ``output``.
+    use_offset : bool
+        Add the ``[latscope] sample offset`` of files latscope exported, so their events keep
+        their original times.
+    progress : callable, optional
+        Called as ``progress(samples_done, samples_total)``.
+
+    Returns
+    -------
+    ImportSummary
+
+    Notes
+    -----
+    One tick is one sample (``tick_hz`` = sample rate); an event's time is the index of the first
+    sample at the new level. Memory is bounded by one block of samples whatever the file size.
+    """
+    from latscope.capture.capfile import CaptureWriter
+
+    started = _time.monotonic()
+    with SrReader(source, limits=limits, samplerate=samplerate,
+                  allow_truncated=allow_truncated) as reader:
+        info = reader.info
+        if info.samplerate is None:
+            raise SigrokFileError(f"{info.path}: the metadata has no samplerate; give one with "
+                                  f"--samplerate")
+        pairs = mapping if isinstance(mapping, list) else parse_channel_map(mapping, info)
+        offset = info.sample_offset if use_offset else 0
+        metadata = {
+            "tick_hz": info.samplerate,
+            "channels": {str(i): role for i, (role, _) in enumerate(pairs)},
+            "source": "sigrok",
+            "source_file": os.path.basename(info.path),
+            "sigrok": {
+                "samplerate_hz": info.samplerate,
+                "probes": list(info.probes),
+                "map": {role: (info.probes[bit] or str(bit)) for role, bit in pairs},
+                "unitsize": info.unitsize,
+                "samples": info.num_samples,
+                "sigrok_version": info.sigrok_version,
+                "sample_offset": offset,
+            },
+        }
+        events = 0
+        writer = CaptureWriter(output, metadata, fsync=False, overwrite=overwrite,
+                               chunk_events=1 << 18, flush_interval=2.0)
+        try:
+            bits = [bit for _, bit in pairs]
+            for time, channel, rising in reader.iter_edges(bits):
+                if offset:
+                    time += offset
+                writer.append_events(time, channel, rising)
+                events += len(time)
+                if progress is not None:
+                    progress(int(time[-1]) - offset, info.num_samples)
+            initial = reader.initial_levels or []
+            levels = {role: level for (role, _), level in zip(pairs, initial, strict=False)}
+            writer.close(reason="imported", samples=info.num_samples, initial_levels=levels)
+        except BaseException:
+            writer.abandon()
+            try:
+                os.unlink(writer.path)          # a half-imported capture is no use to anyone
+            except OSError:
+                pass
+            raise
+        return ImportSummary(source=info.path, output=os.fspath(output),
+                             samplerate=info.samplerate, samples=info.num_samples, events=events,
+                             channels={i: role for i, (role, _) in enumerate(pairs)},
+                             warnings=list(reader.warnings),
+                             seconds=round(_time.monotonic() - started, 3))
+
+
+# --- writing -------------------------------------------------------------------------------------
+def _unitsize_for(count):
+    needed = max(1, (count + 7) // 8)
+    return next(size for size in (1, 2, 4, 8) if size >= needed)
+
+
+class SrWriter:
+    """Write a sigrok session file (format version 2) chunk by chunk.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+    samplerate : int
+        Samples per second (written as a whole number of Hz).
+    probe_names : sequence of str
+        Probe ``k`` (bit ``k``) gets name ``probe_names[k]``; at most 64.
+    sample_offset : int, optional
+        Written as ``[latscope] sample offset`` (ignored by sigrok): the index, in the capture's
+        time base at this sample rate, of this file's first sample.
+    chunk_samples : int
+        Samples per ``logic-1-N`` member.
+    overwrite : bool
+
+    Notes
+    -----
+    The metadata keys are written in the order libsigrok 0.5.2 writes and requires:
+    ``capturefile``, ``total probes``, ``samplerate``, ``total analog``, ``probeN``, ``unitsize``.
+    """
+
+    def __init__(self, path, samplerate, probe_names, *, sample_offset=None,
+                 chunk_samples=1 << 22, overwrite=False):
+        names = list(probe_names)
+        if not 1 <= len(names) <= 64:
+            raise ValueError(f"A session file holds 1 to 64 probes, not {len(names)}")
+        for name in names:
+            if not isinstance(name, str) or not name.strip() or name != name.strip() or \
+                    any(ord(c) < 32 for c in name) or "[" in name:
+                raise ValueError(f"Probe name {name!r} cannot be stored in sigrok metadata")
+        if isinstance(samplerate, bool) or not isinstance(samplerate, int) or samplerate < 1:
+            raise ValueError(f"Sample rate must be a positive integer (Hz), not {samplerate!r}")
+        if not isinstance(chunk_samples, int) or chunk_samples < 1:
+            raise ValueError(f"chunk_samples must be a positive integer, not {chunk_samples!r}")
+        self.path = os.fspath(path)
+        self.samplerate = samplerate
+        self.names = names
+        self.unitsize = _unitsize_for(len(names))
+        self.dtype = np.dtype(_SAMPLE_DTYPES[self.unitsize])
+        self.chunk_samples = chunk_samples
+        self.samples = 0
+        self._pending = []
+        self._pending_count = 0
+        self._chunk = 0
+        if os.path.exists(self.path) and not overwrite:
+            raise LatscopeError(f"{self.path} exists; choose another name or pass --force")
+        try:
+            self._zip = zipfile.ZipFile(self.path, "w", zipfile.ZIP_DEFLATED, compresslevel=1)
+        except OSError as error:
+            raise LatscopeError(f"cannot create {self.path}: {error.strerror}") from None
+        lines = [f"# written by latscope {__version__}", "[global]",
+                 f"sigrok version={WRITTEN_SIGROK_VERSION}", "", "[device 1]",
+                 "capturefile=logic-1", f"total probes={len(names)}",
+                 f"samplerate={samplerate}", "total analog=0"]
+        lines += [f"probe{k + 1}={name}" for k, name in enumerate(names)]
+        lines += [f"unitsize={self.unitsize}", ""]
+        if sample_offset is not None:
+            lines += ["[latscope]", f"sample offset={int(sample_offset)}", ""]
+        self._zip.writestr("version", b"2")
+        self._zip.writestr("metadata", "\n".join(lines).encode())
+
+    def append(self, samples):
+        """Append samples (integers whose bit ``k`` is probe ``k``)."""
+        samples = np.ascontiguousarray(samples, dtype=self.dtype)
+        while len(samples):
+            take = min(len(samples), self.chunk_samples - self._pending_count)
+            self._pending.append(samples[:take])
+            self._pending_count += take
+            samples = samples[take:]
+            if self._pending_count == self.chunk_samples:
+                self._flush()
+
+    def _flush(self):
+        if not self._pending_count:
+            return
+        self._chunk += 1
+        with self._zip.open(f"logic-1-{self._chunk}", "w") as handle:
+            for part in self._pending:
+                handle.write(part.tobytes())
+        self.samples += self._pending_count
+        self._pending, self._pending_count = [], 0
+
+    def close(self):
+        """Write the last chunk and the zip directory."""
+        self._flush()
+        self._zip.close()
+
+    def abandon(self):
+        """Close and delete a half-written file."""
+        try:
+            self._zip.close()
+        finally:
+            os.unlink(self.path)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, exc_type, *exc):
+        if exc_type is None:
+            self.close()
+        else:
+            self.abandon()
+
+
+def _sample_index(delta, samplerate, tick_hz):
+    """``ceil(delta * samplerate / tick_hz)`` exactly, for int64 ``delta >= 0``: the first sample
+    at or after each tick offset (an edge exactly on a sample instant is seen at that sample)."""
+    if tick_hz == samplerate:
+        return delta.astype(np.int64)
+    ratio = Fraction(samplerate) / Fraction(tick_hz)      # samples per tick, a / b
+    a, b = ratio.numerator, ratio.denominator
+    if a * b < (1 << 62):
+        # delta = q b + r  ->  ceil(delta a / b) = q a + ceil(r a / b), with r a < a b: no overflow
+        q, r = np.divmod(delta.astype(np.int64), b)
+        return q * a - ((-r * a) // b)
+    return np.array([-((-int(d) * a) // b) for d in delta.tolist()], np.int64)
+
+
+@dataclasses.dataclass
+class ExportSummary:
+    """What an export wrote."""
+    output: str
+    format: str
+    start_tick: int
+    stop_tick: int
+    events: int
+    samples: int | None
+    samplerate: int | None
+    channels: list
+    hidden_edges: int
+    warnings: list
+
+
+def _levels_to_samples(levels, where, channel, rising, length, dtype):
+    """Packed samples of one block. ``levels`` (int8 per channel, updated in place) are the levels
+    before the block; ``where`` the sample offsets of the block's events, sorted. Returns
+    ``(samples, hidden)`` where ``hidden`` counts edges the samples cannot show."""
+    packed = 0
+    for k, level in enumerate(levels.tolist()):
+        packed |= level << k
+    samples = np.full(length, packed, dtype)
+    hidden = 0
+    for k in np.unique(channel).tolist():
+        select = channel == k
+        at = where[select]
+        new = rising[select].astype(np.int8)
+        before = np.concatenate((levels[k:k + 1], new[:-1]))
+        delta = new - before                        # -1, 0 or +1; 0: the level did not change
+        hidden += int(np.count_nonzero(delta == 0)) + int(np.count_nonzero(at[1:] == at[:-1]))
+        steps = np.zeros(length, np.int8)
+        np.add.at(steps, at, delta)
+        level = (np.cumsum(steps, dtype=np.int8) + levels[k]).astype(dtype)
+        samples = (samples & dtype.type(~(1 << k) & ((1 << (8 * dtype.itemsize)) - 1))) | \
+            (level << dtype.type(k))
+        levels[k] = new[-1]
+    return samples, hidden
+
+
+def export_sr(window, output, samplerate, *, max_samples=10**9, overwrite=False, progress=None):
+    """Write a capture window as a sigrok session file, sample-exactly.
+
+    Parameters
+    ----------
+    window : latscope.capture.interop.Window
+        The events to export, their channels, initial levels and the tick range.
+    output : str or os.PathLike
+    samplerate : int
+        Samples per second of the file. Sample ``n`` is at ``start + n / samplerate``; an edge at
+        tick ``t`` shows first at sample ``ceil((t - start) * samplerate / tick_hz)``.
+    max_samples : int
+        Refuse windows needing more samples (PulseView holds every sample in memory).
+    overwrite : bool
+    progress : callable, optional
+
+    Returns
+    -------
+    ExportSummary
+        ``hidden_edges`` counts edges a sigrok viewer cannot show: two edges of one channel on one
+        sample, an edge that does not change the level (a capture with only rising edges
+        enabled), or an edge exactly at the window start (sigrok has no level before sample 0).
+    """
+    tick_hz = window.tick_hz
+    span = window.stop - window.start
+    if span < 1:
+        raise LatscopeError("the export window is empty")
+    ratio = Fraction(samplerate) / tick_hz
+    count = (span - 1) * ratio
+    count = int(-(-count.numerator // count.denominator)) + 1
+    if count > max_samples:
+        raise LatscopeError(
+            f"the window needs {count:,} samples at {samplerate:,} Hz, above --max-samples "
+            f"{max_samples:,}; narrow it with --from/--to, lower --samplerate, or raise "
+            f"--max-samples (PulseView holds about 1.07 x samples x unitsize bytes in memory)")
+    offset = window.start * ratio
+    sample_offset = int(offset) if offset.denominator == 1 else None
+    warnings = list(window.warnings)
+    if sample_offset is None:
+        warnings.append("the window start is not on a sample instant of the capture's time "
+                        "base at this rate; importing the file gives times from 0")
+    names = list(window.names)
+    levels = np.array(window.initial, np.int8)
+    hidden = window.absorbed
+    block = 1 << 20
+    if len(names) > 64:
+        raise LatscopeError(f"a sigrok file holds at most 64 channels, not {len(names)}; choose "
+                            f"some with --channels")
+    try:
+        writer = SrWriter(output, samplerate, names, sample_offset=sample_offset,
+                          overwrite=overwrite)
+    except ValueError as error:
+        raise LatscopeError(str(error)) from None
+    dtype = writer.dtype
+    try:
+        source = window.blocks()
+        buffered = []                   # (sample index, channel, rising) not yet written
+        last_index = -1                 # sample index of the last event read so far
+        exhausted = False
+        base = 0
+        while base < count:
+            end = min(base + block, count)
+            while not exhausted and last_index < end:
+                try:
+                    time, channel, rising = next(source)
+                except StopIteration:
+                    exhausted = True
+                    break
+                if len(time):
+                    index = _sample_index(time - window.start, samplerate, tick_hz)
+                    buffered.append((index, channel, rising))
+                    last_index = int(index[-1])
+            if buffered:
+                index, channel, rising = (np.concatenate(column)
+                                          for column in zip(*buffered, strict=True))
+                cut = int(np.searchsorted(index, end))
+                buffered = [(index[cut:], channel[cut:], rising[cut:])] if cut < len(index) \
+                    else []
+                index, channel, rising = index[:cut], channel[:cut], rising[:cut]
+            else:
+                index = np.zeros(0, np.int64)
+                channel = np.zeros(0, np.uint8)
+                rising = np.zeros(0, bool)
+            samples, hidden_here = _levels_to_samples(levels, index - base, channel, rising,
+                                                      end - base, dtype)
+            hidden += hidden_here
+            writer.append(samples)
+            base = end
+            if progress is not None:
+                progress(base, count)
+        writer.close()
+    except BaseException:
+        writer.abandon()
+        raise
+    if hidden:
+        warnings.append(f"{hidden} edge(s) cannot be shown at {samplerate:,} Hz (two edges of a "
+                        f"channel on one sample, an edge that does not change the level, or an "
+                        f"edge exactly at the window start)")
+    return ExportSummary(output=os.fspath(output), format="sr", start_tick=window.start,
+                         stop_tick=window.stop, events=window.count, samples=count,
+                         samplerate=samplerate, channels=names, hidden_edges=hidden,
+                         warnings=warnings)
+
+
+# --- benchmark -----------------------------------------------------------------------------------
+def make_sparse_sr(path, samples, *, period=100_000, probes=8, chunk_samples=1 << 24,
+                   samplerate=100_000_000):
+    """Write a large, mostly idle session file: probe 0 toggles every ``period`` samples and probe
+    ``k`` every ``period * (k + 1)`` (the pattern restarts with every chunk of ``chunk_samples``).
+    Used by the benchmark and the bounded-memory test."""
+    with SrWriter(path, samplerate, [f"D{k}" for k in range(probes)],
+                  chunk_samples=chunk_samples, overwrite=True) as writer:
+        n = np.arange(chunk_samples, dtype=np.int64)
+        pattern = np.zeros(chunk_samples, writer.dtype)
+        for k in range(probes):
+            pattern |= (((n // (period * (k + 1))) & 1).astype(writer.dtype) << k)
+        done = 0
+        while done < samples:
+            take = min(chunk_samples, samples - done)
+            writer.append(pattern[:take])
+            done += take
+
+
+def peak_rss():
+    """Peak resident memory of this process in bytes (``VmHWM`` from ``/proc/self/status``;
+    unlike ``ru_maxrss`` it does not inherit the parent's peak across ``exec``)."""
+    try:
+        with open("/proc/self/status") as handle:
+            for line in handle:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    import resource
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
+def _timed_child(code):
+    """Run ``code`` in a fresh interpreter; return (seconds, peak RSS in bytes)."""
+    import sys
+    script = ("import time\nfrom latscope.capture.sigrok import peak_rss\n"
+              "t = time.perf_counter()\n" + code +
+              "\nprint(time.perf_counter() - t, peak_rss())")
+    out = subprocess.run([sys.executable, "-c", script], check=True, capture_output=True,
+                         text=True).stdout.split()
+    return float(out[-2]), int(out[-1])
+
+
+def bench_import(quick):
+    """Benchmark rows ``(figure, value, unit, note)``: ``latscope import`` of a large sparse
+    capture against ``sigrok-cli -O null`` reading the same file, and the importer's peak RSS.
+
+    Parameters
+    ----------
+    quick : bool
+        10^7 samples instead of 10^9.
+    """
+    import shutil
+    samples = 10**7 if quick else 10**9
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        sr_path = os.path.join(tmp, "big.sr")
+        lsc_path = os.path.join(tmp, "big.lsc")
+        make_sparse_sr(sr_path, samples)
+        seconds, rss = _timed_child(
+            "from latscope.capture.sigrok import import_sr\n"
+            f"import_sr({sr_path!r}, {lsc_path!r}, 'a=D0,b=D1,c=D7', overwrite=True)")
+        rows.append(("import .sr -> capture", samples / seconds / 1e6, "Msample/s",
+                     f"{samples:.0e} samples, 8 probes, 3 mapped, {seconds:.2f} s"))
+        rows.append(("import peak RSS", rss / 2**20, "MiB",
+                     f"whole process (Python + NumPy), {samples:.0e} samples"))
+        if shutil.which("sigrok-cli"):
+            started = _time.perf_counter()
+            subprocess.run(["sigrok-cli", "-i", sr_path, "-O", "null"], check=True,
+                           capture_output=True)
+            baseline = _time.perf_counter() - started
+            rows.append(("sigrok-cli -O null, same file", samples / baseline / 1e6, "Msample/s",
+                         f"{baseline:.2f} s; latscope import is {baseline / seconds:.2f}x its "
+                         f"speed"))
+        else:
+            rows.append(("sigrok-cli -O null, same file", float("nan"), "Msample/s",
+                         "sigrok-cli not installed"))
+    return rows
+
