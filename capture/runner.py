@@ -1,0 +1,216 @@
+"""``latscope run EXPERIMENT.toml``: a matrix of paths x sizes x configurations, one capture per
+cell, plus a summary.
+
+EXPERIMENT.toml::
+
+    name = "paper-table-1"
+    target = "sim"                  # "sim" (simulated bench) or "HOST" of a real DUT
+    paths = ["gem", "fast-track"]   # sim: profile families; hardware: socket | netctx | fast
+    sizes = [64, 256, 1024]         # Ethernet frame bytes
+    configurations = ["default"]    # labels; on hardware, the firmware's overlays must match
+    packets = 500                   # per cell
+    seed = 1                        # sim only
+    engine = "model"                # sim only: model | verilator | amaranth | auto
+    instrument = "/dev/ttyUSB1"     # hardware only: the instrument's serial port
+
+The summary (``summary.json`` in the output folder) lists every cell's configuration, capture
+file and outcome. The DUT control protocol (``docs/zephyr-app.md``) is implemented by
+:class:`ControlClient`.
+"""
+
+import json
+import socket
+import struct
+from pathlib import Path
+
+import tomllib
+
+from latscope import LatscopeError
+
+CTRL_MAGIC = b"LC"
+CTRL_VERSION = 1
+OPCODES = {"get_info": 1, "set_path": 2, "set_markers": 3, "set_sizes": 4, "calibrate": 5,
+           "get_counters": 6, "reset_counters": 7, "get_config": 8}
+STATUS = ["ok", "bad-version", "bad-length", "unknown-opcode", "bad-value", "unsupported",
+          "failed"]
+PATHS = ["socket", "netctx", "fast"]
+POINTS = ["rx.isr", "rx.copy", "rx.udp", "rx.fast", "tx.send", "tx.xmit"]
+COUNTERS = ["rx_frames", "rx_fast", "rx_stack", "tx_echo", "tx_errors", "size_skipped",
+            "ctrl_requests", "ctrl_errors", "marker_pulses"]
+
+
+def encode_request(opcode, request_id, body=b""):
+    """Encode a control request (big-endian header: 'LC', version, opcode, id, length)."""
+    if len(body) > 1024:
+        raise LatscopeError(f"control request body of {len(body)} bytes: at most 1024")
+    return CTRL_MAGIC + bytes([CTRL_VERSION, opcode]) + struct.pack(">HH", request_id,
+                                                                     len(body)) + bytes(body)
+
+
+def decode_response(data):
+    """Decode a control response to ``(opcode, id, status, body)``."""
+    if len(data) < 10 or data[:2] != CTRL_MAGIC or not data[3] & 0x80:
+        raise LatscopeError("DUT control: not a latscope control response")
+    if data[2] != CTRL_VERSION:
+        raise LatscopeError(f"DUT control: protocol version {data[2]}, this host speaks 1")
+    request_id, status, _, length = struct.unpack_from(">HBBH", data, 4)
+    if length != len(data) - 10:
+        raise LatscopeError("DUT control: response length field disagrees with the datagram")
+    return data[3] & 0x7F, request_id, status, bytes(data[10:])
+
+
+class ControlClient:
+    """Talk to the DUT's control port (UDP, default 4240)."""
+
+    def __init__(self, host, port=4240, timeout=1.0, retries=3):
+        self.address = (host, port)
+        self.timeout, self.retries, self._id = timeout, retries, 0
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        self.sock.settimeout(timeout)
+
+    def close(self):
+        self.sock.close()
+
+    def request(self, name, body=b""):
+        """Send a request, return the reply body; LatscopeError on timeout or a non-OK status."""
+        self._id = (self._id + 1) & 0xFFFF
+        data = encode_request(OPCODES[name], self._id, body)
+        for _ in range(self.retries):
+            self.sock.sendto(data, self.address)
+            try:
+                while True:
+                    op, rid, status, reply = decode_response(self.sock.recv(2048))
+                    if rid == self._id:
+                        break
+            except socket.timeout:
+                continue
+            if status:
+                reason = STATUS[status] if status < len(STATUS) else status
+                raise LatscopeError(f"DUT control {name}: {reason}")
+            return reply
+        raise LatscopeError(f"DUT control {name}: no answer from {self.address[0]}:"
+                            f"{self.address[1]} after {self.retries} tries")
+
+    def info(self):
+        """Build information as a dict (version, board, overlays, source_hash, ports, ...)."""
+        text = self.request("get_info").decode("utf-8", "replace")
+        return dict(line.split("=", 1) for line in text.splitlines() if "=" in line)
+
+    def set_path(self, path):
+        self.request("set_path", bytes([PATHS.index(path)]))
+
+    def set_sizes(self, payload_sizes):
+        self.request("set_sizes", bytes([len(payload_sizes)]) +
+                     b"".join(struct.pack(">H", s) for s in payload_sizes))
+
+    def counters(self):
+        body = self.request("get_counters")
+        values = struct.unpack_from(f">{body[0]}I", body, 1)
+        return {COUNTERS[i] if i < len(COUNTERS) else f"counter{i}": v
+                for i, v in enumerate(values)}
+
+
+def load_experiment(path):
+    """Read and check EXPERIMENT.toml; returns a dict with every key filled."""
+    try:
+        with open(path, "rb") as f:
+            exp = tomllib.load(f)
+    except FileNotFoundError:
+        raise LatscopeError(f"{path}: no such experiment file") from None
+    except tomllib.TOMLDecodeError as error:
+        raise LatscopeError(f"{path}: not valid TOML ({error})") from None
+    exp.setdefault("name", Path(path).stem)
+    exp.setdefault("configurations", ["default"])
+    exp.setdefault("packets", 500)
+    exp.setdefault("seed", 1)
+    exp.setdefault("engine", "model")
+    for key in ("target", "paths", "sizes"):
+        if key not in exp:
+            raise LatscopeError(f"{path}: missing key {key!r}")
+    for key in ("paths", "sizes", "configurations"):
+        if not isinstance(exp[key], list) or not exp[key]:
+            raise LatscopeError(f"{path}: {key!r} must be a non-empty list")
+    if not all(isinstance(s, int) and 64 <= s <= 1518 for s in exp["sizes"]):
+        raise LatscopeError(f"{path}: sizes must be Ethernet frame bytes, 64 to 1518")
+    if not isinstance(exp["packets"], int) or not 1 <= exp["packets"] <= 10_000_000:
+        raise LatscopeError(f"{path}: packets must be an integer from 1 to 10,000,000")
+    if exp["target"] != "sim":
+        bad = [p for p in exp["paths"] if p not in PATHS]
+        if bad:
+            raise LatscopeError(f"{path}: hardware paths must be among {PATHS}, not {bad}")
+        if "instrument" not in exp:
+            raise LatscopeError(f"{path}: hardware target needs instrument = \"/dev/...\"")
+    return exp
+
+
+def _capture(argv):
+    from latscope.cli import main
+    return main(["capture", *argv])
+
+
+def run_experiment(exp, out_dir, *, capture=_capture, quiet=True):
+    """Run every cell; return the summary dict (also written to ``out_dir/summary.json``)."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    cells = []
+    client = None
+    info = {}
+    if exp["target"] != "sim":
+        client = ControlClient(exp["target"], exp.get("control_port", 4240))
+        info = client.info()
+    try:
+        for config in exp["configurations"]:
+            if client is not None and config != "default" and config not in \
+                    info.get("overlays", "").split(","):
+                raise LatscopeError(f"configuration {config!r}: the DUT firmware was built "
+                                    f"with overlays {info.get('overlays')!r}")
+            for path in exp["paths"]:
+                for size in exp["sizes"]:
+                    name = f"{config}-{path}-{size}"
+                    file = out / f"{name}.lsc"
+                    argv = ["-o", str(file), "--packets", str(exp["packets"]), "--force",
+                            "--label", name]
+                    argv += ["--quiet"] if quiet else []
+                    if client is None:
+                        argv += ["--sim", f"{path}-{size}", "--sim-engine", exp["engine"],
+                                 "--sim-seed", str(exp["seed"])]
+                    else:
+                        client.set_path(path)
+                        client.set_sizes([size - 46])
+                        argv += ["--port", exp["instrument"]]
+                    status = capture(argv)
+                    cells.append({"configuration": config, "path": path, "size": size,
+                                  "capture": file.name, "exit_status": status,
+                                  "ok": status == 0 and file.exists()})
+    finally:
+        if client is not None:
+            client.close()
+    summary = {"experiment": exp["name"], "target": exp["target"], "packets": exp["packets"],
+               "firmware": info, "cells": cells,
+               "ok": all(c["ok"] for c in cells)}
+    (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+    return summary
+
+
+def register(subparsers):
+    p = subparsers.add_parser(
+        "run", help="run an experiment matrix (paths x sizes x configurations)",
+        description="Run EXPERIMENT.toml: one capture per cell of paths x sizes (Ethernet frame "
+                    "bytes) x configurations, against the simulated bench (target = \"sim\") or "
+                    "a DUT (target = its address, selected over its control port), and write "
+                    "OUT/summary.json listing every cell's capture file.")
+    p.add_argument("experiment", metavar="EXPERIMENT.toml")
+    p.add_argument("-o", "--output", metavar="DIR", help="output folder (default: ./NAME)")
+    p.add_argument("--json", action="store_true", help="print the summary as JSON")
+    p.set_defaults(func=_main)
+
+
+def _main(args):
+    exp = load_experiment(args.experiment)
+    summary = run_experiment(exp, args.output or exp["name"])
+    if args.json:
+        print(json.dumps(summary))
+    else:
+        good = sum(c["ok"] for c in summary["cells"])
+        print(f"{exp['name']}: {good}/{len(summary['cells'])} cells captured")
+    return 0 if summary["ok"] else 1

@@ -1,0 +1,170 @@
+/*
+ * latscope portable core: Ethernet II / 802.1Q / IPv4 / UDP header classifier.
+ * Ref: IEEE Std 802.3-2018 clause 3, IEEE Std 802.1Q-2018 clause 9, RFC 791, RFC 768, RFC 1071.
+ * SPDX-License-Identifier: BSD-2-Clause
+ */
+#include "latscope_core/classify.h"
+
+#include <string.h>
+
+static inline uint16_t rd16(const uint8_t *p)
+{
+	return (uint16_t)(((uint16_t)p[0] << 8) | p[1]);
+}
+
+static inline void wr16(uint8_t *p, uint16_t v)
+{
+	p[0] = (uint8_t)(v >> 8);
+	p[1] = (uint8_t)v;
+}
+
+enum ls_class ls_classify_udp(const uint8_t *hdr, size_t hdr_len, size_t frame_len,
+			      uint16_t port, struct ls_udp_frame *out)
+{
+	struct ls_udp_frame f;
+	size_t off = LS_ETH_HDR_LEN;
+	uint16_t ethertype;
+
+	memset(&f, 0, sizeof(f));
+	if (hdr == NULL || hdr_len > frame_len) {
+		return LS_CLASS_TRUNCATED;
+	}
+	if (hdr_len < LS_ETH_HDR_LEN) {
+		return LS_CLASS_TRUNCATED;
+	}
+	ethertype = rd16(&hdr[12]);
+	if (ethertype == LS_ETHERTYPE_VLAN) {
+		if (hdr_len < LS_ETH_HDR_LEN + LS_VLAN_TAG_LEN) {
+			return LS_CLASS_TRUNCATED;
+		}
+		f.has_vlan = true;
+		f.vlan_tci = rd16(&hdr[14]);
+		ethertype = rd16(&hdr[16]);
+		off += LS_VLAN_TAG_LEN;
+	}
+	if (ethertype != LS_ETHERTYPE_IPV4) {
+		return LS_CLASS_NOT_IPV4;
+	}
+	if (hdr_len < off + LS_IPV4_MIN_HDR) {
+		return LS_CLASS_TRUNCATED;
+	}
+
+	const uint8_t *ip = &hdr[off];
+	size_t ihl = (size_t)(ip[0] & 0x0fu) * 4u;
+
+	if ((ip[0] >> 4) != 4u || ihl < LS_IPV4_MIN_HDR) {
+		return LS_CLASS_BAD_IPV4;
+	}
+	f.ip_total_len = rd16(&ip[2]);
+	if (f.ip_total_len < ihl) {
+		return LS_CLASS_BAD_IPV4;
+	}
+	/* Frames may carry padding after the datagram, never less than it declares. */
+	if (off + (size_t)f.ip_total_len > frame_len) {
+		return LS_CLASS_TRUNCATED;
+	}
+	if ((rd16(&ip[6]) & 0x3fffu) != 0u) { /* MF flag or fragment offset */
+		return LS_CLASS_FRAGMENT;
+	}
+	if (ip[9] != LS_IPPROTO_UDP) {
+		return LS_CLASS_NOT_UDP;
+	}
+	if (hdr_len < off + ihl + LS_UDP_HDR_LEN) {
+		return LS_CLASS_TRUNCATED;
+	}
+	if (f.ip_total_len < ihl + LS_UDP_HDR_LEN) {
+		return LS_CLASS_BAD_UDP;
+	}
+
+	const uint8_t *udp = &ip[ihl];
+	uint16_t udp_len = rd16(&udp[4]);
+
+	if (udp_len < LS_UDP_HDR_LEN || udp_len > f.ip_total_len - ihl) {
+		return LS_CLASS_BAD_UDP;
+	}
+	f.l3_offset = (uint16_t)off;
+	f.l4_offset = (uint16_t)(off + ihl);
+	f.payload_offset = (uint16_t)(off + ihl + LS_UDP_HDR_LEN);
+	f.payload_len = (uint16_t)(udp_len - LS_UDP_HDR_LEN);
+	f.src_port = rd16(&udp[0]);
+	f.dst_port = rd16(&udp[2]);
+	memcpy(f.src_ip, &ip[12], 4);
+	memcpy(f.dst_ip, &ip[16], 4);
+	if (out != NULL) {
+		*out = f;
+	}
+	if (port != 0u && f.dst_port != port) {
+		return LS_CLASS_OTHER_PORT;
+	}
+	return LS_CLASS_MATCH;
+}
+
+const char *ls_class_name(enum ls_class cls)
+{
+	static const char *const names[LS_CLASS_COUNT] = {
+		[LS_CLASS_MATCH] = "match",
+		[LS_CLASS_TRUNCATED] = "truncated",
+		[LS_CLASS_NOT_IPV4] = "not-ipv4",
+		[LS_CLASS_BAD_IPV4] = "bad-ipv4",
+		[LS_CLASS_FRAGMENT] = "fragment",
+		[LS_CLASS_NOT_UDP] = "not-udp",
+		[LS_CLASS_BAD_UDP] = "bad-udp",
+		[LS_CLASS_OTHER_PORT] = "other-port",
+	};
+
+	if ((unsigned int)cls >= LS_CLASS_COUNT) {
+		return "invalid";
+	}
+	return names[cls];
+}
+
+uint32_t ls_inet_sum(const uint8_t *data, size_t len, uint32_t sum)
+{
+	size_t i;
+
+	for (i = 0; i + 1 < len; i += 2) {
+		sum += rd16(&data[i]);
+		sum = (sum & 0xffffu) + (sum >> 16);
+	}
+	if (i < len) {
+		sum += (uint32_t)data[i] << 8;
+		sum = (sum & 0xffffu) + (sum >> 16);
+	}
+	return sum;
+}
+
+uint16_t ls_inet_fold(uint32_t sum)
+{
+	while (sum >> 16) {
+		sum = (sum & 0xffffu) + (sum >> 16);
+	}
+	return (uint16_t)~sum;
+}
+
+int ls_udp_make_reply(uint8_t *hdr, size_t hdr_len, const struct ls_udp_frame *f)
+{
+	uint8_t tmp[6];
+
+	if (hdr == NULL || f == NULL || hdr_len < f->payload_offset ||
+	    f->l4_offset < f->l3_offset + LS_IPV4_MIN_HDR || f->l3_offset < LS_ETH_HDR_LEN) {
+		return -1;
+	}
+	uint8_t *ip = &hdr[f->l3_offset];
+	uint8_t *udp = &hdr[f->l4_offset];
+	size_t ihl = (size_t)(f->l4_offset - f->l3_offset);
+
+	memcpy(tmp, &hdr[0], 6);
+	memcpy(&hdr[0], &hdr[6], 6);
+	memcpy(&hdr[6], tmp, 6);
+	memcpy(tmp, &ip[12], 4);
+	memcpy(&ip[12], &ip[16], 4);
+	memcpy(&ip[16], tmp, 4);
+	memcpy(tmp, &udp[0], 2);
+	memcpy(&udp[0], &udp[2], 2);
+	memcpy(&udp[2], tmp, 2);
+	ip[8] = 64;            /* TTL */
+	wr16(&ip[10], 0);
+	wr16(&ip[10], ls_inet_fold(ls_inet_sum(ip, ihl, 0)));
+	wr16(&udp[6], 0);      /* RFC 768: zero means "no checksum" over IPv4 */
+	return 0;
+}

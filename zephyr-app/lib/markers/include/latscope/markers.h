@@ -1,0 +1,51 @@
+/*
+ * latscope marker library: the only code that touches marker pins.
+ *
+ * latscope_mark(point) raises a short pulse on the channel the current marker map assigns to
+ * @p point (see lib/latscope_core/include/latscope_core/markers.h); nothing happens if the point
+ * is unassigned. The rising edge is the event. Safe from ISRs and threads; a pulse is two stores
+ * (direct mode) or two GPIO driver calls (port mode).
+ * SPDX-License-Identifier: BSD-2-Clause
+ */
+#ifndef LATSCOPE_MARKERS_H_
+#define LATSCOPE_MARKERS_H_
+
+#include <stdint.h>
+#include <latscope_core/markers.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** Configure the marker pins as outputs, low. Returns 0 or a negative errno. */
+int latscope_markers_init(void);
+
+/** Number of marker channels the devicetree provides (0..5). */
+unsigned int latscope_markers_count(void);
+
+/** Use @p map from now on (copied; takes effect for the next latscope_mark()). */
+void latscope_markers_set_map(const struct ls_marker_map *map);
+
+/** One pulse on marker channel @p channel (0..4); ignored if the channel has no pin. */
+void latscope_marker_pulse(unsigned int channel);
+
+/** Pulse count since boot (all channels), for the counters. */
+uint32_t latscope_markers_pulses(void);
+
+extern volatile uint8_t latscope_point_channel[LS_POINT_COUNT];
+
+/** Raise the marker for @p point if the map assigns it to a channel. */
+static inline void latscope_mark(enum ls_point point)
+{
+	uint8_t ch = latscope_point_channel[point];
+
+	if (ch != LS_MARKER_NONE) {
+		latscope_marker_pulse(ch);
+	}
+}
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* LATSCOPE_MARKERS_H_ */

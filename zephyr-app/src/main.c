@@ -1,0 +1,76 @@
+/*
+ * latscope DUT application: boot, marker table banner, path threads.
+ * SPDX-License-Identifier: BSD-2-Clause
+ */
+#include <zephyr/kernel.h>
+#include <zephyr/logging/log.h>
+#include <zephyr/sys/printk.h>
+
+#include "app.h"
+
+LOG_MODULE_REGISTER(latscope, LOG_LEVEL_INF);
+
+struct ls_counters app_counters;
+struct ls_ctrl_state app_ctrl;
+
+uint16_t app_path_port(uint8_t path)
+{
+	switch (path) {
+	case LS_PATH_SOCKET: return CONFIG_LATSCOPE_ECHO_PORT;
+	case LS_PATH_NETCTX: return CONFIG_LATSCOPE_NETCTX_PORT;
+	case LS_PATH_FAST: return CONFIG_LATSCOPE_FAST_PORT;
+	default: return 0;
+	}
+}
+
+bool app_path_built(uint8_t path)
+{
+	switch (path) {
+	case LS_PATH_SOCKET: return IS_ENABLED(CONFIG_LATSCOPE_PATH_SOCKET);
+	case LS_PATH_NETCTX: return IS_ENABLED(CONFIG_LATSCOPE_PATH_NETCTX);
+	case LS_PATH_FAST: return IS_ENABLED(CONFIG_LATSCOPE_PATH_FAST);
+	default: return false;
+	}
+}
+
+bool app_marks_datagram(uint8_t path, size_t payload_len)
+{
+	if (!app_path_selected(path)) {
+		return false;
+	}
+	if (!ls_ctrl_size_selected(&app_ctrl.config, payload_len)) {
+		ls_counter_inc(&app_counters, LS_CNT_SIZE_SKIPPED);
+		return false;
+	}
+	return true;
+}
+
+int main(void)
+{
+	static char text[512];
+
+	ls_ctrl_config_default(&app_ctrl.config);
+	if (app_path_built(CONFIG_LATSCOPE_DEFAULT_PATH)) {
+		app_ctrl.config.path = CONFIG_LATSCOPE_DEFAULT_PATH;
+	}
+	app_ctrl.counters = &app_counters;
+#if defined(CONFIG_LATSCOPE_MARKERS)
+	int rc = latscope_markers_init();
+
+	if (rc != 0) {
+		LOG_ERR("marker pins: init failed (%d)", rc);
+	}
+	latscope_markers_set_map(&app_ctrl.config.markers);
+#endif
+#if defined(CONFIG_LATSCOPE_DRIVER_SHIM)
+	if (driver_shim_install() != 0) {
+		LOG_ERR("driver shim: no Ethernet interface");
+	}
+#endif
+	app_build_info(text, sizeof(text));
+	printk("latscope DUT\n%s", text);
+	ls_marker_map_format(&app_ctrl.config.markers, text, sizeof(text));
+	printk("latscope marker table:\n%s", text);
+	printk("latscope: ready, path %s\n", ls_path_names[app_ctrl.config.path]);
+	return 0;
+}
