@@ -1,0 +1,345 @@
+"""Python API for notebooks and scripts: load a capture, get DataFrames of packets and results.
+
+This is the thin shell around the array core (:mod:`latscope.analysis.engine`): it reads latscope
+capture files (``.lsc``, through :mod:`latscope.capture.capfile`) or sigrok session files (``.sr``,
+through :mod:`latscope.capture.sigrok`, with a ``--map``-style channel map) chunk by chunk.
+
+Examples
+--------
+>>> from latscope.analysis import api                          # doctest: +SKIP
+>>> a = api.load("fixtures/bench/gem-64.lsc")                  # doctest: +SKIP
+>>> a.summary()[["n", "mean_ns", "p99_ns", "p999_ns"]]         # doctest: +SKIP
+>>> a.packets().head()                                         # doctest: +SKIP
+"""
+
+import dataclasses
+import json
+import os
+
+import numpy as np
+import pandas as pd
+from latscope.analysis.definitions import load_definitions, parse_definitions
+from latscope.analysis.engine import Analyzer
+from latscope.analysis.pairing import STATUS_NAMES
+from latscope.analysis.stats import DEFAULT_EXACT_LIMIT, PERCENTILES, percentile_key
+
+from latscope import LatscopeError
+
+__all__ = ["Analysis", "load", "analyze_file", "from_events", "summary_frame", "packets_frame",
+           "capture_label", "capture_size", "summarize_captures", "write_report",
+           "example_captures", "repository_root"]
+
+
+@dataclasses.dataclass
+class Analysis:
+    """A capture's analysis, with pandas views.
+
+    Attributes
+    ----------
+    path : str or None
+    label : str
+        Configuration label (from the metadata, else the file name).
+    size : int or None
+        Frame size in bytes (from the metadata), for size regressions.
+    result : AnalysisResult
+    """
+    path: str | None
+    label: str
+    size: int | None
+    result: object
+
+    @property
+    def stats(self):
+        return self.result.stats
+
+    @property
+    def stages(self):
+        return self.result.stages
+
+    @property
+    def metadata(self):
+        return self.result.metadata
+
+    def summary(self, stages=False):
+        """DataFrame, one row per measurement (or stage), every figure in ns."""
+        return summary_frame(self.result.stages if stages else self.result.stats)
+
+    def packets(self):
+        """DataFrame, one row per packet: ``group`` (start edge), ``start_tick``, ``start_s``, and
+        per measurement ``<name>_ns`` (NaN unless paired) and ``<name>_status``."""
+        if self.result.packets is None:
+            raise LatscopeError("this analysis was made without per-packet records; load with "
+                                "packets=True")
+        return packets_frame(self.result)
+
+    def latencies_ns(self, name):
+        """Valid per-packet latencies of one measurement, ns (NumPy array)."""
+        for table in self.result.packets or ():
+            if name in table.latency:
+                lat = table.latency[name]
+                return lat[lat >= 0] * (1e9 / self.result.tick_hz)
+        raise LatscopeError(f"no per-packet latencies for {name!r}")
+
+    def to_dict(self):
+        out = self.result.to_dict()
+        out.update(path=self.path, label=self.label, size=self.size)
+        return out
+
+
+def summary_frame(stats):
+    """DataFrame of :class:`LatencyStats` objects keyed by name."""
+    rows = {}
+    for name, s in stats.items():
+        row = {"n": s.n, "mean_ns": s.mean_ns, "std_ns": s.std_ns,
+               "three_sigma_ns": s.three_sigma_ns, "min_ns": s.min_ns}
+        for p in PERCENTILES:
+            q = s.quantiles[p]
+            key = percentile_key(p)
+            row[f"{key}_ns"] = q.value_ns
+            row[f"{key}_lo_ns"] = np.nan if q.lower_ns is None else q.lower_ns
+            row[f"{key}_hi_ns"] = np.nan if q.upper_ns is None else q.upper_ns
+        row.update(max_ns=s.max_ns, iqr_ns=s.iqr_ns, mad_ns=s.mad_ns, pdv_ns=s.pdv_ns,
+                   resolution_ns=s.resolution_ns, method=s.method)
+        for key in ("missed", "spurious", "duplicate", "lost_gap", "truncated"):
+            if key in s.counts:
+                row[key] = s.counts[key]
+        rows[name] = row
+    return pd.DataFrame.from_dict(rows, orient="index")
+
+
+def packets_frame(result):
+    """DataFrame of per-packet records (see :meth:`Analysis.packets`)."""
+    frames = []
+    tick_ns = 1e9 / result.tick_hz
+    for table in result.packets:
+        cols = {"group": table.start_edge, "start_tick": table.start,
+                "start_s": table.start / result.tick_hz}
+        for name, lat in table.latency.items():
+            cols[f"{name}_ns"] = np.where(lat >= 0, lat * tick_ns, np.nan)
+            cols[f"{name}_status"] = pd.Categorical.from_codes(
+                table.status[name], categories=[STATUS_NAMES[k] for k in sorted(STATUS_NAMES)])
+        frames.append(pd.DataFrame(cols))
+    if not frames:
+        return pd.DataFrame(columns=["group", "start_tick", "start_s"])
+    return pd.concat(frames, ignore_index=True, sort=False)
+
+
+def capture_label(metadata, path=None):
+    """A configuration label: metadata ``config``/``label``/``profile`` (or the simulated bench's
+    ``simbench.profile``), else the file name without extension."""
+    for key in ("config", "label", "profile"):
+        value = metadata.get(key)
+        if isinstance(value, str) and value:
+            return value
+        if isinstance(value, dict) and value.get("name"):
+            return str(value["name"])
+    sim = metadata.get("simbench") or metadata.get("simulated") or {}
+    if isinstance(sim, dict) and sim.get("profile"):
+        return str(sim["profile"])
+    if path:
+        return os.path.splitext(os.path.basename(path))[0]
+    return "capture"
+
+
+def capture_size(metadata):
+    """Frame size in bytes from the metadata (``frame_bytes``, ``size``, or nested under
+    ``simbench``/``profile``/``traffic``), or None."""
+    places = [metadata] + [metadata.get(k) for k in ("simbench", "simulated", "profile",
+                                                     "traffic", "config")]
+    for place in places:
+        if isinstance(place, dict):
+            for key in ("frame_bytes", "size", "frame_size"):
+                value = place.get(key)
+                if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0:
+                    return int(value)
+    return None
+
+
+def _definitions(definitions, metadata):
+    if definitions is None:
+        stored = metadata.get("definitions")
+        return parse_definitions(stored) if stored else None
+    if isinstance(definitions, (str, os.PathLike)):
+        return load_definitions(definitions)
+    if isinstance(definitions, dict):
+        return parse_definitions(definitions)
+    return definitions
+
+
+def _select(defs, measures):
+    if not measures:
+        return defs
+    from latscope.analysis.definitions import default_definitions
+    return (defs or default_definitions()).select(list(measures))
+
+
+def from_events(time, channel, rising, *, tick_hz, channel_names=None, markers=None, losses=(),
+                definitions=None, measures=None, label="events", size=None, packets=True,
+                metadata=None, **kwargs):
+    """Analyse event arrays held in memory; returns an :class:`Analysis`."""
+    defs = _select(_definitions(definitions, metadata or {}), measures)
+    analyzer = Analyzer(defs, tick_hz=tick_hz, channel_names=channel_names, markers=markers,
+                        losses=losses, keep_packets=packets, metadata=metadata,
+                        require=measures or (), **kwargs)
+    analyzer.feed(time, channel, rising)
+    return Analysis(None, label, size, analyzer.finish())
+
+
+def analyze_file(path, *, definitions=None, measures=None, packets=False, mapping=None,
+                 exact_limit=DEFAULT_EXACT_LIMIT, confidence=0.95, progress=None):
+    """Analyse a capture file (``.lsc``) or a sigrok session file (``.sr``) in bounded memory.
+
+    Parameters
+    ----------
+    path : str
+    definitions : Definitions, dict or path, optional
+        Default: those stored in the capture, else the standard ones.
+    measures : list of str, optional
+        Only these measurements (each must be computable).
+    packets : bool
+        Keep per-packet records (memory grows with the capture).
+    mapping : str, optional
+        For ``.sr`` files: ``--map`` text such as ``"rx_dv=D0,m_isr=D1"``.
+    progress : callable, optional
+        Called as ``progress(events_done, events_total)`` after each chunk.
+
+    Returns
+    -------
+    Analysis
+    """
+    path = os.fspath(path)
+    if not os.path.exists(path):
+        raise LatscopeError(f"{path}: no such file")
+    if path.endswith(".sr"):
+        return _analyze_sr(path, definitions, measures, packets, mapping, exact_limit,
+                           confidence)
+    from latscope.capture.capfile import open_capture
+    with open_capture(path) as cap:
+        metadata = cap.metadata or {}
+        defs = _select(_definitions(definitions, metadata), measures)
+        analyzer = Analyzer(defs, tick_hz=cap.tick_hz, channel_names=cap.channel_names or None,
+                            markers=cap.markers or None, losses=cap.losses,
+                            keep_packets=packets, exact_limit=exact_limit,
+                            confidence=confidence, require=measures or (), metadata=metadata)
+        done = 0
+        for chunk in cap.iter_chunks():
+            try:
+                analyzer.feed(chunk.time, chunk.channel, chunk.rising)
+            except LatscopeError as error:
+                raise LatscopeError(f"{path}: {error} (after {done:,} events; check the file "
+                                    f"with latscope verify)") from None
+            done += len(chunk.time)
+            if progress:
+                progress(done, cap.n_events)
+        result = analyzer.finish()
+        if cap.problems:
+            result.metadata = dict(result.metadata, problems=list(cap.problems))
+    return Analysis(path, capture_label(metadata, path), capture_size(metadata), result)
+
+
+def _analyze_sr(path, definitions, measures, packets, mapping, exact_limit, confidence):
+    from latscope.capture.sigrok import SrReader, parse_channel_map
+    with SrReader(path) as reader:
+        info = reader.info
+        if info.samplerate is None:
+            raise LatscopeError(f"{path}: the session file has no samplerate")
+        pairs = parse_channel_map(mapping, info)
+        names = {i: role for i, (role, _) in enumerate(pairs)}
+        metadata = {"tick_hz": info.samplerate, "channels": {str(k): v for k, v in names.items()},
+                    "source": "sigrok", "source_file": os.path.basename(path)}
+        defs = _select(_definitions(definitions, metadata), measures)
+        # probes named by role or alias (rx_dv, m_isr) resolve directly; probes named m0..m4
+        # take the default marker meanings
+        analyzer = Analyzer(defs, tick_hz=info.samplerate, channel_names=names, markers=None,
+                            keep_packets=packets, exact_limit=exact_limit,
+                            confidence=confidence, require=measures or (), metadata=metadata)
+        from latscope.analysis.sigrokref import edges_from_samples
+        used = sorted({c for c, _ in analyzer.codes})           # only channels a measurement uses
+        blocks = reader.iter_samples(block_samples=1 << 22)
+        buffered, count = [], 0
+        for edges in edges_from_samples(blocks, [pairs[c][1] for c in used], used):
+            buffered.append(edges)
+            count += len(edges[0])
+            if count >= 1 << 16:      # feed in chunks large enough to amortise per-chunk work
+                analyzer.feed(*(np.concatenate(col) for col in zip(*buffered, strict=True)))
+                buffered, count = [], 0
+        if buffered:
+            analyzer.feed(*(np.concatenate(col) for col in zip(*buffered, strict=True)))
+    return Analysis(path, capture_label(metadata, path), None, analyzer.finish())
+
+
+def load(path, *, definitions=None, measures=None, packets=True, mapping=None, **kwargs):
+    """Load and analyse a capture for interactive use (per-packet records kept by default).
+
+    Returns
+    -------
+    Analysis
+    """
+    return analyze_file(path, definitions=definitions, measures=measures, packets=packets,
+                        mapping=mapping, **kwargs)
+
+
+def summarize_captures(paths, *, definitions=None):
+    """Analyse captures and return a comparison table as text (for ``latscope demo``)."""
+    from latscope.analysis.report import summary_text
+    analyses = [analyze_file(p, definitions=definitions) for p in paths]
+    return summary_text(analyses)
+
+
+def write_report(paths, out_dir, *, definitions=None):
+    """Analyse captures and write ``report.html`` and ``report.md`` into ``out_dir``; returns the
+    paths written (for ``latscope demo``)."""
+    from latscope.analysis.report import write_report as _write
+    analyses = [analyze_file(p, definitions=definitions, packets=True) for p in paths]
+    return _write(analyses, out_dir)
+
+
+def to_json(analysis):
+    """JSON text of an :class:`Analysis`."""
+    return json.dumps(analysis.to_dict(), indent=2, allow_nan=False)
+
+
+def repository_root():
+    """The latscope source tree (the folder holding ``fixtures/``), or None when installed."""
+    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    return here if os.path.isdir(os.path.join(here, "fixtures")) else None
+
+
+def example_captures(profiles, *, packets=1200, directory=None, seed=0):
+    """Paths of simulated-bench captures for ``profiles`` (e.g. ``["gem-64", "el-dm-64"]``).
+
+    Uses ``fixtures/bench/PROFILE.lsc`` where the source tree has it; otherwise simulates the
+    profile now (:func:`latscope.capture.simbench.simulate`, the DUT model only, without the
+    gateware) and writes a capture into ``directory`` (default: a new temporary folder).
+
+    Returns
+    -------
+    paths : list of str
+    provenance : dict of str -> str
+        Per profile, ``"fixture"`` or ``"simulated now"``.
+    """
+    import tempfile
+    root = repository_root()
+    paths, provenance = [], {}
+    for profile in profiles:
+        fixture = os.path.join(root, "fixtures", "bench", f"{profile}.lsc") if root else None
+        if fixture and os.path.exists(fixture):
+            paths.append(fixture)
+            provenance[profile] = "fixture"
+            continue
+        from latscope.capture import capfile, simbench
+        directory = directory or tempfile.mkdtemp(prefix="latscope-")
+        run = simbench.simulate(profile, packets, seed=seed)
+        t = run.truth
+        meta = {"tick_hz": run.meta["tick_hz"],
+                "channels": {str(k): v for k, v in enumerate(simbench.CHANNEL_ROLES)},
+                "markers": run.meta["markers"], "label": profile,
+                "frame_bytes": run.meta["frame_bytes"],
+                "simbench": dict(run.meta, engine="none (events from the DUT model)")}
+        path = os.path.join(directory, f"{profile}.lsc")
+        with capfile.CaptureWriter(path, meta, fsync=False, overwrite=True) as writer:
+            writer.append_events(t["time"], t["channel"], t["rising"])
+        run.save_truth(path)
+        paths.append(path)
+        provenance[profile] = "simulated now"
+    return paths, provenance

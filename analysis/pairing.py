@@ -1,0 +1,289 @@
+"""Vectorised pairing of start and stop edges into per-packet latencies.
+
+The rule (``association = "next"``): a start at ``s`` pairs with the first stop at ``t >= s``
+(or ``t >=`` the previous stage's stop, for chains) such that ``t - s <= window`` and ``t`` comes
+before the next start. Each stop serves at most one start. A start without such a stop is
+*missed*; a stop that serves no start is *spurious*, or a *duplicate* when it falls inside a paired
+start's interval. Nothing is paired across a loss: a pair whose stop window ``[t - window, t]``
+meets a loss, or an unpaired start whose window ``[s, s + window]`` meets one, is *lost-gap*
+and excluded; so are unpaired stops whose window meets a loss. A start whose window reaches past
+the end of the capture without a stop is *truncated*.
+
+All functions work on int64 tick arrays in non-decreasing order and run in O(n log n) NumPy.
+
+>>> import numpy as np
+>>> r = pair_next(np.array([0, 100, 200]), np.array([10, 130, 135, 400]), window=50)
+>>> r.stop_index.tolist(), r.status.tolist(), r.spurious, r.duplicate
+([0, 1, -1], [0, 0, 1], 1, 1)
+"""
+
+import dataclasses
+
+import numpy as np
+
+__all__ = ["OK", "MISSED", "LOST_GAP", "TRUNCATED", "STATUS_NAMES", "PAIRED", "DUPLICATE",
+           "SPURIOUS", "LOST_STOP", "PairResult", "LossIndex",
+           "pair_next", "pair_sequence", "StreamPairer"]
+
+OK, MISSED, LOST_GAP, TRUNCATED = 0, 1, 2, 3
+PAIRED, DUPLICATE, SPURIOUS, LOST_STOP = 0, 1, 2, 3
+STATUS_NAMES = {OK: "ok", MISSED: "missed", LOST_GAP: "lost-gap", TRUNCATED: "truncated"}
+_NONE = np.iinfo(np.int64).max
+
+
+class LossIndex:
+    """Loss spans ``[first_time, first_time + span]`` (ticks), queried for overlap with intervals.
+
+    Parameters
+    ----------
+    spans : iterable of (first_time, span)
+    """
+
+    def __init__(self, spans=()):
+        spans = sorted((int(a), int(b)) for a, b in spans)
+        if any(b < 0 for _, b in spans):
+            raise ValueError("loss span must be non-negative")
+        self.first = np.array([a for a, _ in spans], dtype=np.int64)
+        self.end_max = np.maximum.accumulate(
+            np.array([a + b for a, b in spans], dtype=np.int64)) if spans else self.first
+
+    def __len__(self):
+        return len(self.first)
+
+    def intersects(self, lo, hi):
+        """Boolean array: does ``[lo, hi]`` (elementwise, inclusive) meet any loss span?"""
+        lo = np.asarray(lo, dtype=np.int64)
+        if not len(self.first):
+            return np.zeros(lo.shape, dtype=bool)
+        k = np.searchsorted(self.first, hi, side="right")
+        return (k > 0) & (self.end_max[np.maximum(k - 1, 0)] >= lo)
+
+
+@dataclasses.dataclass
+class PairResult:
+    """Outcome of pairing one measurement.
+
+    Attributes
+    ----------
+    stop_index : ndarray of int64
+        Per start, the index of its stop in the stop array, or -1.
+    status : ndarray of uint8
+        Per start: :data:`OK`, :data:`MISSED`, :data:`LOST_GAP` or :data:`TRUNCATED`.
+    stop_class : ndarray of uint8
+        Per stop: :data:`PAIRED` (including pairs excluded as lost-gap), :data:`DUPLICATE`
+        (unpaired, inside a paired start's interval), :data:`SPURIOUS` or :data:`LOST_STOP`
+        (unpaired, its window meets a loss).
+    """
+    stop_index: np.ndarray
+    status: np.ndarray
+    stop_class: np.ndarray
+
+    @property
+    def spurious(self):
+        return int(np.count_nonzero(self.stop_class == SPURIOUS))
+
+    @property
+    def duplicate(self):
+        return int(np.count_nonzero(self.stop_class == DUPLICATE))
+
+    @property
+    def lost_stops(self):
+        return int(np.count_nonzero(self.stop_class == LOST_STOP))
+
+
+def pair_next(start, stop, window, *, origin=None, losses=None, end_time=None):
+    """Pair each start with the next stop within ``window`` ticks and before the next start.
+
+    Parameters
+    ----------
+    start, stop : array_like of int64
+        Edge times in ticks, each sorted.
+    window : int
+        Largest accepted latency in ticks.
+    origin : array_like of int64, optional
+        Per start, the earliest time its stop may have (the previous stage's stop in a chain);
+        ``-1`` or a value below the start means the start itself.
+    losses : LossIndex, optional
+        Loss spans; pairs near them are excluded (see the module docstring).
+    end_time : int, optional
+        Last time the capture covers; unpaired starts whose window reaches past it are truncated.
+
+    Returns
+    -------
+    PairResult
+    """
+    start = np.asarray(start, dtype=np.int64)
+    stop = np.asarray(stop, dtype=np.int64)
+    losses = losses if losses is not None else LossIndex()
+    search = start if origin is None else np.maximum(start, np.asarray(origin, dtype=np.int64))
+    j = np.searchsorted(stop, search, side="left")
+    have = j < len(stop)
+    jc = np.minimum(j, max(len(stop) - 1, 0))
+    t = stop[jc] if len(stop) else np.full(len(start), _NONE, dtype=np.int64)
+    next_start = np.empty_like(start)
+    next_start[:-1] = start[1:]
+    next_start[-1:] = _NONE
+    paired = have & (t - start <= window) & (t < next_start)
+    stop_index = np.where(paired, jc, -1).astype(np.int64)
+    status = np.where(paired, OK, MISSED).astype(np.uint8)
+    if len(losses):
+        lost = np.where(paired, losses.intersects(t - window, t),
+                        losses.intersects(start, start + window))
+        status[lost] = LOST_GAP
+    if end_time is not None:
+        status[(status == MISSED) & (start + window > end_time)] = TRUNCATED
+    return PairResult(stop_index, status, _classify_stops(start, stop, stop_index[paired],
+                                                          status, window, losses))
+
+
+def _classify_stops(start, stop, used_index, status, window, losses):
+    """Per stop: 0 paired, 1 duplicate (inside a paired start's interval), 2 spurious, 3 lost."""
+    cls = np.full(len(stop), SPURIOUS, dtype=np.uint8)
+    cls[used_index] = PAIRED
+    free = np.flatnonzero(cls != PAIRED)
+    t = stop[free]
+    if len(start):
+        owner = np.maximum(np.searchsorted(start, t, side="right") - 1, 0)
+        inside = (t >= start[owner]) & (status[owner] == OK) & (t - start[owner] <= window)
+        cls[free[inside]] = DUPLICATE
+    else:
+        inside = np.zeros(len(t), dtype=bool)
+    if len(losses):
+        cls[free[~inside & losses.intersects(t - window, t)]] = LOST_STOP
+    return cls
+
+
+def pair_sequence(start, start_seq, stop, stop_seq, window, *, losses=None, end_time=None):
+    """Pair starts and stops carrying the same sequence number (first such stop at or after the
+    start, within ``window`` ticks).
+
+    >>> r = pair_sequence([0, 10], [7, 8], [15, 30], [8, 7], window=100)
+    >>> r.stop_index.tolist(), r.status.tolist()
+    ([1, 0], [0, 0])
+    """
+    start = np.asarray(start, dtype=np.int64)
+    stop = np.asarray(stop, dtype=np.int64)
+    start_seq = np.asarray(start_seq, dtype=np.int64)
+    stop_seq = np.asarray(stop_seq, dtype=np.int64)
+    if start_seq.shape != start.shape or stop_seq.shape != stop.shape:
+        raise ValueError("each time array needs a sequence array of the same length")
+    losses = losses if losses is not None else LossIndex()
+    order = np.lexsort((stop, stop_seq))
+    seq_sorted, time_sorted = stop_seq[order], stop[order]
+    # first stop with the same sequence and time >= start: search the (seq, time) pairs
+    lo = np.searchsorted(seq_sorted, start_seq, side="left")
+    hi = np.searchsorted(seq_sorted, start_seq, side="right")
+    # within [lo, hi) times are sorted; advance to the first time >= start (vectorised bisection)
+    left, right = lo.copy(), hi.copy()
+    while np.any(left < right):
+        active = left < right
+        mid = (left + right) // 2
+        go_right = active & (time_sorted[np.minimum(mid, len(stop) - 1)] < start)
+        left = np.where(go_right, mid + 1, left)
+        right = np.where(active & ~go_right, mid, right)
+    have = left < hi
+    t = time_sorted[np.minimum(left, max(len(stop) - 1, 0))] if len(stop) else \
+        np.full(len(start), _NONE, dtype=np.int64)
+    paired = have & (t - start <= window)
+    stop_index = np.where(paired, order[np.minimum(left, max(len(stop) - 1, 0))] if len(stop)
+                          else -1, -1).astype(np.int64)
+    status = np.where(paired, OK, MISSED).astype(np.uint8)
+    if len(losses):
+        lost = np.where(paired, losses.intersects(t - window, t),
+                        losses.intersects(start, start + window))
+        status[lost] = LOST_GAP
+    if end_time is not None:
+        status[(status == MISSED) & (start + window > end_time)] = TRUNCATED
+    cls = np.full(len(stop), SPURIOUS, dtype=np.uint8)
+    cls[stop_index[paired]] = PAIRED
+    # a free stop whose sequence number was paired is a duplicate
+    free = np.flatnonzero(cls != PAIRED)
+    dup = np.isin(stop_seq[free], start_seq[paired])
+    cls[free[dup]] = DUPLICATE
+    if len(losses):
+        t = stop[free]
+        cls[free[~dup & losses.intersects(t - window, t)]] = LOST_STOP
+    return PairResult(stop_index, status, cls)
+
+
+class StreamPairer:
+    """Pairs the measurements that share one start edge, chunk by chunk, in bounded memory.
+
+    Open packets (starts whose window is not yet complete) and the stops they may need are carried
+    to the next chunk; everything older is final and handed back.
+
+    Parameters
+    ----------
+    names : list of str
+        Measurement names, ordered so that each ``after`` stage comes before its dependents.
+    windows : list of int
+        Window of each measurement, ticks.
+    after : list of int or None
+        Index (into ``names``) of the stage each measurement is chained after.
+    losses : LossIndex
+    """
+
+    def __init__(self, names, windows, after, losses):
+        self.names = list(names)
+        self.windows = [int(w) for w in windows]
+        self.after = list(after)
+        self.losses = losses
+        self.horizon = max(self.windows)
+        self.starts = np.empty(0, dtype=np.int64)
+        self.stops = [np.empty(0, dtype=np.int64) for _ in names]
+        self.counts = {name: dict(spurious=0, duplicate=0, lost_stops=0) for name in names}
+
+    def feed(self, starts, stops, complete_time, end_time=None):
+        """Add new edges; return the packets now final.
+
+        Parameters
+        ----------
+        starts : ndarray of int64
+            New start edges (all later than or equal to those fed before).
+        stops : list of ndarray of int64
+            New stop edges, one array per measurement.
+        complete_time : int or None
+            Every edge earlier than this has been fed; None at the end of the capture.
+        end_time : int, optional
+            Last time of the capture (with ``complete_time=None``).
+
+        Returns
+        -------
+        start : ndarray of int64
+            Start time of each final packet.
+        latency : list of ndarray of int64
+            Per measurement, the latency in ticks, or -1 where there is no valid pair.
+        status : list of ndarray of uint8
+            Per measurement, the pair status of each packet.
+        """
+        s = np.concatenate([self.starts, starts]) if len(self.starts) else \
+            np.asarray(starts, dtype=np.int64)
+        ts = [np.concatenate([a, b]) if len(a) else np.asarray(b, dtype=np.int64)
+              for a, b in zip(self.stops, stops, strict=True)]
+        if complete_time is None:
+            n_final = len(s)
+        else:
+            n_final = int(np.searchsorted(s + self.horizon, complete_time, side="left"))
+        # pair everything held; results for starts beyond n_final are recomputed next time
+        latencies, statuses, stop_times = [], [], []
+        cut = s[n_final] if n_final < len(s) else None
+        for k in range(len(self.names)):
+            origin = None
+            if self.after[k] is not None:
+                origin = np.where(stop_times[self.after[k]] >= 0, stop_times[self.after[k]], -1)
+            r = pair_next(s, ts[k], self.windows[k], origin=origin, losses=self.losses,
+                          end_time=end_time if complete_time is None else None)
+            t = (np.where(r.stop_index >= 0, ts[k][np.maximum(r.stop_index, 0)], -1)
+                 if len(ts[k]) else np.full(len(s), -1, dtype=np.int64))
+            stop_times.append(np.where(r.status == OK, t, -1))
+            latencies.append(np.where(r.status == OK, t - s, -1)[:n_final])
+            statuses.append(r.status[:n_final])
+            # account the unpaired stops that are final (before the first open start)
+            final = r.stop_class if cut is None else r.stop_class[ts[k] < cut]
+            c = self.counts[self.names[k]]
+            c["duplicate"] += int(np.count_nonzero(final == DUPLICATE))
+            c["spurious"] += int(np.count_nonzero(final == SPURIOUS))
+            c["lost_stops"] += int(np.count_nonzero(final == LOST_STOP))
+            self.stops[k] = ts[k][ts[k] >= cut] if cut is not None else ts[k][:0]
+        self.starts = s[n_final:]
+        return s[:n_final], latencies, statuses
