@@ -1,0 +1,780 @@
+"""Capture files (``.lsc``): self-describing, chunked, append-only, one CRC per chunk.
+
+The format is specified in ``docs/capture-format.md``; this module is its only implementation.
+A file is a 16-byte header followed by chunks ``[type 4cc][length u64][payload][crc32 u32]``:
+``META`` (JSON metadata, always first), ``EVTS`` (event columns laid out for zero-copy
+``np.frombuffer``), ``LOSS`` (loss records), ``HBT `` (heartbeats), ``NOTE`` (end-of-capture
+summary, JSON). The writer fsyncs every chunk it completes, so a capture killed at any instant
+opens with every complete chunk; the reader stops at the first incomplete or bad-CRC chunk and
+says so in :attr:`Capture.problems`.
+
+Ground truth written by the simulated bench lives next to the capture in ``FILE.truth.npz``
+(:func:`truth_path`), written by :meth:`CaptureWriter.attach_truth` and read by
+:meth:`Capture.truth`.
+"""
+
+import datetime
+import json
+import mmap
+import os
+import struct
+import time as _time
+import zlib
+from typing import NamedTuple
+
+import numpy as np
+
+from latscope import LatscopeError, __version__
+
+__all__ = [
+    "MAGIC", "FORMAT_MAJOR", "FORMAT_MINOR", "HEADER_SIZE", "CHUNK_HEADER_SIZE", "CRC_SIZE",
+    "LossRecord", "Events", "Chunk", "CaptureWriter", "Capture", "open_capture", "truth_path",
+    "LOSS_DTYPE", "HEARTBEAT_DTYPE", "CaptureFileError", "scan_chunks", "verify",
+    "write_synthetic", "measure_read_memory",
+]
+
+#: First 8 bytes of every capture file. The high byte, CR LF and Ctrl-Z catch text-mode
+#: mangling and ``type`` on a terminal, as in PNG.
+MAGIC = b"\x89LSC\r\n\x1a\n"
+#: Readers refuse a file whose major version is greater than theirs (see the version rule).
+FORMAT_MAJOR = 1
+#: Minor versions only add things an older reader may skip (new chunk types, new JSON keys).
+FORMAT_MINOR = 0
+HEADER_SIZE = 16
+_HEADER = struct.Struct("<8sHHI")            # magic, major, minor, flags (0)
+CHUNK_HEADER_SIZE = 12
+_CHUNK_HEADER = struct.Struct("<4sQ")        # type, payload length
+CRC_SIZE = 4
+_CRC = struct.Struct("<I")
+_EVTS_HEADER = struct.Struct("<II")          # event count, offset of the time column in payload
+#: Largest payload a reader accepts; a length above it is treated as corruption, not allocated.
+MAX_CHUNK_PAYLOAD = 1 << 40
+
+#: ``LOSS`` chunk payload: an array of these records (32 bytes each, little-endian).
+LOSS_DTYPE = np.dtype([("first_time", "<i8"), ("span", "<i8"), ("lost", "<u8"),
+                       ("cause", "u1"), ("reserved", "V7")])
+LOSS_CAUSES = {1: "overflow", 2: "link"}
+_CAUSE_CODES = {name: code for code, name in LOSS_CAUSES.items()}
+
+#: ``HBT `` chunk payload: an array of these records (32 bytes each, little-endian), the fields of
+#: ``gateware.protocol.Heartbeat``.
+HEARTBEAT_DTYPE = np.dtype([("time", "<i8"), ("events", "<u8"), ("lost", "<u8"),
+                            ("fifo_high_water", "<u2"), ("status", "u1"), ("epoch", "u1"),
+                            ("reserved", "V4")])
+
+KNOWN_CHUNKS = (b"META", b"EVTS", b"LOSS", b"HBT ", b"NOTE")
+
+
+class CaptureFileError(LatscopeError):
+    """A file is not a capture file, or is of a newer major version than this reader."""
+
+
+class LossRecord(NamedTuple):
+    """Events the instrument or the link lost: ``lost`` events (exact) between ``first_time`` and
+    ``first_time + span`` ticks. ``cause`` is ``"overflow"`` (gateware FIFO) or ``"link"``."""
+    first_time: int
+    span: int
+    lost: int
+    cause: str
+
+
+class Events(NamedTuple):
+    """Event columns: ``time`` int64 ticks, ``channel`` uint8, ``rising`` bool."""
+    time: np.ndarray
+    channel: np.ndarray
+    rising: np.ndarray
+
+
+class Chunk(NamedTuple):
+    """One chunk as found in a file: its type, the file offset of its payload, payload length."""
+    type: bytes
+    offset: int
+    length: int
+
+
+def truth_path(path):
+    """Path of the ground-truth side file of the capture at ``path``: ``path + ".truth.npz"``."""
+    return os.fspath(path) + ".truth.npz"
+
+
+def _as_loss_record(record):
+    if isinstance(record, LossRecord):
+        return record
+    try:
+        cause = record.cause
+        return LossRecord(int(record.first_time), int(record.span), int(record.lost),
+                          getattr(cause, "value", cause) if not isinstance(cause, str) else cause)
+    except AttributeError:
+        return LossRecord(*record)
+
+
+def _frame(kind, payload):
+    header = _CHUNK_HEADER.pack(kind, len(payload))
+    crc = zlib.crc32(payload, zlib.crc32(header))
+    return header + payload + _CRC.pack(crc)
+
+
+class CaptureWriter:
+    """Write a capture file, durably and append-only.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        File to create. An existing file is replaced only with ``overwrite=True``.
+    metadata : dict
+        JSON-serialisable metadata, written as the ``META`` chunk. It must hold ``tick_hz``
+        (ticks per second, > 0); ``channels`` (``{index: role}``), ``markers`` (``{"m0":
+        "rx.isr"}``) and the keys listed in ``docs/capture-format.md`` are recommended.
+        ``format``, ``software`` and ``created`` are filled in when absent.
+    chunk_events : int
+        Buffered events that trigger writing an ``EVTS`` chunk.
+    flush_interval : float
+        Seconds after which buffered events are written even if fewer than ``chunk_events``.
+    fsync : bool
+        Call ``os.fsync`` after every chunk (the durability guarantee; turn off only in tests that
+        do not need it).
+    overwrite : bool
+        Replace an existing file.
+
+    Every completed chunk is written with one ``write`` call and then fsynced, so after a kill
+    (or power loss) the file holds every chunk completed before it.
+    """
+
+    def __init__(self, path, metadata, *, chunk_events=1 << 16, flush_interval=0.5, fsync=True,
+                 overwrite=False):
+        if not isinstance(metadata, dict):
+            raise TypeError(f"Metadata must be a dict, not {metadata!r}")
+        tick_hz = metadata.get("tick_hz")
+        if isinstance(tick_hz, bool) or not isinstance(tick_hz, (int, float)) or not tick_hz > 0:
+            raise ValueError(f"Metadata must hold tick_hz, a positive number, not {tick_hz!r}")
+        if not isinstance(chunk_events, int) or chunk_events < 1:
+            raise ValueError(f"Chunk size must be a positive integer, not {chunk_events!r}")
+        if not isinstance(flush_interval, (int, float)) or flush_interval < 0:
+            raise ValueError(f"Flush interval must be a non-negative number of seconds, "
+                             f"not {flush_interval!r}")
+        self.path = os.fspath(path)
+        self.chunk_events = chunk_events
+        self.flush_interval = float(flush_interval)
+        self._fsync = fsync
+        meta = dict(metadata)
+        meta.setdefault("format", f"latscope-capture {FORMAT_MAJOR}.{FORMAT_MINOR}")
+        meta.setdefault("software", {"latscope": __version__})
+        meta.setdefault("created", datetime.datetime.now(datetime.timezone.utc).isoformat())
+        try:
+            meta_bytes = json.dumps(meta, sort_keys=True, allow_nan=False).encode()
+        except (TypeError, ValueError) as error:
+            raise ValueError(f"Metadata is not JSON-serialisable: {error}") from None
+        self.metadata = meta
+        try:
+            self._file = open(self.path, "wb" if overwrite else "xb")
+        except FileExistsError:
+            raise LatscopeError(f"{self.path} exists; choose another name or remove it") from None
+        except OSError as error:
+            raise LatscopeError(f"cannot create {self.path}: {error.strerror}") from None
+        self._offset = 0
+        self._buffers = []          # list of Events not yet written
+        self._buffered = 0
+        self._last_time = None
+        self._last_flush = _time.monotonic()
+        self._truth = {}
+        self.n_events = 0
+        self.n_lost = {"overflow": 0, "link": 0}
+        self.n_chunks = 0
+        self.closed = False
+        self._write(_HEADER.pack(MAGIC, FORMAT_MAJOR, FORMAT_MINOR, 0))
+        self._write_chunk(b"META", meta_bytes)
+
+    # --- low level -------------------------------------------------------------------------------
+    def _write(self, data):
+        self._file.write(data)
+        self._offset += len(data)
+
+    def _sync(self):
+        self._file.flush()
+        if self._fsync:
+            os.fsync(self._file.fileno())
+
+    def _write_chunk(self, kind, payload):
+        self._write(_frame(kind, payload))
+        self.n_chunks += 1
+        self._sync()
+
+    def _check_open(self):
+        if self.closed:
+            raise ValueError("Capture file is closed")
+
+    # --- public ----------------------------------------------------------------------------------
+    def append_events(self, time, channel, rising):
+        """Append events (columns of equal length, ``time`` non-decreasing, in ticks).
+
+        The events are buffered and written as an ``EVTS`` chunk once ``chunk_events`` are
+        buffered or ``flush_interval`` seconds passed since the last write.
+        """
+        self._check_open()
+        time = np.ascontiguousarray(time, dtype="<i8")
+        channel = np.ascontiguousarray(channel, dtype="u1")
+        rising = np.ascontiguousarray(rising, dtype="u1")
+        if not (time.ndim == channel.ndim == rising.ndim == 1) or \
+                not (len(time) == len(channel) == len(rising)):
+            raise ValueError(f"Event columns must be 1-D and of equal length, not "
+                             f"{time.shape}, {channel.shape}, {rising.shape}")
+        if len(time):
+            if np.any(time[1:] < time[:-1]) or \
+                    (self._last_time is not None and time[0] < self._last_time):
+                raise ValueError("Event times must be non-decreasing")
+            if np.any(rising > 1):
+                raise ValueError("Rising flags must be 0 or 1")
+            self._last_time = int(time[-1])
+            self._buffers.append(Events(time.copy(), channel.copy(), rising.copy()))
+            self._buffered += len(time)
+            self.n_events += len(time)
+        if self._buffered >= self.chunk_events or \
+                _time.monotonic() - self._last_flush >= self.flush_interval:
+            self.flush()
+
+    def append_loss(self, record):
+        """Record lost events: a :class:`LossRecord` or any object with ``first_time``, ``span``,
+        ``lost`` and ``cause`` attributes (``cause`` ``"overflow"`` or ``"link"``). Written at
+        once, after the events buffered before it."""
+        self.append_losses([record])
+
+    def append_losses(self, records):
+        """Record several losses in one ``LOSS`` chunk (see :meth:`append_loss`)."""
+        self._check_open()
+        records = [_as_loss_record(r) for r in records]
+        if not records:
+            return
+        array = np.zeros(len(records), LOSS_DTYPE)
+        for i, r in enumerate(records):
+            if r.cause not in _CAUSE_CODES:
+                raise ValueError(f"Loss cause must be 'overflow' or 'link', not {r.cause!r}")
+            if r.lost < 0 or r.span < 0:
+                raise ValueError(f"Loss count and span must be non-negative, not {r!r}")
+            array[i] = (r.first_time, r.span, r.lost, _CAUSE_CODES[r.cause], b"")
+            self.n_lost[r.cause] += r.lost
+        self._flush_events()
+        self._write_chunk(b"LOSS", array.tobytes())
+
+    def append_heartbeats(self, heartbeats):
+        """Store heartbeats: a structured array with the fields of :data:`HEARTBEAT_DTYPE`
+        (missing ones are zero) or a sequence of objects/dicts with those fields."""
+        self._check_open()
+        if isinstance(heartbeats, np.ndarray) and heartbeats.dtype.names:
+            array = np.zeros(len(heartbeats), HEARTBEAT_DTYPE)
+            for name in HEARTBEAT_DTYPE.names:
+                if name in heartbeats.dtype.names and name != "reserved":
+                    array[name] = heartbeats[name]
+        else:
+            heartbeats = list(heartbeats)
+            array = np.zeros(len(heartbeats), HEARTBEAT_DTYPE)
+            for i, hb in enumerate(heartbeats):
+                get = hb.get if isinstance(hb, dict) else (lambda k, d=0, hb=hb: getattr(hb, k, d))
+                for name in HEARTBEAT_DTYPE.names[:-1]:
+                    value = get(name, 0)
+                    array[i][name] = int(value) if not isinstance(value, dict) else 0
+        if len(array):
+            self._flush_events()
+            self._write_chunk(b"HBT ", array.tobytes())
+
+    def _flush_events(self):
+        if not self._buffered:
+            return
+        time = np.concatenate([b.time for b in self._buffers])
+        channel = np.concatenate([b.channel for b in self._buffers])
+        rising = np.concatenate([b.rising for b in self._buffers])
+        self._buffers.clear()
+        self._buffered = 0
+        # Choose the offset of the time column so its file offset is a multiple of 8.
+        payload_start = self._offset + CHUNK_HEADER_SIZE
+        data_offset = _EVTS_HEADER.size + (-(payload_start + _EVTS_HEADER.size)) % 8
+        head = _EVTS_HEADER.pack(len(time), data_offset)
+        payload = b"".join([head, bytes(data_offset - len(head)), time.tobytes(),
+                            channel.tobytes(), rising.tobytes()])
+        self._write_chunk(b"EVTS", payload)
+
+    def flush(self):
+        """Write buffered events as a chunk and fsync."""
+        self._check_open()
+        self._flush_events()
+        self._last_flush = _time.monotonic()
+
+    def attach_truth(self, name, arrays):
+        """Store ground truth (e.g. the simulated bench's true edge times) in the side file
+        :func:`truth_path` as ``name/key`` entries; written atomically at once."""
+        if not isinstance(name, str) or not name or "/" in name:
+            raise ValueError(f"Truth name must be a non-empty string without '/', not {name!r}")
+        for key, value in dict(arrays).items():
+            self._truth[f"{name}/{key}"] = np.asarray(value)
+        target = truth_path(self.path)
+        temp = target + ".tmp"
+        with open(temp, "wb") as f:
+            np.savez(f, **self._truth)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(temp, target)
+
+    def close(self, reason="closed", **summary):
+        """Write buffered events and the ``NOTE`` chunk (``reason`` and totals), then close.
+
+        Parameters
+        ----------
+        reason : str
+            Why the capture stopped, in words (e.g. ``"duration limit reached"``).
+        **summary
+            Further JSON-serialisable totals stored in the ``NOTE`` chunk.
+        """
+        if self.closed:
+            return
+        self._flush_events()
+        note = {"reason": reason, "events": self.n_events, "lost_overflow": self.n_lost["overflow"],
+                "lost_link": self.n_lost["link"],
+                "closed": datetime.datetime.now(datetime.timezone.utc).isoformat()}
+        note.update(summary)
+        self._write_chunk(b"NOTE", json.dumps(note, sort_keys=True, default=str).encode())
+        self._file.close()
+        self.closed = True
+
+    def abandon(self):
+        """Close without a ``NOTE`` chunk, as a crash would (also used when finalising failed,
+        e.g. on a full disk: the chunks already written stay readable)."""
+        if not self.closed:
+            self.closed = True
+            try:
+                self._file.close()
+            except OSError:
+                pass
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        if exc_type is None:
+            self.close()
+        else:
+            self.close(reason=f"error: {exc_type.__name__}: {exc}")
+
+
+def scan_chunks(buffer, *, check_crc=True):
+    """Walk the chunks of a capture file held in ``buffer`` (bytes or mmap).
+
+    Returns
+    -------
+    chunks : list of Chunk
+        Every complete chunk with a good CRC, up to the first that is not.
+    problem : str or None
+        Why the walk stopped before the end of the buffer, or ``None`` if it reached the end.
+    end : int
+        File offset just after the last good chunk.
+    """
+    size = len(buffer)
+    if bytes(buffer[:min(size, len(MAGIC))]) != MAGIC[:min(size, len(MAGIC))]:
+        raise CaptureFileError("not a latscope capture file (bad magic)")
+    if size < HEADER_SIZE:
+        raise CaptureFileError(f"not a latscope capture file (only {size} bytes)")
+    magic, major, minor, _flags = _HEADER.unpack_from(buffer, 0)
+    if magic != MAGIC:
+        raise CaptureFileError("not a latscope capture file (bad magic)")
+    if major > FORMAT_MAJOR:
+        raise CaptureFileError(f"capture format {major}.{minor} is newer than this latscope "
+                               f"understands ({FORMAT_MAJOR}.{FORMAT_MINOR}); upgrade latscope")
+    view = memoryview(buffer)
+    chunks, offset, problem = [], HEADER_SIZE, None
+    try:
+        while offset < size:
+            if size - offset < CHUNK_HEADER_SIZE:
+                problem = (f"truncated chunk header at offset {offset} "
+                           f"({size - offset} bytes left)")
+                break
+            kind, length = _CHUNK_HEADER.unpack_from(buffer, offset)
+            if length > MAX_CHUNK_PAYLOAD:
+                problem = f"implausible chunk length {length} at offset {offset}"
+                break
+            end = offset + CHUNK_HEADER_SIZE + length + CRC_SIZE
+            if end > size:
+                problem = (f"truncated {kind!r} chunk at offset {offset}: needs {end - offset} "
+                           f"bytes, {size - offset} present")
+                break
+            if check_crc:
+                (stored,) = _CRC.unpack_from(buffer, end - CRC_SIZE)
+                crc = zlib.crc32(view[offset:end - CRC_SIZE])
+                if crc != stored:
+                    problem = f"bad CRC in {kind!r} chunk at offset {offset}"
+                    break
+            chunks.append(Chunk(bytes(kind), offset + CHUNK_HEADER_SIZE, length))
+            offset = end
+    finally:
+        view.release()
+    return chunks, problem, offset
+
+
+class Capture:
+    """A capture file opened for reading (see :func:`open_capture`).
+
+    Attributes
+    ----------
+    path : str
+    metadata : dict
+        The ``META`` chunk.
+    tick_hz : float
+        Timestamp ticks per second.
+    channel_names : dict of int to str
+        Channel index to role (e.g. ``{0: "rx_dv", 2: "m_isr"}``).
+    markers : dict of str to str
+        Marker meanings (e.g. ``{"m0": "rx.isr"}``).
+    losses : list of LossRecord
+    heartbeats : numpy.ndarray
+        Structured array of :data:`HEARTBEAT_DTYPE`.
+    note : dict or None
+        The end-of-capture ``NOTE`` chunk; ``None`` if the writer never finished.
+    problems : list of str
+        Damage found while opening (a truncated or bad-CRC chunk ends the readable part).
+    n_events : int
+    version : tuple of int
+        ``(major, minor)`` of the file's format.
+    """
+
+    def __init__(self, path):
+        self.path = os.fspath(path)
+        try:
+            self._fh = open(self.path, "rb")
+        except OSError as error:
+            raise LatscopeError(f"cannot open {self.path}: {error.strerror}") from None
+        size = os.fstat(self._fh.fileno()).st_size
+        if size == 0:
+            self._fh.close()
+            raise CaptureFileError(f"{self.path}: not a latscope capture file (empty)")
+        try:
+            self._mm = mmap.mmap(self._fh.fileno(), 0, access=mmap.ACCESS_READ)
+        finally:
+            self._fh.close()     # the map keeps its own handle; nothing left to leak or warn
+        self.size = size
+        try:
+            _, major, minor, _ = _HEADER.unpack_from(self._mm, 0) if size >= HEADER_SIZE else \
+                (None, 0, 0, 0)
+            self.version = (major, minor)
+            self.chunks, problem, self.end = scan_chunks(self._mm)
+        except CaptureFileError as error:
+            self.close()
+            raise CaptureFileError(f"{self.path}: {error}") from None
+        self.problems = [problem] if problem else []
+        self.unknown_chunks = []
+        self.metadata = None
+        self.note = None
+        self.losses = []
+        self._evts = []      # (chunk, count, time offset)
+        heartbeats = []
+        for index, chunk in enumerate(self.chunks):
+            payload = self._mm[chunk.offset:chunk.offset + chunk.length] \
+                if chunk.type in (b"META", b"NOTE") else None
+            if index == 0:
+                if chunk.type != b"META":
+                    self.problems.append(f"first chunk is {chunk.type!r}, not META")
+                    break
+                self.metadata = self._json(payload, "META")
+                continue
+            if chunk.type == b"EVTS":
+                parsed = self._parse_evts(chunk)
+                if parsed is None:
+                    break
+                self._evts.append(parsed)
+            elif chunk.type == b"LOSS":
+                if chunk.length % LOSS_DTYPE.itemsize:
+                    self.problems.append(f"LOSS chunk at {chunk.offset} has a partial record")
+                    break
+                array = np.frombuffer(self._mm, LOSS_DTYPE, chunk.length // LOSS_DTYPE.itemsize,
+                                      chunk.offset)
+                for r in array:
+                    self.losses.append(LossRecord(int(r["first_time"]), int(r["span"]),
+                                                  int(r["lost"]),
+                                                  LOSS_CAUSES.get(int(r["cause"]), "unknown")))
+            elif chunk.type == b"HBT ":
+                if chunk.length % HEARTBEAT_DTYPE.itemsize:
+                    self.problems.append(f"HBT chunk at {chunk.offset} has a partial record")
+                    break
+                heartbeats.append(np.frombuffer(self._mm, HEARTBEAT_DTYPE,
+                                                chunk.length // HEARTBEAT_DTYPE.itemsize,
+                                                chunk.offset))
+            elif chunk.type == b"NOTE":
+                self.note = self._json(payload, "NOTE")
+            elif chunk.type == b"META":
+                self.problems.append(f"second META chunk at offset {chunk.offset}")
+            else:
+                self.unknown_chunks.append(chunk)
+        if self.metadata is None:
+            self.close()
+            raise CaptureFileError(f"{self.path}: no readable META chunk; "
+                                   f"{'; '.join(self.problems) or 'file holds only a header'}")
+        self.heartbeats = np.concatenate(heartbeats) if heartbeats else \
+            np.zeros(0, HEARTBEAT_DTYPE)
+        self.n_events = sum(count for _, count, _ in self._evts)
+        self.tick_hz = float(self.metadata["tick_hz"])
+        self.channel_names = {int(k): str(v)
+                              for k, v in (self.metadata.get("channels") or {}).items()}
+        self.markers = dict(self.metadata.get("markers") or {})
+
+    def _json(self, payload, kind):
+        try:
+            value = json.loads(bytes(payload))
+            if not isinstance(value, dict):
+                raise ValueError("not an object")
+            return value
+        except ValueError as error:
+            self.problems.append(f"{kind} chunk is not a JSON object ({error})")
+            return None if kind == "NOTE" else {}
+
+    def _parse_evts(self, chunk):
+        if chunk.length < _EVTS_HEADER.size:
+            self.problems.append(f"EVTS chunk at {chunk.offset} is shorter than its header")
+            return None
+        count, data_offset = _EVTS_HEADER.unpack_from(self._mm, chunk.offset)
+        if data_offset < _EVTS_HEADER.size or data_offset + 10 * count != chunk.length:
+            self.problems.append(f"EVTS chunk at {chunk.offset}: count {count} and column "
+                                 f"offset {data_offset} do not match length {chunk.length}")
+            return None
+        return chunk, count, chunk.offset + data_offset
+
+    # --- events ----------------------------------------------------------------------------------
+    def _chunk_events(self, entry):
+        _, count, start = entry
+        time = np.frombuffer(self._mm, "<i8", count, start)
+        channel = np.frombuffer(self._mm, "u1", count, start + 8 * count)
+        rising = np.frombuffer(self._mm, "u1", count, start + 9 * count).view(bool)
+        return Events(time, channel, rising)
+
+    def iter_chunks(self):
+        """Yield :class:`Events` per ``EVTS`` chunk, as read-only views of the memory-mapped
+        file: memory stays bounded by one chunk's working set however large the file is."""
+        for entry in self._evts:
+            yield self._chunk_events(entry)
+
+    def events(self):
+        """All events as one :class:`Events`. With one ``EVTS`` chunk the columns are read-only
+        views of the memory-mapped file (no copy); otherwise they are concatenated into memory.
+        For files larger than memory use :meth:`iter_chunks`."""
+        parts = list(self.iter_chunks())
+        if len(parts) == 1:
+            return parts[0]
+        if not parts:
+            return Events(np.zeros(0, np.int64), np.zeros(0, np.uint8), np.zeros(0, bool))
+        return Events(*(np.concatenate(column) for column in zip(*parts, strict=True)))
+
+    @property
+    def first_time(self):
+        """Time of the first event in ticks, or ``None`` without events."""
+        for entry in self._evts:
+            if entry[1]:
+                return int(self._chunk_events(entry).time[0])
+        return None
+
+    @property
+    def last_time(self):
+        """Time of the last event in ticks, or ``None`` without events."""
+        for entry in reversed(self._evts):
+            if entry[1]:
+                return int(self._chunk_events(entry).time[-1])
+        return None
+
+    @property
+    def duration(self):
+        """Seconds from the first to the last event (0.0 with fewer than two events)."""
+        if self.n_events < 2:
+            return 0.0
+        return (self.last_time - self.first_time) / self.tick_hz
+
+    @property
+    def lost(self):
+        """Lost events by cause: ``{"overflow": n, "link": n}``."""
+        totals = {"overflow": 0, "link": 0}
+        for r in self.losses:
+            totals[r.cause] = totals.get(r.cause, 0) + r.lost
+        return totals
+
+    @property
+    def complete(self):
+        """True when the file is undamaged and was finalised with a ``NOTE`` chunk."""
+        return not self.problems and self.note is not None
+
+    def truth(self):
+        """Ground truth from :func:`truth_path`, ``{name: {key: array}}``; empty if absent."""
+        path = truth_path(self.path)
+        if not os.path.exists(path):
+            return {}
+        result = {}
+        with np.load(path, allow_pickle=False) as npz:
+            for full in npz.files:
+                name, _, key = full.partition("/")
+                result.setdefault(name, {})[key] = npz[full]
+        return result
+
+    def close(self):
+        """Release the file. Arrays returned earlier must not be used afterwards."""
+        mm = getattr(self, "_mm", None)
+        if mm is not None:
+            try:
+                mm.close()
+            except BufferError:
+                pass            # views still alive; the mapping is freed with them
+            self._mm = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+def open_capture(path):
+    """Open a capture file for reading.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+
+    Returns
+    -------
+    Capture
+        Every chunk before the first incomplete or bad-CRC one; damage is listed in
+        ``Capture.problems`` rather than raised, so a capture killed mid-write still opens.
+
+    Raises
+    ------
+    CaptureFileError
+        The file is not a capture file, has no readable ``META`` chunk, or is of a newer major
+        format version.
+
+    Examples
+    --------
+    >>> import tempfile, os
+    >>> path = os.path.join(tempfile.mkdtemp(), "x.lsc")
+    >>> with CaptureWriter(path, {"tick_hz": 2e8, "channels": {"0": "rx_dv"}}) as w:
+    ...     w.append_events([10, 20], [0, 0], [1, 0])
+    >>> with open_capture(path) as cap:
+    ...     print(cap.n_events, cap.channel_names, cap.events().time.tolist())
+    2 {0: 'rx_dv'} [10, 20]
+    """
+    return Capture(path)
+
+
+def verify(path):
+    """Check a capture file: every chunk's CRC, truncation, event columns, monotonic time,
+    finalisation; list the losses (gap report).
+
+    Returns
+    -------
+    dict
+        ``ok`` (bool: undamaged; an unfinished file whose chunks are all intact is ``ok`` with a
+        warning), ``damage`` and ``warnings`` (lists of str), ``chunks``, ``events``,
+        ``recoverable_events`` (events readable), ``bytes_after_last_good_chunk``,
+        ``losses`` (list of dicts with times in ticks and seconds), ``lost`` (totals by cause),
+        ``finalised`` and ``note``.
+    """
+    with open_capture(path) as cap:
+        damage = list(cap.problems)
+        warnings = []
+        previous = None
+        for index, chunk in enumerate(cap.iter_chunks()):
+            t = chunk.time
+            if len(t):
+                backwards = np.flatnonzero(t[1:] < t[:-1])
+                if len(backwards):
+                    damage.append(f"time goes backwards inside EVTS chunk {index} at event "
+                                  f"{int(backwards[0]) + 1}")
+                if previous is not None and t[0] < previous:
+                    damage.append(f"time goes backwards between EVTS chunks {index - 1} and "
+                                  f"{index}")
+                previous = int(t[-1])
+                if int(chunk.channel.max()) >= 8:
+                    damage.append(f"channel number above 7 in EVTS chunk {index}")
+                if int(chunk.rising.view(np.uint8).max()) > 1:
+                    damage.append(f"edge flag not 0/1 in EVTS chunk {index}")
+        if cap.note is None:
+            warnings.append("not finalised: no NOTE chunk (the capture was killed or crashed); "
+                            "every complete chunk is readable")
+        elif cap.note.get("events") not in (None, cap.n_events):
+            damage.append(f"NOTE counts {cap.note['events']} events, the file holds "
+                          f"{cap.n_events}")
+        lost = cap.lost
+        if sum(lost.values()):
+            warnings.append(f"{sum(lost.values())} events lost during the capture "
+                            f"(overflow {lost['overflow']}, link {lost['link']}), see losses")
+        tick = 1.0 / cap.tick_hz
+        return {
+            "path": cap.path,
+            "ok": not damage,
+            "damage": damage,
+            "warnings": warnings,
+            "format": f"{cap.version[0]}.{cap.version[1]}",
+            "chunks": len(cap.chunks),
+            "events": cap.n_events,
+            "recoverable_events": cap.n_events,
+            "bytes_after_last_good_chunk": cap.size - cap.end,
+            "finalised": cap.note is not None,
+            "note": cap.note,
+            "lost": lost,
+            "losses": [{"cause": r.cause, "lost": r.lost, "first_time": r.first_time,
+                        "span": r.span, "first_s": r.first_time * tick, "span_s": r.span * tick}
+                       for r in cap.losses],
+        }
+
+
+def _rss_anon():
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("RssAnon:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0
+
+
+def write_synthetic(path, n_events, *, chunk_events=1 << 20, seed=0):
+    """Write a capture of ``n_events`` random events chunk by chunk (bounded memory), for
+    benchmarks and tests of large files. Returns the file size in bytes."""
+    rng = np.random.default_rng(seed)
+    last = 0
+    with CaptureWriter(path, {"tick_hz": 200e6, "label": "synthetic", "channels": {"0": "rx_dv"}},
+                       chunk_events=chunk_events, fsync=False, overwrite=True) as writer:
+        for start in range(0, n_events, chunk_events):
+            n = min(chunk_events, n_events - start)
+            time = last + np.cumsum(rng.integers(1, 400, n, dtype=np.int64))
+            last = int(time[-1])
+            writer.append_events(time, rng.integers(0, 8, n, dtype=np.uint8),
+                                 rng.integers(0, 2, n, dtype=np.uint8))
+    return os.path.getsize(path)
+
+
+def measure_read_memory(path):
+    """Read every event of a capture chunk by chunk (per-channel counts and the time span, so
+    every byte is touched) and measure the memory it took.
+
+    Returns
+    -------
+    dict
+        ``events``, ``file_bytes``, ``seconds``, ``heap_peak_bytes`` (largest Python/NumPy
+        allocation footprint during the read, from ``tracemalloc``) and ``anon_rss_growth_bytes``
+        (growth of the process's anonymous resident memory, sampled after every chunk; pages of
+        the memory-mapped file are page cache, not counted).
+    """
+    import tracemalloc
+    tracemalloc.start()
+    base_rss = peak_rss = _rss_anon()
+    begin = _time.perf_counter()
+    counts = np.zeros(256, np.int64)
+    first = last = None
+    with open_capture(path) as cap:
+        for chunk in cap.iter_chunks():
+            counts += np.bincount(chunk.channel, minlength=256)
+            if len(chunk.time):
+                first = int(chunk.time[0]) if first is None else first
+                last = int(chunk.time[-1])
+            del chunk
+            peak_rss = max(peak_rss, _rss_anon())
+        n, size = cap.n_events, cap.size
+    seconds = _time.perf_counter() - begin
+    _, heap_peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    if int(counts.sum()) != n:
+        raise AssertionError("chunk walk lost events")
+    return {"events": n, "file_bytes": size, "seconds": seconds, "heap_peak_bytes": heap_peak,
+            "anon_rss_growth_bytes": peak_rss - base_rss, "span_ticks": (last or 0) - (first or 0)}

@@ -1,0 +1,267 @@
+"""``latscope capture``, ``latscope info`` and ``latscope verify``."""
+
+import importlib
+import json
+import os
+import signal
+import sys
+
+from latscope.capture import capfile, session
+from latscope.capture.progress import CaptureProgress
+from latscope.capture.transport import SerialTransport
+
+from latscope import LatscopeError
+
+__all__ = ["register", "cmd_capture", "cmd_info", "cmd_verify"]
+
+CAPTURE_EPILOG = """\
+exit status: 0 stopped on a limit, Ctrl-C or SIGTERM (the file is complete); 2 error before
+recording (bad option, port, incompatible instrument: no file is written); 3 the link was lost
+(port closed or unplugged: the file holds everything received and says so); 4 the decoder or
+writer crashed (the file holds everything before it). A packet is a falling edge of the channel
+whose role is rx_dv. Config format: docs/capture-format.md."""
+
+
+def register(subparsers):
+    p = subparsers.add_parser(
+        "capture", help="record events from the instrument into a capture file",
+        description="Record timestamped edges from a latscope instrument on a serial port into "
+                    "a capture file (.lsc). The file is written in fsynced chunks, so it stays "
+                    "valid whatever stops the capture.",
+        epilog=CAPTURE_EPILOG)
+    p.add_argument("--port", metavar="DEVICE",
+                   help="serial device of the instrument, e.g. /dev/ttyUSB1 (a pty path works)")
+    p.add_argument("-o", "--output", required=True, metavar="FILE", help="capture file to write")
+    p.add_argument("--config", metavar="FILE.toml",
+                   help="channel map, marker meanings, glitch widths, edges, DUT and traffic "
+                        "description (default: the instrument's channel names, all edges, no "
+                        "glitch filter)")
+    p.add_argument("--duration", type=float, metavar="S",
+                   help="stop after S seconds of host wall time (default: no limit)")
+    p.add_argument("--events", type=int, metavar="N",
+                   help="stop after exactly N events (default: no limit)")
+    p.add_argument("--packets", type=int, metavar="N",
+                   help="stop after N packets, i.e. falling edges of the rx_dv channel "
+                        "(default: no limit)")
+    p.add_argument("--label", help="configuration label stored in the file (overrides the "
+                                   "config's [dut] label)")
+    p.add_argument("--baud", type=int, default=12_000_000,
+                   help="serial rate in bit/s (default 12000000; ignored by ptys)")
+    p.add_argument("--force", action="store_true", help="overwrite FILE if it exists")
+    p.add_argument("--quiet", action="store_true", help="no progress line")
+    p.add_argument("--json", action="store_true",
+                   help="print the outcome as JSON on stdout (reason, exit status, totals)")
+    try:   # the simulated bench adds --sim PROFILE and its options
+        simbench = importlib.import_module("latscope.capture.simbench")
+    except ModuleNotFoundError as error:
+        if error.name != "latscope.capture.simbench":
+            raise
+        simbench = None
+    if simbench is not None and hasattr(simbench, "add_sim_arguments"):
+        simbench.add_sim_arguments(p)
+    else:
+        p.add_argument("--sim", metavar="PROFILE", help="capture from the simulated bench "
+                       "(needs latscope.capture.simbench)")
+    p.set_defaults(func=cmd_capture)
+
+    p = subparsers.add_parser(
+        "info", help="describe a capture file",
+        description="Print a capture file's metadata, event count, duration and losses.")
+    p.add_argument("file", metavar="FILE")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.set_defaults(func=cmd_info)
+
+    p = subparsers.add_parser(
+        "verify", help="check a capture file's integrity and report its gaps",
+        description="Check every chunk's CRC, truncation, event columns and time order, and "
+                    "list every loss (FIFO overflow, link) with its time span. Exit status 0: "
+                    "intact (possibly unfinished, with a warning); 1: damaged (what is still "
+                    "readable is listed).")
+    p.add_argument("file", metavar="FILE")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.set_defaults(func=cmd_verify)
+
+
+class _StopFlag:
+    """SIGINT/SIGTERM set a reason the capture loop sees within 0.1 s; a second Ctrl-C forces."""
+
+    def __init__(self):
+        self.reason = None
+        self._old = {}
+
+    def __call__(self):
+        return self.reason
+
+    def _handler(self, signum, frame):
+        if signum == signal.SIGINT and self.reason:
+            raise KeyboardInterrupt
+        self.reason = "interrupted (Ctrl-C)" if signum == signal.SIGINT else \
+            "interrupted (SIGTERM)"
+
+    def __enter__(self):
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            try:
+                self._old[sig] = signal.signal(sig, self._handler)
+            except ValueError:      # not the main thread
+                pass
+        return self
+
+    def __exit__(self, *exc):
+        for sig, old in self._old.items():
+            signal.signal(sig, old)
+
+
+def _open_source(args):
+    if args.sim:
+        try:
+            simbench = importlib.import_module("latscope.capture.simbench")
+        except ModuleNotFoundError:
+            raise LatscopeError("--sim needs latscope.capture.simbench, which is not "
+                                "installed") from None
+        path, handle = simbench.open_simulated_port(args)
+        return path, handle
+    return args.port, None
+
+
+def capture(args, stderr=None):
+    """Run ``latscope capture`` with parsed ``args``; returns the :class:`CaptureOutcome`.
+
+    With ``--sim``, ``simbench.open_simulated_port(args)`` returns the pty path and a handle
+    whose ``metadata`` (merged into META), ``markers``, ``label``, ``dut`` and ``scenario``
+    (defaults for the config) are used, and whose ``close()`` is called after the capture."""
+    stderr = stderr or sys.stderr
+    if bool(args.port) == bool(getattr(args, "sim", None)):
+        raise LatscopeError("give exactly one of --port DEVICE and --sim PROFILE")
+    if os.path.exists(args.output) and not args.force:
+        raise LatscopeError(f"{args.output} exists; choose another name or use --force")
+    config = session.load_config(args.config) if args.config else session.CaptureConfig()
+    session.Limits(args.duration, args.events, args.packets)     # check before starting
+    port, handle = _open_source(args)      # the simulated bench may set args.events
+    limits = session.Limits(args.duration, args.events, args.packets)
+    for key in ("label", "dut", "scenario"):      # the simulated bench describes its run
+        if not getattr(config, key) and getattr(handle, key, None):
+            setattr(config, key, getattr(handle, key))
+    if not config.markers and getattr(handle, "markers", None):
+        config.markers = dict(handle.markers)
+    if args.label:
+        config.label = args.label
+    transport = None
+    try:
+        transport = SerialTransport(port, args.baud)
+        instrument = session.Instrument(transport)
+        identity = instrument.identify()
+        session.configure(instrument, config, identity)
+        extra = dict(getattr(handle, "metadata", None) or {})
+        meta = session.capture_metadata(identity, config, port=port, extra=extra)
+        rx_dv = [int(k) for k, role in meta["channels"].items() if role == "rx_dv"]
+        if limits.packets is not None and not rx_dv:
+            raise LatscopeError("--packets needs a channel whose role is rx_dv in the channel "
+                                "map")
+        writer = capfile.CaptureWriter(args.output, meta, overwrite=args.force)
+        progress = CaptureProgress(stderr, enabled=False if args.quiet else None)
+        with _StopFlag() as stop:
+            outcome = session.run_capture(instrument, writer, limits=limits,
+                                          rx_dv_channel=rx_dv[0] if rx_dv else None,
+                                          progress=progress, stop=stop)
+        progress.done()
+    finally:
+        if transport is not None:
+            transport.close()
+        if handle is not None:
+            handle.close()
+    return outcome
+
+
+def cmd_capture(args):
+    outcome = capture(args)
+    lost = outcome.lost_overflow + outcome.lost_link
+    summary = (f"latscope capture: stopped: {outcome.reason}. {outcome.events} events, "
+               f"{outcome.packets} packets in {outcome.seconds:.1f} s; lost {lost} "
+               f"(overflow {outcome.lost_overflow}, link {outcome.lost_link}); "
+               f"file {args.output} " + ("finalised" if outcome.finalised else
+                                         "NOT finalised, run latscope verify on it"))
+    print(summary, file=sys.stderr)
+    if args.json:
+        record = {k: v for k, v in vars(outcome).items() if k != "error"}
+        record["file"] = args.output
+        print(json.dumps(record, sort_keys=True))
+    error = getattr(outcome, "error", None)
+    if error is not None:
+        print(f"latscope capture: internal error, please report: "
+              f"{type(error).__name__}: {error}", file=sys.stderr)
+    return outcome.exit_status
+
+
+def info_dict(path):
+    """What ``latscope info`` shows, as a dict."""
+    with capfile.open_capture(path) as cap:
+        return {
+            "path": cap.path,
+            "format": f"{cap.version[0]}.{cap.version[1]}",
+            "events": cap.n_events,
+            "duration_s": cap.duration,
+            "first_time": cap.first_time,
+            "last_time": cap.last_time,
+            "tick_hz": cap.tick_hz,
+            "channels": {str(k): v for k, v in cap.channel_names.items()},
+            "markers": cap.markers,
+            "lost": cap.lost,
+            "losses": len(cap.losses),
+            "heartbeats": int(len(cap.heartbeats)),
+            "finalised": cap.note is not None,
+            "stop_reason": (cap.note or {}).get("reason"),
+            "problems": cap.problems,
+            "metadata": cap.metadata,
+        }
+
+
+def cmd_info(args):
+    info = info_dict(args.file)
+    if args.json:
+        print(json.dumps(info, sort_keys=True, default=str))
+        return 0
+    meta = info["metadata"]
+    instrument = meta.get("instrument") or {}
+    lines = [
+        f"file        {info['path']} (format {info['format']})",
+        f"instrument  {instrument.get('board', '?')}, tick {1e9 / info['tick_hz']:.3f} ns "
+        f"({info['tick_hz'] / 1e6:g} MHz), protocol {instrument.get('protocol_version', '?')}",
+        f"label       {meta.get('label') or '-'}   DUT {meta.get('dut') or '-'}   "
+        f"scenario {meta.get('scenario') or '-'}",
+        f"started     {meta.get('start_time', '?')}",
+        "channels    " + (", ".join(f"{k}={v}" for k, v in info["channels"].items()) or "-"),
+        "markers     " + (", ".join(f"{k}={v}" for k, v in info["markers"].items()) or "-"),
+        f"events      {info['events']} over {info['duration_s']:.6f} s",
+        f"lost        overflow {info['lost']['overflow']}, link {info['lost']['link']} "
+        f"in {info['losses']} records",
+        f"stopped     {info['stop_reason'] or 'not finalised (killed or crashed)'}",
+    ]
+    if info["problems"]:
+        lines.append("damage      " + "; ".join(info["problems"]) +
+                     " (run latscope verify)")
+    print("\n".join(lines))
+    return 0
+
+
+def cmd_verify(args):
+    report = capfile.verify(args.file)
+    if args.json:
+        print(json.dumps(report, sort_keys=True, default=str))
+        return 0 if report["ok"] else 1
+    status = "OK" if report["ok"] else "DAMAGED"
+    print(f"{report['path']}: {status}: {report['chunks']} good chunks, {report['events']} "
+          f"events, format {report['format']}")
+    for item in report["damage"]:
+        print(f"  damage: {item}")
+    if not report["ok"]:
+        print(f"  recoverable: {report['recoverable_events']} events in the chunks before the "
+              f"damage; {report['bytes_after_last_good_chunk']} bytes after them are unreadable")
+    for item in report["warnings"]:
+        print(f"  warning: {item}")
+    if report["losses"]:
+        print("  gaps (cause, events lost, from s, span s):")
+        for r in report["losses"]:
+            print(f"    {r['cause']:8} {r['lost']:>10}  {r['first_s']:.9f}  {r['span_s']:.9f}")
+    else:
+        print("  gaps: none; no event was lost")
+    return 0 if report["ok"] else 1

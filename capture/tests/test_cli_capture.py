@@ -1,0 +1,208 @@
+"""``latscope capture``, ``info`` and ``verify`` against the emulated instrument on a pty."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+from latscope.capture import capfile
+from latscope.capture.transport import EmulatedInstrument, PtyDevice
+from latscope.gateware import protocol
+
+from latscope.cli import main
+
+ROLES = ("rx_dv", "tx_en", "crs_dv", "m0", "m1", "m2", "m3", "m4")
+CONFIG = """
+[channels]
+0 = "rx_dv"
+1 = "tx_en"
+3 = "m0"
+[markers]
+m0 = "rx.isr"
+[dut]
+description = "emulated DUT"
+label = "cfg-a"
+[traffic]
+scenario = "echo 64 B"
+"""
+
+
+def _packets(n, period=2000):
+    base = np.arange(n, dtype=np.int64) * period
+    time_ = np.stack([base, base + 100, base + 300, base + 310, base + 900, base + 1000],
+                     1).ravel()
+    channel = np.tile(np.array([0, 0, 3, 3, 1, 1], np.uint8), n)
+    rising = np.tile(np.array([True, False, True, False, True, False]), n)
+    return time_, channel, rising
+
+
+@pytest.fixture
+def device():
+    devices = []
+
+    def make(n=2000, fps=None, **kw):
+        dev = PtyDevice(EmulatedInstrument(*_packets(n), channels=ROLES, **kw),
+                        frames_per_second=fps)
+        devices.append(dev.start())
+        return dev
+    yield make
+    for dev in devices:
+        dev.close()
+
+
+def test_capture_packets_info_verify(tmp_path, device, capsys):
+    config = tmp_path / "cfg.toml"
+    config.write_text(CONFIG)
+    out = tmp_path / "a.lsc"
+    dev = device()
+    rc = main(["capture", "--port", dev.path, "-o", str(out), "--config", str(config),
+               "--packets", "150", "--json", "--quiet"])
+    captured = capsys.readouterr()
+    assert rc == 0
+    record = json.loads(captured.out)
+    assert record["reason"] == "packet limit reached" and record["packets"] == 150
+    assert record["events"] == 6 * 149 + 2        # ends at the 150th rx_dv fall
+    assert "stopped: packet limit reached" in captured.err
+    assert "\r" not in captured.err               # no progress bar when not a terminal
+    with capfile.open_capture(out) as cap:
+        assert cap.complete and cap.n_events == record["events"]
+        assert cap.channel_names == {0: "rx_dv", 1: "tx_en", 3: "m0"}
+        assert cap.markers == {"m0": "rx.isr"}
+        assert cap.metadata["label"] == "cfg-a" and cap.metadata["scenario"] == "echo 64 B"
+        assert cap.metadata["instrument"]["protocol_version"] == protocol.PROTOCOL_VERSION
+        assert np.array_equal(cap.events().time, _packets(2000)[0][:record["events"]])
+
+    assert main(["info", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "label       cfg-a" in text and "markers     m0=rx.isr" in text
+    assert f"events      {record['events']} over" in text
+    assert "stopped     packet limit reached" in text
+    assert main(["info", str(out), "--json"]) == 0
+    info = json.loads(capsys.readouterr().out)
+    assert info["events"] == record["events"] and info["tick_hz"] == 200e6
+
+    assert main(["verify", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert ": OK:" in text and "gaps: none; no event was lost" in text
+
+
+def test_verify_reports_damage_and_gaps(tmp_path, capsys):
+    path = tmp_path / "d.lsc"
+    with capfile.CaptureWriter(path, {"tick_hz": 1e9}, fsync=False) as w:
+        w.append_events(np.arange(100), np.zeros(100), np.ones(100))
+        w.flush()
+        w.append_loss(capfile.LossRecord(100, 2000, 12, "link"))
+        w.append_events(np.arange(200, 300), np.zeros(100), np.ones(100))
+    assert main(["verify", str(path)]) == 0
+    text = capsys.readouterr().out
+    assert "link             12  0.000000100  0.000002000" in text
+    with capfile.open_capture(path) as cap:
+        last_evts = [c for c in cap.chunks if c.type == b"EVTS"][-1]
+    data = bytearray(path.read_bytes())
+    data[last_evts.offset + 20] ^= 0xFF                 # inside the last EVTS chunk
+    path.write_bytes(data)
+    assert main(["verify", str(path)]) == 1
+    text = capsys.readouterr().out
+    assert "DAMAGED" in text and "bad CRC in b'EVTS' chunk" in text
+    assert "recoverable: 100 events" in text
+    assert main(["verify", str(path), "--json"]) == 1
+    report = json.loads(capsys.readouterr().out)
+    assert report["ok"] is False and report["recoverable_events"] == 100
+    assert report["lost"] == {"overflow": 0, "link": 12}
+
+
+def test_info_on_a_non_capture_is_a_clean_error(tmp_path, capsys):
+    path = tmp_path / "x.lsc"
+    path.write_text("not a capture")
+    assert main(["info", str(path)]) == 2
+    assert "not a latscope capture file (bad magic)" in capsys.readouterr().err
+
+
+def test_incompatible_instrument_is_refused_without_a_file(tmp_path, device, capsys):
+    dev = device(protocol_version=protocol.PROTOCOL_VERSION + 1)
+    out = tmp_path / "v.lsc"
+    assert main(["capture", "--port", dev.path, "-o", str(out), "--events", "5"]) == 2
+    err = capsys.readouterr().err
+    assert f"instrument speaks protocol version {protocol.PROTOCOL_VERSION + 1}" in err
+    assert not out.exists()
+
+
+def test_source_and_output_options(tmp_path, capsys):
+    assert main(["capture", "-o", str(tmp_path / "n.lsc")]) == 2
+    assert "exactly one of --port DEVICE and --sim PROFILE" in capsys.readouterr().err
+    (tmp_path / "e.lsc").write_bytes(b"")
+    assert main(["capture", "--port", "/dev/null", "-o", str(tmp_path / "e.lsc")]) == 2
+    assert "exists; choose another name or use --force" in capsys.readouterr().err
+    assert main(["capture", "--port", "/nonexistent", "-o", str(tmp_path / "f.lsc")]) == 2
+    assert "cannot open serial port /nonexistent" in capsys.readouterr().err
+    assert main(["capture", "--port", "/nonexistent", "-o", str(tmp_path / "g.lsc"),
+                 "--events", "0"]) == 2
+    assert "--events must be positive, not 0" in capsys.readouterr().err
+
+
+def _run_cli(args):
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    return subprocess.Popen([sys.executable, "-m", "latscope", *args], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def _wait_for_events(dev, count, timeout=30):
+    end = time.monotonic() + timeout
+    while dev.instrument.sent < count:
+        assert time.monotonic() < end, "capture never started"
+        time.sleep(0.02)
+
+
+@pytest.mark.parametrize("sig, reason", [(signal.SIGINT, "interrupted (Ctrl-C)"),
+                                         (signal.SIGTERM, "interrupted (SIGTERM)")])
+def test_signal_stops_cleanly(tmp_path, device, sig, reason):
+    dev = device(n=10**6, fps=500)
+    out = tmp_path / "s.lsc"
+    proc = _run_cli(["capture", "--port", dev.path, "-o", str(out)])
+    _wait_for_events(dev, 500)
+    proc.send_signal(sig)
+    stdout, stderr = proc.communicate(timeout=30)
+    assert proc.returncode == 0, stderr
+    assert f"stopped: {reason}" in stderr
+    with capfile.open_capture(out) as cap:
+        assert cap.complete and cap.note["reason"] == reason
+        assert cap.n_events >= 500
+        assert np.array_equal(cap.events().time, _packets(10**6)[0][:cap.n_events])
+
+
+def test_progress_line_on_a_terminal_only():
+    import io
+
+    from latscope.capture.progress import CaptureProgress
+    from latscope.capture.session import CaptureOutcome
+
+    class Tty(io.StringIO):
+        def isatty(self):
+            return True
+    now = [0.0]
+    tty_stream = Tty()
+    bar = CaptureProgress(tty_stream, clock=lambda: now[0])
+    out = CaptureOutcome("", 0, events=0, bytes=0)
+    bar(out)
+    now[0], out.events, out.bytes, out.seconds = 0.1, 100, 300, 0.1
+    out.lost_overflow, out.lost_link = 5, 7
+    bar(out)                                    # 0.1 s after the last draw: not redrawn
+    assert tty_stream.getvalue().count("\r") == 1
+    now[0] = 2.0
+    out.events, out.bytes, out.seconds = 2000, 6000, 2.0
+    bar(out)
+    line = tty_stream.getvalue().split("\r\x1b[K")[-1]
+    # events/s over the last redraw interval: (2000 - 0) / (2.0 - 0.0) = 1000; bytes/event = 3
+    assert line == ("    2.0 s     2.00k events     1.00k ev/s   3.00 B/ev  "
+                    "overflow lost 5  link lost 7")
+    bar.done()
+    assert tty_stream.getvalue().endswith("\n")
+    plain = io.StringIO()
+    quiet = CaptureProgress(plain, clock=lambda: now[0])
+    quiet(out)
+    quiet.done()
+    assert plain.getvalue() == ""
