@@ -1,0 +1,362 @@
+"""Command handler: COMMAND frames in, REPLY payloads and configuration registers out.
+
+:class:`Control` (link clock domain) searches the received bytes for the sync word, checks the
+header and the CRC-32, executes the command and offers a reply to the framer. Every frame that
+starts with a sync gets exactly one reply: BAD_FRAME for a bad header, a bad CRC or a frame cut off
+(no byte for ``timeout`` cycles), UNKNOWN_OPCODE, BAD_LENGTH or BAD_ARGUMENT for a well-formed
+command the device will not execute, OK with data otherwise.
+
+:class:`ConfigCrossing` carries the registers into the capture clock domain: the link side latches
+a snapshot and toggles a request flag that crosses through a
+:class:`~amaranth.lib.cdc.FFSynchronizer`; the capture side copies the (by then stable) snapshot
+and returns the toggle as acknowledgement. The timestamp-reset request crosses as a
+:class:`~amaranth.lib.cdc.PulseSynchronizer`. :class:`latscope.gateware.model_stream.CommandModel`
+is the reference.
+"""
+
+from amaranth.hdl import Array, C, Cat, Module, Shape, Signal, Value
+from amaranth.lib import cdc, data, stream, wiring
+from amaranth.lib.crc import catalog
+from amaranth.lib.wiring import In, Out
+from amaranth.utils import bits_for
+
+from .encoder import _rejected
+from .framer import ReplyByte
+from .model_stream import MAX_COMMAND_PAYLOAD, check_names, identify_data
+from .protocol import (
+    PROTOCOL_VERSION,
+    SYNC,
+    FrameHeader,
+    FrameType,
+    Heartbeat,
+    Opcode,
+    ReplyHeader,
+    Status,
+)
+
+__all__ = ["config_layout", "Control", "ConfigCrossing"]
+
+_RH_BYTES = ReplyHeader.as_shape().size // 8
+_HB_BYTES = Heartbeat.as_shape().size // 8
+_ARG_LENGTHS = {Opcode.IDENTIFY: 0, Opcode.ARM: 1, Opcode.SET_EDGES: 4, Opcode.SET_GLITCH: 2,
+                Opcode.RESET_TIME: 0, Opcode.SELFTEST: 7, Opcode.STATUS: 0}
+
+
+def config_layout(*, channels, max_glitch):
+    """Layout of the configuration registers the command handler holds."""
+    return data.StructLayout({
+        "armed": 1,
+        "rise_en": channels,
+        "fall_en": channels,
+        "glitch": data.ArrayLayout(bits_for(max_glitch), channels),
+        "selftest_on": 1,
+        "selftest_drive": 1,
+        "selftest_mask": channels,
+        "selftest_high": 16,
+        "selftest_low": 16,
+    })
+
+
+def _positive(name, value, low=1, high=None):
+    if not isinstance(value, int) or isinstance(value, bool) or value < low \
+            or (high is not None and value > high):
+        bound = f"an integer >= {low}" if high is None else f"an integer in {low}..{high}"
+        raise TypeError(f"{name} must be {bound}, not {value!r}")
+
+
+class Control(wiring.Component):
+    """Parses COMMAND frames, executes them, replies.
+
+    Parameters
+    ----------
+    channels, lanes, counter_width, max_glitch, heartbeat_shift, fifo_depth, capture_hz : int
+        The design's parameters, reported by IDENTIFY; ``channels`` and ``max_glitch`` also bound
+        the arguments of SET_EDGES, SET_GLITCH and SELFTEST.
+    board : str
+        Board name reported by IDENTIFY.
+    channel_names : sequence of str
+        One name per channel, reported by IDENTIFY.
+    source_hash : int
+        The gateware source's git hash (first 16 hex digits as a 64-bit integer).
+    timeout : int
+        Link clock cycles without a byte after which a partly received frame is abandoned with a
+        BAD_FRAME reply.
+
+    Attributes
+    ----------
+    rx : In(stream.Signature(8))
+        Bytes from the host.
+    replies : Out(stream.Signature(ReplyByte))
+        REPLY payloads, to the framer.
+    config : Out(config_layout(...))
+        The registers, link clock domain.
+    time_reset : Out(1)
+        Pulses when RESET_TIME executes.
+    status : In(Heartbeat)
+        Current values, returned by STATUS.
+    """
+
+    def __init__(self, *, channels=8, lanes=2, counter_width=48, max_glitch=15,
+                 heartbeat_shift=20, fifo_depth=1024, capture_hz, board="sim", channel_names,
+                 source_hash=0, timeout=1 << 16):
+        with _rejected(self):
+            _positive("Channel count", channels, 1, 8)
+            _positive("Lane count", lanes, 1, 255)
+            _positive("Counter width", counter_width, 8, 63)
+            _positive("Maximum glitch width", max_glitch, 0, 255)
+            _positive("Heartbeat shift", heartbeat_shift, 1, 62)
+            _positive("FIFO depth", fifo_depth, 1)
+            _positive("Capture frequency", capture_hz, 1, (1 << 32) - 1)
+            _positive("Source hash", source_hash, 0, (1 << 64) - 1)
+            _positive("Timeout", timeout, 16)
+            if not isinstance(board, str) or not board or any(c in board for c in ",;="):
+                raise TypeError(f"Board name must be non-empty text without ',', ';' or '=', "
+                                f"not {board!r}")
+            self.channel_names = check_names(channels, channel_names)
+        self.channels, self.max_glitch, self.timeout = channels, max_glitch, timeout
+        self.identify = identify_data(
+            channels=channels, lanes=lanes, counter_width=counter_width, max_glitch=max_glitch,
+            heartbeat_shift=heartbeat_shift, fifo_depth=fifo_depth, capture_hz=capture_hz,
+            board=board, channel_names=self.channel_names, source_hash=source_hash)
+        self.config_layout = config_layout(channels=channels, max_glitch=max_glitch)
+        every = (1 << channels) - 1
+        self.config_init = {"rise_en": every, "fall_en": every, "selftest_high": 2,
+                            "selftest_low": 2}
+        super().__init__({
+            "rx": In(stream.Signature(8)),
+            "replies": Out(stream.Signature(ReplyByte)),
+            "config": Out(self.config_layout, init=self.config_init),
+            "time_reset": Out(1),
+            "status": In(Heartbeat),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        m.submodules.crc = crc = catalog.CRC32_ISO_HDLC(data_width=8).create()
+        rx = self.rx
+        byte = rx.payload
+        got = Signal()
+        m.d.comb += [got.eq(rx.valid & rx.ready), crc.data.eq(byte)]
+
+        prev = Signal(8)
+        with m.If(got):
+            m.d.sync += prev.eq(byte)
+        hdr = Signal(32)                  # FrameHeader after the sync word
+        hdr_view = FrameHeader(Cat(C(0, 16), hdr))
+        args = Signal(8 * MAX_COMMAND_PAYLOAD)
+        count = Signal(16)
+        idle_cycles = Signal(range(self.timeout + 1))
+        status = Signal(8)
+        opcode = Signal(8)
+        seq = Signal(8)
+        snapshot = Signal(_HB_BYTES * 8)
+        reply_len = Signal(16)
+        which = Signal(2)                 # reply data: 0 none, 1 identify, 2 status
+        arg = [args.word_select(i, 8) for i in range(MAX_COMMAND_PAYLOAD)]
+        length = Signal(16)
+        m.d.comb += length.eq(hdr_view.length)
+
+        timed_out = Signal()
+        with m.If(got):
+            m.d.sync += idle_cycles.eq(0)
+        with m.Elif(idle_cycles != self.timeout):
+            m.d.sync += idle_cycles.eq(idle_cycles + 1)
+        m.d.comb += timed_out.eq(idle_cycles == self.timeout)
+
+        def bad_frame():
+            m.d.sync += [status.eq(Status.BAD_FRAME), opcode.eq(0), seq.eq(0), which.eq(0),
+                         count.eq(0)]
+            m.next = "REPLY"
+
+        with m.FSM():
+            with m.State("HUNT"):
+                m.d.comb += rx.ready.eq(1)
+                with m.If(got & (prev == SYNC[0]) & (byte == SYNC[1])):
+                    m.d.comb += crc.start.eq(1)
+                    m.d.sync += [count.eq(0), prev.eq(0)]
+                    m.next = "HEADER"
+
+            with m.State("HEADER"):
+                m.d.comb += [rx.ready.eq(1), crc.valid.eq(got)]
+                with m.If(got):
+                    m.d.sync += [hdr.word_select(count[:2], 8).eq(byte), count.eq(count + 1)]
+                    with m.If(count == 3):
+                        m.next = "CHECK"
+                with m.Elif(timed_out):
+                    bad_frame()
+
+            with m.State("CHECK"):
+                m.d.sync += [count.eq(0), args.eq(0)]
+                with m.If((hdr_view.type != FrameType.COMMAND)
+                          | (hdr_view.version != PROTOCOL_VERSION)
+                          | (length > MAX_COMMAND_PAYLOAD)):
+                    bad_frame()
+                with m.Elif(length == 0):
+                    m.next = "CRC"
+                with m.Else():
+                    m.next = "PAYLOAD"
+
+            with m.State("PAYLOAD"):
+                m.d.comb += [rx.ready.eq(1), crc.valid.eq(got)]
+                with m.If(got):
+                    m.d.sync += [args.word_select(count[:4], 8).eq(byte), count.eq(count + 1)]
+                    with m.If(count == length - 1):
+                        m.d.sync += count.eq(0)
+                        m.next = "CRC"
+                with m.Elif(timed_out):
+                    bad_frame()
+
+            with m.State("CRC"):
+                m.d.comb += [rx.ready.eq(1), crc.valid.eq(got)]
+                with m.If(got):
+                    m.d.sync += count.eq(count + 1)
+                    with m.If(count == 3):
+                        m.d.sync += count.eq(0)
+                        m.next = "VERIFY"
+                with m.Elif(timed_out):
+                    bad_frame()
+
+            with m.State("VERIFY"):
+                with m.If(crc.match_detected):
+                    m.d.sync += [seq.eq(hdr_view.seq), opcode.eq(arg[0]), which.eq(0),
+                                 snapshot.eq(self.status.as_value())]
+                    m.next = "EXECUTE"
+                with m.Else():
+                    bad_frame()
+
+            with m.State("EXECUTE"):
+                self._execute(m, arg, length, status, which)
+                m.next = "REPLY"
+
+            with m.State("REPLY"):
+                data_len = Signal(16)
+                with m.Switch(which):
+                    with m.Case(1):
+                        m.d.comb += data_len.eq(len(self.identify))
+                    with m.Case(2):
+                        m.d.comb += data_len.eq(_HB_BYTES)
+                m.d.comb += reply_len.eq(_RH_BYTES + data_len)
+                header = Signal(ReplyHeader)
+                m.d.comb += [header.command_seq.eq(seq), header.opcode.eq(opcode),
+                             header.status.eq(status)]
+                rom = Array(C(b, 8) for b in self.identify)
+                out = self.replies.payload
+                m.d.comb += [self.replies.valid.eq(1), out.length.eq(reply_len)]
+                with m.If(count < _RH_BYTES):
+                    m.d.comb += out.data.eq(header.as_value().word_select(count[:2], 8))
+                with m.Elif(which == 1):
+                    m.d.comb += out.data.eq(rom[count - _RH_BYTES])
+                with m.Else():
+                    m.d.comb += out.data.eq(snapshot.word_select((count - _RH_BYTES)[:5], 8))
+                with m.If(self.replies.ready):
+                    m.d.sync += count.eq(count + 1)
+                    with m.If(count == reply_len - 1):
+                        m.d.sync += [count.eq(0), prev.eq(0)]
+                        m.next = "HUNT"
+        return m
+
+    def _execute(self, m, arg, length, status, which):
+        cfg = self.config
+        nargs = Signal(16)
+        m.d.comb += nargs.eq(length - 1)
+        u16 = [Cat(arg[i], arg[i + 1]) for i in range(1, MAX_COMMAND_PAYLOAD - 1)]
+        beyond = lambda value: (value >> self.channels) != 0   # a bit above the last channel
+        ok = Status.OK
+        with m.If(length == 0):
+            m.d.sync += status.eq(Status.BAD_LENGTH)
+        with m.Else():
+            self._dispatch(m, arg, nargs, u16, beyond, status, which, cfg, ok)
+
+    def _dispatch(self, m, arg, nargs, u16, beyond, status, which, cfg, ok):
+        with m.Switch(arg[0]):
+            for opcode, nbytes in _ARG_LENGTHS.items():
+                with m.Case(opcode):
+                    with m.If(nargs != nbytes):
+                        m.d.sync += status.eq(Status.BAD_LENGTH)
+                    with m.Else():
+                        self._command(m, opcode, arg, u16, beyond, status, which, cfg, ok)
+            with m.Default():
+                m.d.sync += status.eq(Status.UNKNOWN_OPCODE)
+
+    def _command(self, m, opcode, arg, u16, beyond, status, which, cfg, ok):
+        bad = Status.BAD_ARGUMENT
+        if opcode == Opcode.IDENTIFY:
+            m.d.sync += [status.eq(ok), which.eq(1)]
+        elif opcode == Opcode.STATUS:
+            m.d.sync += [status.eq(ok), which.eq(2)]
+        elif opcode == Opcode.RESET_TIME:
+            m.d.sync += status.eq(ok)
+            m.d.comb += self.time_reset.eq(1)
+        elif opcode == Opcode.ARM:
+            with m.If(arg[1] > 1):
+                m.d.sync += status.eq(bad)
+            with m.Else():
+                m.d.sync += [status.eq(ok), cfg.armed.eq(arg[1][0])]
+        elif opcode == Opcode.SET_EDGES:
+            rise, fall = u16[0], u16[2]
+            with m.If(beyond(rise) | beyond(fall)):
+                m.d.sync += status.eq(bad)
+            with m.Else():
+                m.d.sync += [status.eq(ok), cfg.rise_en.eq(rise), cfg.fall_en.eq(fall)]
+        elif opcode == Opcode.SET_GLITCH:
+            with m.If((arg[1] >= self.channels) | (arg[2] > self.max_glitch)):
+                m.d.sync += status.eq(bad)
+            with m.Else():
+                m.d.sync += [status.eq(ok), cfg.glitch[arg[1][:3]].eq(arg[2])]
+        elif opcode == Opcode.SELFTEST:
+            mask, high, low = u16[1], u16[3], u16[5]
+            with m.If((arg[1] > 3) | beyond(mask) | (high < 2) | (low < 2)):
+                m.d.sync += status.eq(bad)
+            with m.Else():
+                m.d.sync += [status.eq(ok), cfg.selftest_on.eq(arg[1][0]),
+                             cfg.selftest_drive.eq(arg[1][1]), cfg.selftest_mask.eq(mask),
+                             cfg.selftest_high.eq(high), cfg.selftest_low.eq(low)]
+
+
+class ConfigCrossing(wiring.Component):
+    """Carries a configuration word and a pulse from one clock domain to another.
+
+    Parameters
+    ----------
+    shape : shape-castable
+        Of the configuration word.
+    init : optional
+        Initial value of the word on both sides.
+    o_domain : str
+        Domain of ``o_config`` and ``o_pulse``; ``i_config`` and ``i_pulse`` are in "sync".
+
+    The output follows the input within a few cycles of either clock; every output value is one
+    the input held (never a mix of two), and each input pulse gives one output pulse.
+    """
+
+    def __init__(self, shape, *, init=None, o_domain="capture"):
+        with _rejected(self):
+            if not isinstance(o_domain, str) or o_domain == "sync":
+                raise TypeError(f"Output domain must be a domain name other than 'sync', "
+                                f"not {o_domain!r}")
+        self.o_domain = o_domain
+        super().__init__({
+            "i_config": In(shape, init=init), "i_pulse": In(1),
+            "o_config": Out(shape, init=init), "o_pulse": Out(1),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        width = Shape.cast(self.i_config.shape()).width
+        init = Value.cast(self.o_config).init
+        shadow = Signal(width, init=init)    # link side: the value offered
+        req = Signal()
+        ack = Signal()
+        req_o = Signal()
+        ack_i = Signal()
+        seen = Signal()
+        m.submodules.req_sync = cdc.FFSynchronizer(req, req_o, o_domain=self.o_domain)
+        m.submodules.ack_sync = cdc.FFSynchronizer(ack, ack_i, o_domain="sync")
+        with m.If((ack_i == req) & (shadow != Value.cast(self.i_config))):
+            m.d.sync += [shadow.eq(Value.cast(self.i_config)), req.eq(~req)]
+        with m.If(req_o != seen):
+            m.d[self.o_domain] += [Value.cast(self.o_config).eq(shadow), seen.eq(req_o)]
+        m.d.comb += ack.eq(seen)
+        m.submodules.pulse = cdc.PulseSynchronizer(i_domain="sync", o_domain=self.o_domain)
+        m.d.comb += [m.submodules.pulse.i.eq(self.i_pulse), self.o_pulse.eq(m.submodules.pulse.o)]
+        return m

@@ -1,0 +1,294 @@
+"""Event encoder: capture FIFO entries in, token units out (link clock domain).
+
+The encoder keeps a 64-bit time in ticks (``cycle * lanes + lane``), unwrapping the
+``counter_width``-bit capture cycle with modular differences (the capture front end writes a TICK
+entry at least once per half wrap). Every edge bit of an EVENTS entry, lane-major then channel
+order, becomes one EVENT token holding the delta from the previous event (a TIME token goes first
+when the delta needs more than 21 bits). OVERFLOW entries become OVERFLOW tokens, TICK entries a
+heartbeat, and the reset entry written by the top level after RESET_TIME zeroes the time base and
+the counters and sends a heartbeat with the new epoch. The bytes go to the framer in *units* that
+must not be split between frames: a TIME token with its EVENT, an OVERFLOW token, a heartbeat.
+``gateware/model_stream.py`` (:class:`~latscope.gateware.model_stream.LinkModel`) is the reference.
+"""
+
+from contextlib import contextmanager
+
+from amaranth.hdl import C, Cat, Module, Signal
+from amaranth.lib import data, stream, wiring
+from amaranth.lib.wiring import In, Out
+
+from .model_stream import ENTRY_RESET
+from .protocol import (
+    CONT_BITS,
+    EVENT_FIRST_BITS,
+    EVENT_MAX_CONT,
+    OVERFLOW_CONT,
+    TIME_FIRST_BITS,
+    TIME_MAX_CONT,
+    EntryKind,
+    Heartbeat,
+    HeartbeatStatus,
+    Overflow,
+    Token,
+    capture_entry_layout,
+)
+
+__all__ = ["LinkItem", "Encoder", "MAX_UNIT_BYTES"]
+
+#: Longest unit the encoder emits: an OVERFLOW token (1 + 28 bytes).
+MAX_UNIT_BYTES = 1 + OVERFLOW_CONT
+_HB_BYTES = Heartbeat.as_shape().size // 8
+
+
+class LinkItem(data.Struct):
+    """One byte from the encoder to the framer, with what the framer needs to place it."""
+    data:        8
+    first:       1    # first byte of a unit (a unit never spans two frames)
+    last:        1    # last byte of a unit
+    flush:       1    # with ``last``: close the frame after this unit
+    heartbeat:   1    # the unit is a HEARTBEAT frame's payload (else tokens of an EVENTS frame)
+    length:      5    # bytes in the unit (valid with ``first``)
+    base_time:   64   # time of the last event before this unit (EventsHeader.base_time)
+    event_index: 32   # events emitted before this unit, mod 2**32 (EventsHeader.event_index)
+
+
+@contextmanager
+def _rejected(component):
+    """Mark a component whose constructor rejects its arguments as used, so that Amaranth does
+    not also warn that it was created but never elaborated."""
+    try:
+        yield
+    except Exception:
+        component._MustUse__used = True
+        raise
+
+
+def _check(name, value, low, high=None):
+    if not isinstance(value, int) or isinstance(value, bool) or value < low \
+            or (high is not None and value > high):
+        bound = f"an integer >= {low}" if high is None else f"an integer in {low}..{high}"
+        raise TypeError(f"{name} must be {bound}, not {value!r}")
+
+
+class Encoder(wiring.Component):
+    """Turns capture entries into token units.
+
+    Parameters
+    ----------
+    channels : int
+        Channels per lane, 1..8 (the EVENT token names 3 bits of channel).
+    lanes : int
+        Samples per capture cycle, 1..8.
+    counter_width : int
+        Bits of the capture cycle counter, 8..63.
+
+    Attributes
+    ----------
+    entries : In(stream.Signature(capture_entry_layout(...)))
+        From the capture FIFO's read side.
+    units : Out(stream.Signature(LinkItem))
+        To the :class:`~latscope.gateware.framer.Framer`.
+    hb_high_water, hb_status : In
+        FIFO high-water mark and status bits put into the next heartbeat.
+    hb_sent : Out(1)
+        Pulses when a heartbeat takes ``hb_high_water`` (restart the high-water measurement).
+    time, events, lost, epoch : Out
+        Current values (the STATUS command reports them): time of the last entry processed (ticks),
+        events emitted and events lost since the last timestamp reset, resets since power-on.
+    idle : Out(1)
+        No entry is being processed.
+    """
+
+    def __init__(self, *, channels=8, lanes=2, counter_width=48):
+        with _rejected(self):
+            _check("Channel count", channels, 1, 8)
+            _check("Lane count", lanes, 1, 8)
+            _check("Counter width", counter_width, 8, 63)
+        self.channels, self.lanes, self.counter_width = channels, lanes, counter_width
+        self.entry_layout = capture_entry_layout(channels=channels, lanes=lanes,
+                                                 counter_width=counter_width)
+        super().__init__({
+            "entries": In(stream.Signature(self.entry_layout)),
+            "units": Out(stream.Signature(LinkItem)),
+            "hb_high_water": In(16),
+            "hb_status": In(HeartbeatStatus),
+            "hb_sent": Out(1),
+            "time": Out(64), "events": Out(64), "lost": Out(64), "epoch": Out(8),
+            "idle": Out(1),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        nbits = self.lanes * self.channels
+        entry = self.entries.payload
+        units = self.units
+
+        prev_cycle = Signal(self.counter_width)
+        ext = Signal(64)          # ticks of the last entry's cycle, lane 0
+        last_time = Signal(64)    # ticks of the last event
+        events = Signal(64)
+        lost = Signal(64)
+        epoch = Signal(8)
+        m.d.comb += [self.time.eq(ext), self.events.eq(events), self.lost.eq(lost),
+                     self.epoch.eq(epoch)]
+
+        pend = Signal(nbits)      # edges of the current entry not yet encoded
+        levels = Signal(nbits)
+        ovf_count = Signal(40)
+        ovf_span = Signal(self.counter_width)
+        sh = Signal(Heartbeat.as_shape().size)   # shift register of the unit being sent
+        cnt = Signal(range(max(_HB_BYTES, OVERFLOW_CONT, TIME_MAX_CONT) + 1))
+        length = Signal(5)
+        big = Signal()            # the unit is TIME + EVENT
+        channel = Signal(3)
+        rising = Signal()
+        unit_time = Signal(64)
+        unit_bit = Signal(nbits)  # one-hot: the edge being encoded
+
+        m.d.comb += [
+            units.payload.base_time.eq(last_time),
+            units.payload.event_index.eq(events[:32]),
+            units.payload.length.eq(length),
+        ]
+
+        # the lowest pending edge bit: lane-major order is bit order
+        sel_lane = Signal(range(self.lanes))
+        sel_ch = Signal(3)
+        sel_rise = Signal()
+        sel_onehot = Signal(nbits)
+        for bit in reversed(range(nbits)):
+            with m.If(pend[bit]):
+                m.d.comb += [sel_lane.eq(bit // self.channels), sel_ch.eq(bit % self.channels),
+                             sel_rise.eq(levels[bit]), sel_onehot.eq(1 << bit)]
+        t = Signal(64)
+        delta = Signal(64)
+        m.d.comb += [t.eq(ext + sel_lane), delta.eq(t - last_time)]
+        max_ev = EVENT_FIRST_BITS + EVENT_MAX_CONT * CONT_BITS
+        ev_conts = Signal(range(EVENT_MAX_CONT + 1))
+        for n in reversed(range(EVENT_MAX_CONT + 1)):
+            with m.If(delta[EVENT_FIRST_BITS + CONT_BITS * n:] == 0):
+                m.d.comb += ev_conts.eq(n)
+        time_conts = Signal(range(TIME_MAX_CONT + 1))
+        for n in reversed(range(1, TIME_MAX_CONT + 1)):
+            with m.If(delta[TIME_FIRST_BITS + CONT_BITS * n:] == 0):
+                m.d.comb += time_conts.eq(n)
+        is_big = Signal()
+        m.d.comb += is_big.eq(delta[max_ev:] != 0)
+
+        with m.FSM():
+            with m.State("IDLE"):
+                m.d.comb += [self.entries.ready.eq(1), self.idle.eq(~self.entries.valid)]
+                with m.If(self.entries.valid):
+                    step = ((entry.cycle - prev_cycle)[:self.counter_width]) * self.lanes
+                    m.d.sync += [prev_cycle.eq(entry.cycle), ext.eq(ext + step),
+                                 pend.eq(entry.payload.edges.edges),
+                                 levels.eq(entry.payload.edges.levels),
+                                 ovf_count.eq(entry.payload.lost.count),
+                                 ovf_span.eq(entry.payload.lost.span)]
+                    with m.Switch(entry.kind):
+                        with m.Case(EntryKind.EVENTS):
+                            m.next = "EDGE"
+                        with m.Case(EntryKind.OVERFLOW):
+                            m.next = "OVF_LOAD"
+                        with m.Case(EntryKind.TICK):
+                            m.next = "HB_LOAD"
+                        with m.Case(ENTRY_RESET):
+                            m.d.sync += [prev_cycle.eq(0), ext.eq(0), last_time.eq(0),
+                                         events.eq(0), lost.eq(0), epoch.eq(epoch + 1)]
+                            m.next = "HB_LOAD"
+
+            with m.State("EDGE"):
+                with m.If(pend == 0):
+                    m.next = "IDLE"
+                with m.Else():
+                    m.d.sync += [unit_time.eq(t), unit_bit.eq(sel_onehot), channel.eq(sel_ch),
+                                 rising.eq(sel_rise), sh.eq(delta), big.eq(is_big)]
+                    with m.If(is_big):
+                        m.d.sync += [cnt.eq(time_conts), length.eq(time_conts + 2)]
+                    with m.Else():
+                        m.d.sync += [cnt.eq(ev_conts), length.eq(ev_conts + 1)]
+                    m.next = "LEAD"
+
+            with m.State("LEAD"):
+                m.d.comb += [units.valid.eq(1), units.payload.first.eq(1)]
+                with m.If(big):
+                    m.d.comb += units.payload.data.eq(Token.TIME | sh[:TIME_FIRST_BITS])
+                with m.Else():
+                    m.d.comb += [units.payload.data.eq(Cat(sh[:EVENT_FIRST_BITS], rising, channel,
+                                                           C(0, 1))),
+                                 units.payload.last.eq(cnt == 0)]
+                with m.If(units.ready):
+                    with m.If(big):
+                        m.d.sync += sh.eq(sh >> TIME_FIRST_BITS)
+                        m.next = "CONT"
+                    with m.Else():
+                        m.d.sync += sh.eq(sh >> EVENT_FIRST_BITS)
+                        with m.If(cnt == 0):
+                            m.next = "DONE"
+                        with m.Else():
+                            m.next = "CONT"
+
+            with m.State("CONT"):
+                m.d.comb += [units.valid.eq(1), units.payload.data.eq(Token.CONT | sh[:CONT_BITS]),
+                             units.payload.last.eq((cnt == 1) & ~big)]
+                with m.If(units.ready):
+                    m.d.sync += [sh.eq(sh >> CONT_BITS), cnt.eq(cnt - 1)]
+                    with m.If((cnt == 1) & big):
+                        m.next = "EVLEAD"
+                    with m.Elif(cnt == 1):
+                        m.next = "DONE"
+
+            with m.State("EVLEAD"):      # the EVENT after a TIME token: delta 0
+                m.d.comb += [units.valid.eq(1), units.payload.last.eq(1),
+                             units.payload.data.eq(Cat(C(0, EVENT_FIRST_BITS), rising, channel,
+                                                       C(0, 1)))]
+                with m.If(units.ready):
+                    m.next = "DONE"
+
+            with m.State("DONE"):
+                m.d.sync += [last_time.eq(unit_time), events.eq(events + 1),
+                             pend.eq(pend & ~unit_bit)]
+                m.next = "EDGE"
+
+            with m.State("OVF_LOAD"):
+                ovf = Signal(Overflow)
+                m.d.comb += [ovf.lost.eq(ovf_count), ovf.first_time.eq(ext),
+                             ovf.span.eq((ovf_span + 1) * self.lanes)]
+                m.d.sync += [sh.eq(ovf.as_value()), cnt.eq(OVERFLOW_CONT),
+                             length.eq(1 + OVERFLOW_CONT)]
+                m.next = "OVF_LEAD"
+
+            with m.State("OVF_LEAD"):
+                m.d.comb += [units.valid.eq(1), units.payload.first.eq(1),
+                             units.payload.data.eq(Token.OVERFLOW)]
+                with m.If(units.ready):
+                    m.next = "OVF_CONT"
+
+            with m.State("OVF_CONT"):
+                m.d.comb += [units.valid.eq(1), units.payload.data.eq(Token.CONT | sh[:CONT_BITS]),
+                             units.payload.last.eq(cnt == 1)]
+                with m.If(units.ready):
+                    m.d.sync += [sh.eq(sh >> CONT_BITS), cnt.eq(cnt - 1)]
+                    with m.If(cnt == 1):
+                        m.d.sync += lost.eq(lost + ovf_count)
+                        m.next = "IDLE"
+
+            with m.State("HB_LOAD"):
+                hb = Signal(Heartbeat)
+                m.d.comb += [hb.time.eq(ext), hb.events.eq(events), hb.lost.eq(lost),
+                             hb.fifo_high_water.eq(self.hb_high_water),
+                             hb.status.eq(self.hb_status),
+                             hb.epoch.eq(epoch), self.hb_sent.eq(1)]
+                m.d.sync += [sh.eq(hb.as_value()), cnt.eq(_HB_BYTES), length.eq(_HB_BYTES)]
+                m.next = "HB"
+
+            with m.State("HB"):
+                m.d.comb += [units.valid.eq(1), units.payload.heartbeat.eq(1),
+                             units.payload.data.eq(sh[:8]),
+                             units.payload.first.eq(cnt == _HB_BYTES),
+                             units.payload.last.eq(cnt == 1), units.payload.flush.eq(cnt == 1)]
+                with m.If(units.ready):
+                    m.d.sync += [sh.eq(sh >> 8), cnt.eq(cnt - 1)]
+                    with m.If(cnt == 1):
+                        m.next = "IDLE"
+        return m

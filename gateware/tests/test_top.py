@@ -1,0 +1,226 @@
+"""The whole core in the Amaranth simulator: pins and commands in, bytes out, decoded by the host
+decoder. Expected event times come from the stimulus itself (an edge presented in capture clock
+cycle ``k`` at lane ``l`` is tick ``k * lanes + l``; the front end's offset is 0 ticks), so these
+tests check the capture front end, the FIFO crossing, the encoder, the framer and the decoder
+together, exactly."""
+
+import random
+
+import numpy as np
+import pytest
+from amaranth.hdl import ClockDomain, ClockSignal, Elaboratable, Module, ResetSignal
+from amaranth.sim import Simulator
+from latscope.capture.stream import StreamDecoder, encode_command, parse_identify
+from latscope.gateware.protocol import Opcode, Status
+from latscope.gateware.top import LatscopeCore
+
+CH, LANES = 3, 2
+NAMES = ["rx_dv", "tx_en", "m_isr"]
+
+
+def core(**kwargs):
+    params = dict(channels=CH, lanes=LANES, counter_width=16, max_glitch=2, heartbeat_shift=8,
+                  fifo_depth=16, capture_hz=100_000_000, channel_names=NAMES, max_payload=64,
+                  board="sim")
+    params.update(kwargs)
+    return LatscopeCore(**params)
+
+
+class OneClock(Elaboratable):
+    """Drives the core's ``capture`` domain from ``sync``, as a board with one clock does for
+    ``async_fifo=False``."""
+
+    def __init__(self, dut):
+        self.dut = dut
+
+    def elaborate(self, platform):
+        m = Module()
+        m.submodules.core = self.dut
+        m.domains.capture = capture = ClockDomain()
+        m.d.comb += [capture.clk.eq(ClockSignal("sync")), capture.rst.eq(ResetSignal("sync"))]
+        return m
+
+
+def stimulus(rng, n_edges, *, start_cycle, gap=(1, 40)):
+    """Random level changes: list of (tick, channel, new level), ticks relative to power-up."""
+    tick, levels, edges = start_cycle * LANES, [0] * CH, []
+    for _ in range(n_edges):
+        tick += rng.randrange(*gap)
+        ch = rng.randrange(CH)
+        levels[ch] ^= 1
+        edges.append((tick, ch, levels[ch]))
+    return edges
+
+
+def run(dut, commands, *, edges=(), cycles, tx_stall=None, clocks=(10e-9, 13e-9),
+        after_command=None):
+    """Simulate: ``commands`` are sent first (each waits for its reply), then ``edges`` play on
+    the pins from their ticks on. Returns the decoded result and the bytes."""
+    out = bytearray()
+    state = {"replies": 0, "go": False}
+
+    async def host(ctx):
+        for n, (opcode, args) in enumerate(commands):
+            for byte in encode_command(n, opcode, args):
+                ctx.set(dut.rx.payload, byte)
+                ctx.set(dut.rx.valid, 1)
+                await ctx.tick("sync").until(dut.rx.ready)
+            ctx.set(dut.rx.valid, 0)
+            while state["replies"] <= n:
+                await ctx.tick("sync")
+            if after_command:
+                after_command(n, state)
+        state["go"] = True
+
+    async def sink(ctx):
+        decoder = StreamDecoder()
+        cycle = 0
+        async for _, _, valid, ready, byte in ctx.tick("sync").sample(
+                dut.tx.valid, dut.tx.ready, dut.tx.payload):
+            cycle += 1
+            stalled = tx_stall is not None and tx_stall[0] <= cycle < tx_stall[1]
+            ctx.set(dut.tx.ready, not stalled)
+            if valid and ready:
+                out.append(byte)
+                state["replies"] += len(decoder.feed(bytes([byte])).replies)
+
+    async def pins(ctx):
+        level_of = [0] * CH
+        pending = list(edges)
+        cycle = 0
+        while not state["go"]:
+            await ctx.tick("capture")
+            cycle += 1
+        assert not pending or pending[0][0] // LANES > cycle, "stimulus starts too early"
+        while cycle < cycles:
+            samples = 0
+            for lane in range(LANES):
+                while pending and pending[0][0] <= cycle * LANES + lane:
+                    _, ch, level = pending.pop(0)
+                    level_of[ch] = level
+                for ch in range(CH):
+                    samples |= level_of[ch] << (lane * CH + ch)
+            ctx.set(dut.samples, samples)
+            await ctx.tick("capture")
+            cycle += 1
+
+    if clocks[1] is None:
+        sim = Simulator(OneClock(dut))
+        sim.add_clock(clocks[0])
+    else:
+        sim = Simulator(dut)
+        sim.add_clock(clocks[0], domain="capture")
+        sim.add_clock(clocks[1], domain="sync")
+    sim.add_testbench(host)
+    sim.add_process(sink)
+    sim.add_testbench(pins)
+    sim.run()
+    return StreamDecoder().feed(bytes(out)), bytes(out)
+
+
+def expected_events(edges, rise_en=0b111, fall_en=0b111):
+    keep = [(t, ch, lv) for t, ch, lv in edges if (rise_en if lv else fall_en) >> ch & 1]
+    return [t for t, _, _ in keep], [ch for _, ch, _ in keep], [bool(lv) for _, _, lv in keep]
+
+
+def test_commands_and_events_two_clocks():
+    dut = core()
+    edges = stimulus(random.Random(1), 120, start_cycle=600)
+    commands = [(Opcode.IDENTIFY, b""), (Opcode.SET_EDGES, b"\x07\x00\x05\x00"),
+                (Opcode.ARM, b"\x01"), (Opcode.STATUS, b""), (Opcode.SET_GLITCH, b"\x07\x01")]
+    result, _ = run(dut, commands, edges=edges, cycles=edges[-1][0] // LANES + 700)
+    assert [(r.command_seq, r.opcode, r.status) for r in result.replies] == [
+        (0, Opcode.IDENTIFY, Status.OK), (1, Opcode.SET_EDGES, Status.OK),
+        (2, Opcode.ARM, Status.OK), (3, Opcode.STATUS, Status.OK),
+        (4, Opcode.SET_GLITCH, Status.BAD_ARGUMENT)]
+    info = parse_identify(result.replies[0].data)
+    assert info["channel_names"] == NAMES and info["tick_hz"] == 200_000_000
+    assert info["fifo_depth"] == 16 and info["heartbeat_shift"] == 8
+    status = np.frombuffer(result.replies[3].data, result.heartbeats.dtype)[0]
+    assert status["status"] & 1 == 1          # armed
+    times, channels, rising = expected_events(edges, rise_en=0b111, fall_en=0b101)
+    assert result.time.tolist() == times
+    assert result.channel.tolist() == channels
+    assert result.rising.tolist() == rising
+    assert result.frames_bad == result.frames_missing == result.bytes_skipped == 0
+    assert result.losses == []
+    assert len(result.heartbeats) >= 4
+    # one heartbeat per 2**8 cycles, written in the first cycle without an event from then on
+    hb = result.heartbeats["time"].astype(np.int64)
+    period = 256 * LANES
+    assert np.array_equal(hb // period, np.arange(len(hb)) + hb[0] // period)
+    assert np.all(hb % period < 16)
+
+
+def test_overflow_is_counted_exactly():
+    dut = core(fifo_depth=4)
+    edges = stimulus(random.Random(2), 150, start_cycle=400, gap=(1, 6))
+    result, _ = run(dut, [(Opcode.ARM, b"\x01")], edges=edges,
+                    cycles=edges[-1][0] // LANES + 1500, tx_stall=(300, 900))
+    lost = sum(r.lost for r in result.losses if r.cause == "overflow")
+    assert lost > 0 and result.overflow_lost_events == lost
+    assert len(result.time) + lost == len(edges)
+    assert result.link_lost_events == 0
+    assert set(zip(result.time.tolist(), result.channel.tolist(), strict=True)) \
+        <= {(t, ch) for t, ch, _ in edges}
+    for record in result.losses:
+        assert record.span > 0 and record.first_time >= edges[0][0]
+    assert result.heartbeats["lost"][-1] == lost
+
+
+def test_reset_time_single_clock():
+    """async_fifo=False, one clock for both domains; RESET_TIME restarts time and counts."""
+    dut = core(async_fifo=False)
+    edges = stimulus(random.Random(3), 40, start_cycle=900)
+    commands = [(Opcode.ARM, b"\x01"), (Opcode.RESET_TIME, b"")]
+    result, _ = run(dut, commands, edges=edges, cycles=edges[-1][0] // LANES + 700,
+                    clocks=(10e-9, None))
+    assert [r.status for r in result.replies] == [Status.OK, Status.OK]
+    assert result.resets == 1 and result.losses == []
+    assert result.heartbeats["epoch"][-1] == 1
+    times, channels, _ = expected_events(edges)
+    got = result.time
+    assert result.channel.tolist() == channels
+    # the same edges, shifted by the reset point: the offsets between events are unchanged
+    assert np.array_equal(np.diff(got), np.diff(times))
+    assert 0 < got[0] < times[0]
+
+
+def test_fast_forward_ports():
+    dut = core(async_fifo=False, fast_forward=True)
+    assert {"ff_skip", "quiescent", "ff_limit"} <= set(dut.signature.members)
+    out = bytearray()
+    trace = []
+
+    async def bench(ctx):
+        ctx.set(dut.tx.ready, 1)
+        for cycle in range(200):
+            quiescent, limit = ctx.get(dut.quiescent), ctx.get(dut.ff_limit)
+            trace.append(quiescent)
+            if cycle == 120:
+                assert quiescent == 1 and 0 < limit < 256
+                ctx.set(dut.ff_skip, limit)       # jump to just before the next heartbeat
+            *_, valid, byte = await ctx.tick().sample(dut.tx.valid, dut.tx.payload)
+            ctx.set(dut.ff_skip, 0)
+            if valid:
+                out.append(byte)
+
+    sim = Simulator(OneClock(dut))
+    sim.add_clock(1e-8)
+    sim.add_testbench(bench)
+    sim.run()
+    # quiescent only once the power-up heartbeat (cycle 0) has been sent and the link is idle
+    assert trace[0] == 0 and trace[120] == 1
+    result = StreamDecoder().feed(bytes(out))
+    # the heartbeat of cycle 256 (512 ticks) came out within 200 clock cycles, thanks to the skip
+    assert result.heartbeats["time"].tolist() == [0, 512]
+
+
+@pytest.mark.parametrize("kwargs,message", [
+    (dict(fifo_depth=12), "FIFO depth must be a power of two >= 4, not 12"),
+    (dict(async_fifo=1), "async_fifo must be a bool, not 1"),
+    (dict(fast_forward="yes"), "fast_forward must be a bool, not 'yes'"),
+])
+def test_constructor_validation(kwargs, message):
+    with pytest.raises(TypeError, match=message):
+        core(**kwargs)

@@ -1,0 +1,198 @@
+"""The whole instrument core without pins: capture front end, FIFO, encoder, framer, control.
+
+:class:`LatscopeCore` has two clock domains: ``capture`` (the sample clock of
+:class:`~latscope.gateware.capture.CaptureFrontEnd`) and ``sync`` (the link clock of the encoder,
+framer and command handler). Entries cross in an :class:`~amaranth.lib.fifo.AsyncFIFO`, the
+configuration in a :class:`~latscope.gateware.control.ConfigCrossing`. A board wrapper
+(:mod:`latscope.gateware.boards`) adds the I/O buffers, clocks and the UART; simulations connect
+``tx``/``rx`` to the host directly.
+
+Timestamp reset: RESET_TIME reaches the front end as ``config.time_reset`` in capture cycle ``t``;
+the front end makes sample cycle ``t + 2`` the new cycle 0 and writes no entry in cycle ``t + 2``,
+so the core writes the reset entry (:data:`~latscope.gateware.model_stream.ENTRY_RESET`) into the
+FIFO then, between the last entry of the old time base and the first of the new one. The encoder
+zeroes its time, event index and lost count on it and sends a heartbeat with the next epoch.
+"""
+
+from amaranth.hdl import Cat, DomainRenamer, Module, Mux, Signal
+from amaranth.lib import cdc, fifo, stream, wiring
+from amaranth.lib.wiring import In, Out
+
+from .capture import CaptureFrontEnd, FrontEndConfig
+from .control import ConfigCrossing, Control
+from .encoder import Encoder, _rejected
+from .framer import Framer
+from .model_stream import ENTRY_RESET, check_names
+from .protocol import MAX_PAYLOAD, Heartbeat, HeartbeatStatus
+
+__all__ = ["LatscopeCore"]
+
+
+class LatscopeCore(wiring.Component):
+    """Samples in, framed event bytes out, commands in.
+
+    Parameters
+    ----------
+    channels, lanes, counter_width, max_glitch, heartbeat_shift : int
+        As for :class:`~latscope.gateware.capture.CaptureFrontEnd`.
+    fifo_depth : int
+        Capture FIFO entries, a power of two >= 4.
+    async_fifo : bool
+        True: ``capture`` and ``sync`` are independent clocks. False: the platform drives both
+        domains from one clock, and a synchronous FIFO is used.
+    capture_hz : int
+        Capture clock frequency, reported by IDENTIFY (a tick is ``1 / (capture_hz * lanes)``).
+    board : str
+        Reported by IDENTIFY.
+    channel_names : sequence of str
+        One per channel, reported by IDENTIFY.
+    source_hash : int
+        Gateware source hash, reported by IDENTIFY.
+    fast_forward : bool
+        Simulation only: expose ``ff_skip``, ``quiescent`` and ``ff_limit`` (capture domain) so a
+        simulator can skip idle time; ``quiescent`` also requires the FIFO empty and the link side
+        idle with its output drained.
+    max_payload : int
+        Token bytes per EVENTS frame.
+    command_timeout : int
+        Link cycles after which a partly received command is abandoned.
+    """
+
+    def __init__(self, *, channels=8, lanes=2, counter_width=48, max_glitch=15,
+                 heartbeat_shift=20, fifo_depth=1024, async_fifo=True, capture_hz, board="sim",
+                 channel_names, source_hash=0, fast_forward=False, max_payload=MAX_PAYLOAD,
+                 command_timeout=1 << 16):
+        with _rejected(self):
+            if not isinstance(fifo_depth, int) or fifo_depth < 4 or fifo_depth & (fifo_depth - 1):
+                raise TypeError(f"FIFO depth must be a power of two >= 4, not {fifo_depth!r}")
+            if not isinstance(async_fifo, bool):
+                raise TypeError(f"async_fifo must be a bool, not {async_fifo!r}")
+            if not isinstance(fast_forward, bool):
+                raise TypeError(f"fast_forward must be a bool, not {fast_forward!r}")
+            self.channel_names = check_names(channels, channel_names)
+        self.params = dict(channels=channels, lanes=lanes, counter_width=counter_width)
+        self.front = CaptureFrontEnd(channels=channels, lanes=lanes, counter_width=counter_width,
+                                     max_glitch=max_glitch, heartbeat_shift=heartbeat_shift,
+                                     fast_forward=fast_forward)
+        self.encoder = Encoder(channels=channels, lanes=lanes, counter_width=counter_width)
+        self.framer = Framer(max_payload=max_payload)
+        self.control = Control(channels=channels, lanes=lanes, counter_width=counter_width,
+                               max_glitch=max_glitch, heartbeat_shift=heartbeat_shift,
+                               fifo_depth=fifo_depth, capture_hz=capture_hz, board=board,
+                               channel_names=self.channel_names, source_hash=source_hash,
+                               timeout=command_timeout)
+        self.fifo_depth, self.async_fifo, self.fast_forward = fifo_depth, async_fifo, fast_forward
+        self.identify = self.control.identify
+        members = {
+            "samples": In(lanes * channels),
+            "selftest_out": Out(lanes),
+            "tx": Out(stream.Signature(8)),
+            "rx": In(stream.Signature(8)),
+        }
+        if fast_forward:
+            members.update(ff_skip=In(counter_width), quiescent=Out(1),
+                           ff_limit=Out(counter_width))
+        super().__init__(members)
+
+    def elaborate(self, platform):
+        m = Module()
+        m.submodules.front = front = DomainRenamer({"sync": "capture"})(self.front)
+        m.submodules.encoder = enc = self.encoder
+        m.submodules.framer = framer = self.framer
+        m.submodules.control = ctl = self.control
+        width = self.encoder.entry_layout.size
+        if self.async_fifo:
+            m.submodules.fifo = q = fifo.AsyncFIFO(width=width, depth=self.fifo_depth,
+                                                   r_domain="sync", w_domain="capture")
+            level = q.r_level
+        else:
+            m.submodules.fifo = q = fifo.SyncFIFO(width=width, depth=self.fifo_depth)
+            level = q.level
+
+        # capture side: front end -> FIFO, with the reset entry slipped in
+        m.d.comb += front.samples.eq(self.samples)
+        cross = ConfigCrossing(ctl.config.shape(), init=ctl.config_init, o_domain="capture")
+        m.submodules.crossing = cross
+        m.d.comb += [cross.i_config.eq(ctl.config), cross.i_pulse.eq(ctl.time_reset)]
+        cfg = cross.o_config
+        fe = Signal(FrontEndConfig)
+        m.d.comb += [fe.armed.eq(cfg.armed), fe.time_reset.eq(cross.o_pulse),
+                     fe.selftest_on.eq(cfg.selftest_on), fe.rise_en.eq(cfg.rise_en),
+                     fe.fall_en.eq(cfg.fall_en), fe.selftest_mask.eq(cfg.selftest_mask),
+                     fe.selftest_high.eq(cfg.selftest_high), fe.selftest_low.eq(cfg.selftest_low)]
+        for ch in range(self.params["channels"]):
+            m.d.comb += fe.glitch[ch].eq(cfg.glitch[ch])
+        m.d.comb += [front.config.eq(fe),
+                     self.selftest_out.eq(Mux(cfg.selftest_drive, front.selftest_out, 0))]
+
+        reset_delay = Signal(2)
+        m.d.capture += reset_delay.eq(Cat(cross.o_pulse, reset_delay[0]))
+        reset_pending = Signal()
+        hold = Signal()
+        reset_now = Signal()
+        m.d.comb += reset_now.eq(reset_pending | reset_delay[1])
+        marker = Signal(self.encoder.entry_layout)
+        m.d.comb += marker.kind.eq(ENTRY_RESET)
+        with m.If(reset_now):
+            m.d.comb += [q.w_data.eq(marker), q.w_en.eq(1)]
+            m.d.capture += reset_pending.eq(~q.w_rdy)
+        with m.Else():
+            m.d.comb += [q.w_data.eq(front.fifo_w_data), q.w_en.eq(front.fifo_w_en),
+                         front.fifo_w_rdy.eq(q.w_rdy & ~hold)]
+        # Overflow hysteresis: once the FIFO is full the front end sees it full until it has
+        # drained to half, so an overload gives a few long OVERFLOW records (29 bytes each)
+        # instead of one per free slot, which would crowd the events off the link.
+        with m.If(~q.w_rdy):
+            m.d.capture += hold.eq(1)
+        with m.Elif(q.w_level <= self.fifo_depth // 2):
+            m.d.capture += hold.eq(0)
+
+        # link side: FIFO -> encoder -> framer -> tx; rx -> control -> framer
+        wiring.connect(m, q.r_stream, enc.entries)
+        wiring.connect(m, enc.units, framer.units)
+        wiring.connect(m, ctl.replies, framer.replies)
+        wiring.connect(m, framer.tx, wiring.flipped(self.tx))
+        m.submodules.rx_fifo = rxq = fifo.SyncFIFO(width=8, depth=32)
+        wiring.connect(m, wiring.flipped(self.rx), rxq.w_stream)
+        wiring.connect(m, rxq.r_stream, ctl.rx)
+
+        high_water = Signal(16)
+        clipped = Signal(16)
+        m.d.comb += clipped.eq(Mux(level > 0xFFFF, 0xFFFF, level))
+        with m.If(enc.hb_sent):
+            m.d.sync += high_water.eq(clipped)
+        with m.Elif(clipped > high_water):
+            m.d.sync += high_water.eq(clipped)
+        overflow = Signal()
+        m.submodules.overflow_sync = cdc.FFSynchronizer(front.overflow_active, overflow)
+        status = Signal(HeartbeatStatus)
+        m.d.comb += [status.armed.eq(ctl.config.armed), status.selftest.eq(ctl.config.selftest_on),
+                     status.overflow_active.eq(overflow)]
+        m.d.comb += [enc.hb_high_water.eq(high_water), enc.hb_status.eq(status)]
+        now = Signal(Heartbeat)
+        m.d.comb += [now.time.eq(enc.time), now.events.eq(enc.events), now.lost.eq(enc.lost),
+                     now.fifo_high_water.eq(high_water), now.status.eq(status),
+                     now.epoch.eq(enc.epoch), ctl.status.eq(now)]
+
+        if self.fast_forward:
+            link_idle = Signal()
+            link_idle_c = Signal()
+            m.d.comb += link_idle.eq(enc.idle & framer.idle & ~self.tx.valid & ~rxq.r_rdy
+                                     & ~ctl.replies.valid)
+            if self.async_fifo:
+                m.submodules.idle_sync = cdc.FFSynchronizer(link_idle, link_idle_c,
+                                                            o_domain="capture")
+            else:
+                m.d.comb += link_idle_c.eq(link_idle)
+            quiet = Signal(range(5))
+            now_quiet = Signal()
+            m.d.comb += now_quiet.eq(front.quiescent & (q.w_level == 0) & link_idle_c
+                                     & ~reset_now & ~reset_delay.any() & ~cross.o_pulse)
+            with m.If(~now_quiet):
+                m.d.capture += quiet.eq(0)
+            with m.Elif(quiet != 4):
+                m.d.capture += quiet.eq(quiet + 1)
+            m.d.comb += [front.ff_skip.eq(Mux(self.quiescent, self.ff_skip, 0)),
+                         self.quiescent.eq(now_quiet & (quiet == 4)),
+                         self.ff_limit.eq(front.ff_limit)]
+        return m
