@@ -1,0 +1,305 @@
+"""Capture section of ``latscope bench``: decoding, capture through a pty, big files, sigrok import.
+
+Rows ``(figure, value, unit, note)``; every ratio is against a baseline measured in the same run.
+The byte stream is realistic traffic: the simulated bench's ``gem-64`` echo (14 edges per packet at
+3.125 ns ticks) through the gateware's reference models, repeated with rewritten frame headers to
+the wanted length (so the stream stays valid and continuous).
+"""
+
+import os
+import subprocess
+import sys
+import tempfile
+import time
+import zlib
+
+import numpy as np
+
+SECTION = "capture: stream decoding, capture through a pseudo-terminal, capture files, import"
+
+__all__ = ["SECTION", "run", "realistic_stream"]
+
+
+def _base_stream(packets, seed=0):
+    """Bytes and event count of ``packets`` echoed gem-64 packets through the reference models."""
+    from latscope.capture import simbench
+    from latscope.gateware import model_capture as mc
+    from latscope.gateware import model_stream as ms
+    run = simbench.simulate("gem-64", packets, seed=seed)
+    p = simbench.CORE_PARAMS
+    latency = mc.pipeline(run.timing.lanes, p["max_glitch"]).latency
+    end = int(run.stimulus.ticks[-1]) // run.timing.lanes + 2
+    entries = mc.capture_entries_fast(
+        run.stimulus, mc.Config(armed=True, rise_en=0xFF, fall_en=0xFF), channels=p["channels"],
+        lanes=run.timing.lanes, counter_width=p["counter_width"], max_glitch=p["max_glitch"],
+        heartbeat_shift=p["heartbeat_shift"], n_cycles=end + latency + 1)
+    link = ms.LinkModel(channels=p["channels"], lanes=run.timing.lanes,
+                        counter_width=p["counter_width"])
+    for k, c, e, v in zip(entries["kind"].tolist(), entries["cycle"].tolist(),
+                          entries["edges"].tolist(), entries["levels"].tolist(), strict=True):
+        link.entry(ms.Entry(k, c, e, v))
+    # Close the last frame with one more heartbeat.
+    beat = 1 << p["heartbeat_shift"]
+    link.entry(ms.Entry(1, (end // beat + 1) * beat))
+    return bytes(link.output), run.n_events, (end // beat + 2) * beat * run.timing.lanes
+
+
+def _frames(data):
+    """(offset, type, length) of every frame of a clean stream."""
+    out, pos = [], 0
+    while pos < len(data):
+        ftype = data[pos + 2] & 0x0F
+        length = int.from_bytes(data[pos + 4:pos + 6], "little")
+        out.append((pos, ftype, length))
+        pos += 6 + length + 4
+    return out
+
+
+def realistic_stream(n_events, *, base_packets=4000):
+    """A valid, continuous instrument byte stream of at least ``n_events`` events.
+
+    Returns ``(bytes, events)``. A base stream of ``base_packets`` echoed 64-byte packets is
+    repeated; each copy's EVENTS and HEARTBEAT headers (times, event indices, sequence numbers)
+    are shifted and their CRCs recomputed.
+    """
+    base, base_events, span = _base_stream(base_packets)
+    frames = _frames(base)
+    copies = -(-n_events // base_events)
+    out = bytearray()
+    template = bytearray(base)
+    for k in range(copies):
+        buf = bytearray(template)
+        for pos, ftype, length in frames:
+            buf[pos + 3] = (base[pos + 3] + k * len(frames)) & 0xFF
+            payload = pos + 6
+            if ftype == 1:     # EVENTS: base_time u64, event_index u32
+                t = int.from_bytes(base[payload:payload + 8], "little") + k * span
+                i = (int.from_bytes(base[payload + 8:payload + 12], "little")
+                     + k * base_events) & 0xFFFFFFFF
+                buf[payload:payload + 8] = t.to_bytes(8, "little")
+                buf[payload + 8:payload + 12] = i.to_bytes(4, "little")
+            elif ftype == 2:   # HEARTBEAT: time u64, events u64
+                t = int.from_bytes(base[payload:payload + 8], "little") + k * span
+                e = int.from_bytes(base[payload + 8:payload + 16], "little") + k * base_events
+                buf[payload:payload + 8] = t.to_bytes(8, "little")
+                buf[payload + 8:payload + 16] = e.to_bytes(8, "little")
+            body = bytes(buf[pos + 2:payload + length])
+            buf[payload + length:payload + length + 4] = zlib.crc32(body).to_bytes(4, "little")
+        out += buf
+    return bytes(out), copies * base_events
+
+
+def _decode_rows(data, events, quick):
+    from latscope.capture import stream
+    best = float("inf")
+    for _ in range(2 if quick else 3):
+        decoder = stream.StreamDecoder()
+        started = time.perf_counter()
+        got = 0
+        for i in range(0, len(data), 1 << 20):
+            got += len(decoder.feed(data[i:i + (1 << 20)]).time)
+        final = decoder.finish()
+        got += len(final.time)
+        best = min(best, time.perf_counter() - started)
+    counters = decoder.counters
+    assert got == events, (got, events)
+    lost = counters.get("link_lost_events", 0) + counters.get("frames_bad", 0)
+    # The per-byte baseline on a slice (it is slow): whole frames, same content.
+    cut = _frames(data)[min(len(_frames(data[:2_000_000])) - 1, 2000)][0]
+    sample = data[:cut]
+    started = time.perf_counter()
+    reference = stream.decode_reference(sample)
+    ref_s = time.perf_counter() - started
+    ref_rate = len(reference.time) / ref_s
+    rate = events / best
+    return [
+        ("decode (StreamDecoder, one core)", rate / 1e6, "M events/s",
+         f"{events:,} events, {len(data) / events:.2f} B/event, {lost} lost; "
+         f"{rate / ref_rate:.0f}x the per-byte baseline"),
+        ("decode throughput", len(data) / best / 1e6, "MB/s", "same run"),
+        ("decode baseline (decode_reference, per byte)", ref_rate / 1e6, "M events/s",
+         f"{len(reference.time):,} events"),
+    ]
+
+
+class _BytesEngine:
+    """Serves fixed bytes once the host wrote anything (or at once); ignores commands."""
+
+    def __init__(self, data):
+        self.data, self.pos, self.finished = data, 0, False
+
+    def host_bytes(self, data):
+        pass
+
+    def read(self, max_bytes, timeout=0.0):
+        out = self.data[self.pos:self.pos + max_bytes]
+        self.pos += len(out)
+        self.finished = self.pos >= len(self.data)
+        return out
+
+    def close(self):
+        pass
+
+
+def _pty_capture(data, events, rate):
+    """Capture ``data`` served on a pty (at ``rate`` bytes/s or unthrottled) with the host's
+    transport, decoder and capture writer. Returns (seconds, events decoded, events lost)."""
+    from latscope.capture import capfile, stream
+    from latscope.capture.ptyserve import PtyServer
+    from latscope.capture.transport import SerialTransport, TransportClosed
+    server = PtyServer(_BytesEngine(data), rate=rate)
+    transport = SerialTransport(server.path)
+    decoder = stream.StreamDecoder()
+    got = lost = 0
+    with tempfile.TemporaryDirectory() as tmp:
+        writer = capfile.CaptureWriter(os.path.join(tmp, "pty.lsc"), {"tick_hz": 320e6})
+        started = time.perf_counter()
+        quiet = 0
+        try:
+            while got < events and quiet < 10:
+                chunk = transport.read(1 << 16, 0.1)
+                quiet = 0 if chunk else quiet + 1
+                result = decoder.feed(chunk)
+                if len(result.time):
+                    writer.append_events(result.time, result.channel, result.rising)
+                got += len(result.time)
+                lost += result.link_lost_events + result.frames_bad
+        except TransportClosed:
+            pass
+        seconds = time.perf_counter() - started
+        writer.close("bench")
+    transport.close()
+    server.close()
+    return seconds, got, lost + (events - got)
+
+
+def _pty_rows(data, events):
+    from latscope.capture.ptyserve import LINK_BYTES_PER_S
+    rows = []
+    seconds, got, lost = _pty_capture(data, events, LINK_BYTES_PER_S)
+    rows.append(("pty capture at the link rate (12 Mbaud)", len(data) / seconds / 1e6, "MB/s",
+                 f"{got:,} events in {seconds:.2f} s, host-side loss {lost} "
+                 f"(link carries {LINK_BYTES_PER_S / 1e6:.1f} MB/s)"))
+    seconds_max, got, lost_max = _pty_capture(data, events, None)
+    rows.append(("pty capture, unthrottled (host limit)", len(data) / seconds_max / 1e6, "MB/s",
+                 f"host-side loss {lost_max}; "
+                 f"{len(data) / seconds_max / LINK_BYTES_PER_S:.1f}x the 12 Mbaud link"))
+    return rows
+
+
+_READER = """
+import sys, time
+from latscope.capture.capfile import open_capture
+def status(key):
+    for line in open('/proc/self/status'):
+        if line.startswith(key + ':'):
+            return int(line.split()[1]) * 1024
+    return 0
+base = status('RssAnon')
+t = time.perf_counter()
+n = 0
+anon = base
+with open_capture(sys.argv[1]) as cap:
+    for chunk in cap.iter_chunks():
+        n += len(chunk.time)
+        last = int(chunk.time[-1]) if len(chunk.time) else 0
+        anon = max(anon, status('RssAnon'))
+print(n, time.perf_counter() - t, status('VmHWM'), base, anon)
+"""
+
+
+def _memory_rows(quick):
+    from latscope.capture import capfile
+    n = 10**7 if quick else 10**8
+    block = 1 << 20
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "big.lsc")
+        rng = np.random.default_rng(0)
+        started = time.perf_counter()
+        writer = capfile.CaptureWriter(path, {"tick_hz": 320e6}, chunk_events=block, fsync=False)
+        t0 = 0
+        for i in range(0, n, block):
+            m = min(block, n - i)
+            t = t0 + np.cumsum(rng.integers(1, 200, m))
+            t0 = int(t[-1])
+            writer.append_events(t, (np.arange(m) % 8).astype(np.uint8),
+                                 (np.arange(m) & 8 == 0))
+        writer.close("bench")
+        write_s = time.perf_counter() - started
+        size = os.path.getsize(path)
+        out = subprocess.run([sys.executable, "-c", _READER, path], check=True,
+                             capture_output=True, text=True).stdout.split()
+    count, seconds, peak, base, anon = (int(out[0]), float(out[1]), int(out[2]), int(out[3]),
+                                        int(out[4]))
+    assert count == n
+    return [
+        (f"read a {n:.0e}-event capture: peak private memory", anon / 2**20, "MiB",
+         f"file {size / 1e9:.2f} GB, iter_chunks; anonymous RSS (interpreter + imports "
+         f"{base / 2**20:.1f} MiB); independent of the file size"),
+        (f"read a {n:.0e}-event capture: peak RSS", peak / 2**20, "MiB",
+         "includes the memory-mapped file's page cache, which the kernel reclaims at will"),
+        ("read speed (iter_chunks)", n / seconds / 1e6, "M events/s", f"{seconds:.1f} s"),
+        ("write speed (CaptureWriter, no fsync)", n / write_s / 1e6, "M events/s",
+         f"{write_s:.1f} s"),
+    ]
+
+
+def _engine_rows(quick):
+    from latscope.capture import simbench
+    from latscope.capture.ptyserve import PtyServer
+    from latscope.capture.transport import SerialTransport
+    rows = []
+    for name in ("model", "verilator"):
+        packets = {"model": 1000, "verilator": 300}[name] * (1 if quick else 10)
+        run = simbench.simulate("gem-64", packets, seed=1)
+        try:
+            engine = simbench.open_engine(run, name)
+        except Exception as error:   # noqa: BLE001 - reported in the table
+            rows.append((f"simulated bench, {name} engine", float("nan"), "k events/s",
+                         f"unavailable: {str(error)[:80]}"))
+            continue
+        from latscope.capture import session
+        server = PtyServer(engine)
+        transport = SerialTransport(server.path)
+        try:
+            inst = session.Instrument(transport)
+            inst.identify()
+            inst.reset_time()
+            started = time.perf_counter()
+            inst.arm()
+            got = 0
+            while got < run.n_events and time.perf_counter() - started < 300:
+                got += sum(len(r.time) for r in inst.read(0.1))
+            seconds = time.perf_counter() - started
+        finally:
+            transport.close()
+            server.close()
+        rows.append((f"simulated bench, {name} engine", got / seconds / 1e3, "k events/s",
+                     f"{packets:,} gem-64 packets through the pty in {seconds:.1f} s"))
+    return rows
+
+
+def run(quick=False):
+    rows = []
+    events = 500_000 if quick else 5_000_000
+    data, n = realistic_stream(events)
+    rows += _decode_rows(data, n, quick)
+    pty_events = 200_000 if quick else 1_000_000
+    cut = _frames(data)
+    end = next(pos for pos, _, _ in cut if pos >= len(data) * pty_events // n) \
+        if pty_events < n else len(data)
+    from latscope.capture import stream
+    part = data[:end]
+    decoder = stream.StreamDecoder()
+    part_events = len(decoder.feed(part).time) + len(decoder.finish().time)
+    rows += _pty_rows(part, part_events)
+    rows += _engine_rows(quick)
+    rows += _memory_rows(quick)
+    try:
+        from latscope.capture import sigrok
+        bench_import = getattr(sigrok, "bench_import", None)
+    except ImportError:
+        bench_import = None
+    if bench_import is not None:
+        rows += bench_import(quick)
+    return rows
