@@ -12,6 +12,16 @@ EXPERIMENT.toml::
     seed = 1                        # sim only
     engine = "model"                # sim only: model | verilator | amaranth | auto
     instrument = "/dev/ttyUSB1"     # hardware only: the instrument's serial port
+    rate = 200                      # hardware only: packets/s paced by intended time;
+                                    # omit for one packet in flight
+    control_port = 4240             # hardware only
+    ports = {socket = 4242, netctx = 4243, fast = 4244}   # hardware only: echo ports
+
+On hardware, every cell starts the instrument capture in a background thread, waits until it is
+running, drives the DUT with :func:`latscope.capture.traffic.run_traffic` (frames of the cell's
+size, sequence numbers and intended send times), writes what was sent next to the capture
+(``CELL.sent.jsonl``) and waits for the capture to end (after ``packets`` packets, bounded by
+a duration derived from the rate).
 
 The summary (``summary.json`` in the output folder) lists every cell's configuration, capture
 file and outcome. The DUT control protocol (``docs/zephyr-app.md``) is implemented by
@@ -21,9 +31,10 @@ file and outcome. The DUT control protocol (``docs/zephyr-app.md``) is implement
 import json
 import socket
 import struct
-from pathlib import Path
-
+import threading
+import time
 import tomllib
+from pathlib import Path
 
 from latscope import LatscopeError
 
@@ -124,6 +135,9 @@ def load_experiment(path):
     exp.setdefault("packets", 500)
     exp.setdefault("seed", 1)
     exp.setdefault("engine", "model")
+    rate = exp.get("rate")
+    if rate is not None and (not isinstance(rate, (int, float)) or not 0 < rate <= 1_000_000):
+        raise LatscopeError(f"{path}: rate must be packets per second, 0 < rate <= 1,000,000")
     for key in ("target", "paths", "sizes"):
         if key not in exp:
             raise LatscopeError(f"{path}: missing key {key!r}")
@@ -148,8 +162,54 @@ def _capture(argv):
     return main(["capture", *argv])
 
 
+#: UDP + IPv4 + Ethernet header and FCS bytes between a UDP payload and the frame size.
+FRAME_OVERHEAD = 14 + 20 + 8 + 4
+DEFAULT_PORTS = {"socket": 4242, "netctx": 4243, "fast": 4244}
+
+
+def _hardware_cell(exp, path, size, argv, capture, file, settle=0.2):
+    """Capture and traffic of one hardware cell, concurrently. Returns (status, traffic)."""
+    from latscope.capture import traffic as traffic_mod
+
+    packets, rate = exp["packets"], exp.get("rate")
+    # Bound the capture: the traffic's own duration plus margin (one-in-flight: 1 s/packet max).
+    seconds = packets / rate if rate else packets * 1.0
+    argv = argv + ["--duration", f"{seconds + 5:.1f}"]
+    result = {}
+
+    def run_capture():
+        result["status"] = capture(argv)
+
+    thread = threading.Thread(target=run_capture, name="latscope-capture", daemon=True)
+    thread.start()
+    time.sleep(settle)                      # let the capture open the port and start streaming
+    ports = {**DEFAULT_PORTS, **exp.get("ports", {})}
+    sent = traffic_mod.run_traffic((exp["target"], ports[path]), [size - FRAME_OVERHEAD],
+                                   packets, rate=rate, one_in_flight=rate is None,
+                                   duration=seconds + 1)
+    traffic_mod.write_jsonl(sent, file.with_suffix(".sent.jsonl"),
+                            {"target": exp["target"], "path": path, "frame_size": size})
+    thread.join(seconds + 30)
+    if thread.is_alive():
+        raise LatscopeError(f"capture of cell {file.stem} did not end")
+    return result.get("status", 1), sent
+
+
 def run_experiment(exp, out_dir, *, capture=_capture, quiet=True):
-    """Run every cell; return the summary dict (also written to ``out_dir/summary.json``)."""
+    """Run every cell; return the summary dict (also written to ``out_dir/summary.json``).
+
+    Parameters
+    ----------
+    exp : dict
+        From :func:`load_experiment`.
+    out_dir : str or Path
+        Folder for the captures and ``summary.json``.
+    capture : callable
+        ``capture(argv) -> exit status``, the ``latscope capture`` command (replaceable in
+        tests). On hardware it runs in a thread while the traffic is sent.
+    quiet : bool
+        Pass ``--quiet`` to every capture.
+    """
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     cells = []
@@ -174,14 +234,19 @@ def run_experiment(exp, out_dir, *, capture=_capture, quiet=True):
                     if client is None:
                         argv += ["--sim", f"{path}-{size}", "--sim-engine", exp["engine"],
                                  "--sim-seed", str(exp["seed"])]
+                        status, sent = capture(argv), None
                     else:
                         client.set_path(path)
-                        client.set_sizes([size - 46])
+                        client.set_sizes([size - FRAME_OVERHEAD])
                         argv += ["--port", exp["instrument"]]
-                    status = capture(argv)
-                    cells.append({"configuration": config, "path": path, "size": size,
-                                  "capture": file.name, "exit_status": status,
-                                  "ok": status == 0 and file.exists()})
+                        status, sent = _hardware_cell(exp, path, size, argv, capture, file)
+                    cell = {"configuration": config, "path": path, "size": size,
+                            "capture": file.name, "exit_status": status,
+                            "ok": status == 0 and file.exists()}
+                    if sent is not None:
+                        cell["traffic"] = {"file": file.with_suffix(".sent.jsonl").name,
+                                           **sent.summary()}
+                    cells.append(cell)
     finally:
         if client is not None:
             client.close()

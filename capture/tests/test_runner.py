@@ -74,3 +74,107 @@ def test_sim_matrix(tmp_path):
         with open_capture(tmp_path / "out" / cell["capture"]) as cap:
             events = cap.events()
             assert cell["ok"] and len(events[0]) > 0
+
+
+class _FakeDut:
+    """Loopback stand-in for the DUT: a control server answering GET_INFO/SET_PATH/SET_SIZES as
+    docs/zephyr-app.md specifies, and one UDP echo socket per path. Records every request and
+    the monotonic time of every echoed datagram."""
+
+    def __init__(self):
+        import socket
+        import threading
+        self.ctrl = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        self.ctrl.bind(("127.0.0.1", 0))
+        self.echo = {p: socket.socket(socket.AF_INET, socket.SOCK_DGRAM) for p in runner.PATHS}
+        for s in self.echo.values():
+            s.bind(("127.0.0.1", 0))
+        self.requests, self.echoed = [], []
+        self.stop = threading.Event()
+        self.threads = [threading.Thread(target=self._serve_ctrl, daemon=True)] + [
+            threading.Thread(target=self._serve_echo, args=(p,), daemon=True)
+            for p in runner.PATHS]
+        for t in self.threads:
+            t.start()
+
+    def ports(self):
+        return {p: s.getsockname()[1] for p, s in self.echo.items()}
+
+    def _serve_ctrl(self):
+        import struct
+        self.ctrl.settimeout(0.05)
+        while not self.stop.is_set():
+            try:
+                data, peer = self.ctrl.recvfrom(2048)
+            except OSError:
+                continue
+            opcode, rid = data[3], struct.unpack_from(">H", data, 4)[0]
+            self.requests.append((opcode, data[8:]))
+            body = b"firmware=latscope-dut\noverlays=\n" if opcode == 1 else b""
+            self.ctrl.sendto(b"LC\x01" + bytes([opcode | 0x80]) +
+                             struct.pack(">HBBH", rid, 0, 0, len(body)) + body, peer)
+
+    def _serve_echo(self, path):
+        import time
+        s = self.echo[path]
+        s.settimeout(0.05)
+        while not self.stop.is_set():
+            try:
+                data, peer = s.recvfrom(2048)
+            except OSError:
+                continue
+            self.echoed.append((path, len(data), time.monotonic()))
+            s.sendto(data, peer)
+
+    def close(self):
+        self.stop.set()
+        for t in self.threads:
+            t.join()
+        self.ctrl.close()
+        for s in self.echo.values():
+            s.close()
+
+
+def test_hardware_matrix_runs_capture_alongside_traffic(tmp_path):
+    """Hardware target on loopback: every cell selects path and size over the control port, the
+    capture (a stand-in for `latscope capture --port`) runs while the traffic is sent, and the
+    summary lists each cell's capture and traffic record."""
+    import time
+    dut = _FakeDut()
+    spans = []
+
+    def fake_capture(argv):
+        start = time.monotonic()
+        out = Path(argv[argv.index("-o") + 1])
+        deadline = start + 5
+        want = int(argv[argv.index("--packets") + 1])
+        while time.monotonic() < deadline:   # a real capture ends after --packets packets
+            if sum(1 for e in dut.echoed if e[2] >= start) >= want:
+                break
+            time.sleep(0.01)
+        spans.append((start, time.monotonic(), argv))
+        out.write_bytes(b"capture")
+        return 0
+
+    try:
+        exp = {"name": "hw", "target": "127.0.0.1", "paths": ["socket", "fast"],
+               "sizes": [64, 256], "configurations": ["default"], "packets": 5, "seed": 1,
+               "engine": "model", "instrument": "/dev/null", "rate": 500,
+               "control_port": dut.ctrl.getsockname()[1], "ports": dut.ports()}
+        summary = runner.run_experiment(exp, tmp_path, capture=fake_capture)
+    finally:
+        dut.close()
+    assert summary["ok"] and len(summary["cells"]) == 4
+    assert summary["firmware"]["firmware"] == "latscope-dut"
+    # SET_PATH (2) then SET_SIZES (4) per cell, payload = frame - 46 bytes (64 -> 18).
+    set_sizes = [body for op, body in dut.requests if op == 4]
+    assert set_sizes == [b"\x01\x00\x12", b"\x01\x00\xd2"] * 2
+    for cell, (start, end, argv) in zip(summary["cells"], spans, strict=True):
+        assert cell["traffic"]["sent"] == cell["traffic"]["received"] == 5
+        assert argv[argv.index("--port") + 1] == "/dev/null" and "--duration" in argv
+        # Every echo of this cell happened while its capture was running.
+        size = cell["size"] - runner.FRAME_OVERHEAD
+        times = [t for p, n, t in dut.echoed if p == cell["path"] and n == size]
+        assert len(times) >= 5 and all(start <= t <= end for t in times[-5:])
+        lines = (tmp_path / cell["traffic"]["file"]).read_text().splitlines()
+        assert json.loads(lines[0])["type"] == "run" and len(lines) == 6

@@ -4,6 +4,13 @@
  *   latscope-edge: <index> m<channel> rise|fall
  * The integration test checks the order and count of these lines against the expected marker
  * sequence of each path. Functional only: simulated time does not advance while code runs.
+ *
+ * The trace must be lossless, so its lines bypass the logging subsystem: with CONFIG_LOG_PRINTK
+ * in deferred mode, printk() text goes through the log buffer, which drops messages under a
+ * burst of edges plus the stack's own log lines ("--- N messages dropped ---" replaced the
+ * first edge lines after a path switch, while every pulse had been emitted). Hence the build
+ * check below. Edges that do not fit the queue are counted and reported as
+ * "latscope-edge: lost N", which the integration test treats as a failure.
  * SPDX-License-Identifier: BSD-2-Clause
  */
 #include <zephyr/device.h>
@@ -14,6 +21,11 @@
 #include <zephyr/sys/util.h>
 
 #include <latscope/markers.h>
+
+#if defined(CONFIG_LOG_PRINTK) && !defined(CONFIG_LOG_MODE_IMMEDIATE)
+#error "CONFIG_LATSCOPE_MARKERS_TRACE needs CONFIG_LOG_PRINTK=n (or immediate logging): \
+deferred logging drops printk lines, so the edge trace would lose edges"
+#endif
 
 #define MARKERS_NODE DT_COMPAT_GET_ANY_STATUS_OKAY(latscope_markers)
 #define N_PINS       DT_PROP_LEN(MARKERS_NODE, marker_gpios)
