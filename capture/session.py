@@ -408,6 +408,7 @@ def capture_metadata(identity, config, *, port="", extra=None):
 
 def configure(instrument, config, identity):
     """Send the config's edge enables and glitch widths, then zero the time base."""
+    instrument.disarm()    # nothing may be in flight across the reset below
     n = int(identity.get("channels") or protocol.NUM_CHANNELS)
     everything = (1 << n) - 1
     rise = everything if config.rising is None else sum(1 << c for c in config.rising)
@@ -417,6 +418,7 @@ def configure(instrument, config, identity):
         instrument.set_glitch(channel, width)
     instrument.reset_time()
     instrument.discard()
+    instrument.decoder.expect_reset()
 
 
 def run_capture(instrument, writer, *, limits=None, rx_dv_channel=None, progress=None,

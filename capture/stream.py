@@ -295,8 +295,13 @@ class _Ledger:
                 self.expected += gap
                 self.known_time = max(self.known_time, base_time)
             else:                          # index went back: a reset whose heartbeat was lost
+                # The index counts events since the reset, so frames lost after the reset and
+                # before this one held exactly ``index`` events: count them, never skip them.
                 result.resets += 1
-                self.expected, self.overflow_seen, self.known_time = index, 0, base_time
+                self.expected, self.overflow_seen, self.known_time = 0, 0, 0
+                self._link_loss(index, base_time, result)
+                self.expected = index
+                self.known_time = base_time
         for lost, first_time, span in overflows:
             result.losses.append(LossRecord(first_time, span, lost, "overflow"))
             result.overflow_lost_events += lost
@@ -482,6 +487,14 @@ class StreamDecoder:
         """Decode ``data`` appended to any partial frame kept from earlier calls."""
         self._buf += data
         return self._decode(final=False)
+
+    def expect_reset(self):
+        """Declare that the instrument's time base was just reset and nothing decoded so far
+        belongs to the capture that follows: the event index is then known to restart at 0, so
+        events in frames lost before the first one received are counted, not silently skipped.
+        Call it after RESET_TIME's reply, with the instrument disarmed."""
+        ledger = self._ledger
+        ledger.expected, ledger.known_time, ledger.overflow_seen = 0, 0, 0
 
     def finish(self):
         """End of stream: decode what is left; a frame cut short is counted as ``truncated``."""

@@ -47,7 +47,7 @@ __all__ = [
 
 #: Entry kind the top level writes into the capture FIFO after a timestamp reset: the free value 3
 #: of the 2-bit ``kind`` (``EntryKind.RESET`` once protocol.py names it).
-ENTRY_RESET = int(getattr(EntryKind, "RESET", 3))
+ENTRY_RESET = int(EntryKind.RESET)
 #: Longest COMMAND payload the device accepts (opcode plus arguments); longer frames are BAD_FRAME.
 MAX_COMMAND_PAYLOAD = 16
 #: Version of the gateware (major, minor), reported by IDENTIFY.

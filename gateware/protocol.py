@@ -182,6 +182,7 @@ class EntryKind(enum.IntEnum):
     EVENTS   = 0   # one or more edges in one capture cycle
     TICK     = 1   # the cycle counter crossed a multiple of 2**heartbeat_shift
     OVERFLOW = 2   # events were dropped; first lost cycle in ``cycle``
+    RESET    = 3   # written by the top level after RESET_TIME: the time base restarts at 0
 
 
 def capture_entry_layout(*, channels, lanes, counter_width):

@@ -269,9 +269,10 @@ def test_config_file(tmp_path):
     inst = Instrument(EmulatedTransport(emu))
     identity = inst.identify()
     session.configure(inst, config, identity)
-    assert emu.commands[1] == (protocol.Opcode.SET_EDGES, (0b11001).to_bytes(2, "little")
+    assert emu.commands[1] == (protocol.Opcode.ARM, b"\x00")   # disarmed before the reset
+    assert emu.commands[2] == (protocol.Opcode.SET_EDGES, (0b11001).to_bytes(2, "little")
                                + (0b1).to_bytes(2, "little"))
-    assert emu.commands[2:4] == [(protocol.Opcode.SET_GLITCH, b"\x00\x02"),
+    assert emu.commands[3:5] == [(protocol.Opcode.SET_GLITCH, b"\x00\x02"),
                                  (protocol.Opcode.SET_GLITCH, b"\x04\x01")]
     meta = session.capture_metadata(identity, config, port="/dev/x")
     assert meta["channels"] == {"0": "rx_dv", "1": "tx_en", "3": "m0", "4": "m1"}

@@ -192,6 +192,44 @@ def test_reset_detected_without_its_heartbeat():
     assert result.resets == 1 and result.losses == []
 
 
+def test_frames_lost_right_after_a_reset_are_counted():
+    # Four EVENTS frames after a reset (payload 32 B: a few events each); the reset heartbeat and
+    # the first frame are lost. A fresh decoder told the index restarts at 0 counts exactly the
+    # lost frame's events (expected count: from the model's own event list).
+    entries = [Entry(ENTRY_RESET, 0), Entry(EntryKind.TICK, 0)]
+    entries += [Entry(EntryKind.EVENTS, 10 + 20 * i, 0b1, (i & 1)) for i in range(40)]
+    frames = frames_of(model_stream(entries, max_payload=32))
+    events_frames = [i for i, f in enumerate(frames) if f[2] & 0xF == FrameType.EVENTS]
+    first = events_frames[0]
+    kept = frames[first + 1:]
+    dropped_events = 40 - len(StreamDecoder().feed(b"".join(kept)).time)
+    assert dropped_events > 0
+
+    blind = StreamDecoder().feed(b"".join(kept))          # no knowledge of the reset: silent
+    assert blind.link_lost_events == 0
+    decoder = StreamDecoder()
+    decoder.expect_reset()
+    result = decoder.feed(b"".join(kept))
+    assert result.link_lost_events == dropped_events
+    assert result.losses[0] == LossRecord(0, result.losses[0].span, dropped_events, "link")
+
+
+def test_index_going_back_counts_frames_lost_since_the_reset():
+    entries = [Entry(EntryKind.EVENTS, 100 + 100 * i, 0b1, i & 1) for i in range(30)]
+    entries += [Entry(ENTRY_RESET, 0)]
+    entries += [Entry(EntryKind.EVENTS, 3 + 100 * i, 0b10, (i & 1) << 1) for i in range(30)]
+    frames = frames_of(model_stream(entries, max_payload=32))
+    reset_at = next(i for i, f in enumerate(frames) if f[2] & 0xF == FrameType.HEARTBEAT)
+    after = [i for i in range(reset_at + 1, len(frames)) if frames[i][2] & 0xF == FrameType.EVENTS]
+    lost = {reset_at, after[0]}                   # the reset heartbeat and the first frame after it
+    kept = [f for i, f in enumerate(frames) if i not in lost]
+    result = StreamDecoder().feed(b"".join(kept))
+    assert len(after) >= 2 and result.resets == 1
+    # every event is either decoded or counted (expected total: the 60 events put in)
+    assert result.link_lost_events > 0
+    assert len(result.time) + result.link_lost_events == 60
+
+
 def test_corruption_resynchronises():
     rng = random.Random(4)
     entries, events = random_entries(rng, 800, tick_every=10 ** 9)
