@@ -8,12 +8,14 @@ the host decoder tests use them to make streams without running a simulator.
 """
 
 import zlib
-from dataclasses import dataclass
 
 from amaranth.lib import data
 
 from latscope import LatscopeError
 
+from .model_capture import (
+    Entry,  # the one definition of a FIFO entry, shared with the capture model
+)
 from .protocol import (
     CONT_BITS,
     EVENT_FIRST_BITS,
@@ -56,20 +58,6 @@ GATEWARE_VERSION = (0, 1)
 _EVENT_DELTA_BITS = EVENT_FIRST_BITS + EVENT_MAX_CONT * CONT_BITS
 _CONT_MASK = (1 << CONT_BITS) - 1
 _MASK64 = (1 << 64) - 1
-
-
-@dataclass(frozen=True)
-class Entry:
-    """One capture FIFO entry, as the capture front end writes it.
-
-    ``edges``/``levels`` are bit ``lane*channels + ch``; ``count``/``span`` are the OVERFLOW view.
-    """
-    kind: int
-    cycle: int
-    edges: int = 0
-    levels: int = 0
-    count: int = 0
-    span: int = 0
 
 
 def pack(layout, fields):
