@@ -1,0 +1,334 @@
+"""The boards latscope runs on: pin maps, clocks and the top-level wrapper around the core.
+
+Every board-specific fact lives in one :class:`Board` entry of :data:`BOARDS`: which connector pins
+carry which channel role (:data:`CHANNEL_ROLES`, one table for all boards), the clock plan (PLL
+parameters, capture and link frequencies, the UART divisor) and whether the capture and link domains
+are separate (an asynchronous FIFO between them) or one clock. :class:`BoardTop` turns an entry into
+an elaboratable design: PLL and reset, DDR input buffers for the channels, a DDR output for the
+self-test pin, the UART and :class:`latscope.gateware.top.LatscopeCore`.
+
+``docs/boards.md`` documents the same tables for people wiring a board; ``gateware/tests/
+test_boards.py`` checks the two agree.
+"""
+
+from dataclasses import dataclass, field
+
+from amaranth.build import Attrs, Pins, Resource
+from amaranth.hdl import (
+    ClockDomain,
+    ClockSignal,
+    Const,
+    Elaboratable,
+    Instance,
+    Module,
+    ResetSignal,
+    Signal,
+)
+from amaranth.lib import io, wiring
+from amaranth.lib.cdc import ResetSynchronizer
+
+from latscope import LatscopeError
+
+__all__ = ["CHANNEL_ROLES", "Board", "BOARDS", "get_board", "make_platform", "BoardTop"]
+
+
+#: Channel roles, in channel order (channel ``k`` is ``CHANNEL_ROLES[k]``). ``rx_dv``/``tx_en`` are
+#: the MII receive-data-valid and transmit-enable of the PHY under test, ``crs_dv`` is RMII's
+#: carrier-sense/data-valid (used instead of ``rx_dv`` on RMII PHYs), ``m0``..``m4`` are marker
+#: GPIOs of the device under test (``zephyr-app``).
+CHANNEL_ROLES = ("rx_dv", "tx_en", "crs_dv", "m0", "m1", "m2", "m3", "m4")
+
+
+@dataclass(frozen=True)
+class Board:
+    """One supported board: its platform, pin map and clock plan.
+
+    Parameters
+    ----------
+    name : str
+        Name used on the command line (``--board NAME``).
+    title : str
+        Human-readable board name.
+    family : str
+        FPGA family, ``"ecp5"`` or ``"ice40"``.
+    platform_path : str
+        ``module:Class`` of the amaranth-boards platform.
+    input_hz : float
+        Board oscillator frequency, Hz.
+    capture_hz : float
+        Capture clock frequency, Hz. With DDR input a tick is ``1 / (2 * capture_hz)``.
+    sync_hz : float
+        Link ("sync") clock frequency, Hz; equal to ``capture_hz`` when ``async_fifo`` is false.
+    uart_divisor : int
+        Link clock cycles per UART bit; the baud rate is ``sync_hz / uart_divisor``.
+    async_fifo : bool
+        True if capture and link run on separate clocks joined by an asynchronous FIFO.
+    channel_pins : tuple of (str, int)
+        Per channel (in :data:`CHANNEL_ROLES` order): connector name and number, then pin.
+    selftest_pin : tuple
+        Connector name, number and pin of the self-test DDR output.
+    io_attrs : dict
+        I/O standard attributes of the channel and self-test pins.
+    pll : dict
+        PLL primitive parameters (family-specific).
+    fifo_depth : int
+        Capture FIFO entries.
+    nextpnr_seed : int or None
+        Placement seed of the shipped build (``None``: nextpnr's default). Part of the shipped
+        configuration when the timing margin depends on placement.
+    core_overrides : dict
+        Extra :class:`~latscope.gateware.top.LatscopeCore` parameters for this board.
+    """
+    name: str
+    title: str
+    family: str
+    platform_path: str
+    input_hz: float
+    capture_hz: float
+    sync_hz: float
+    uart_divisor: int
+    async_fifo: bool
+    channel_pins: tuple
+    selftest_pin: tuple
+    io_attrs: dict = field(default_factory=dict)
+    pll: dict = field(default_factory=dict)
+    fifo_depth: int = 1024
+    lanes: int = 2
+    nextpnr_seed: int = None
+    core_overrides: dict = field(default_factory=dict)
+
+    @property
+    def tick_hz(self):
+        """Timestamp ticks per second: ``capture_hz * lanes``."""
+        return self.capture_hz * self.lanes
+
+    @property
+    def resolution_ns(self):
+        """Length of one timestamp tick, ns."""
+        return 1e9 / self.tick_hz
+
+    @property
+    def baud(self):
+        """UART bit rate, bit/s."""
+        return self.sync_hz / self.uart_divisor
+
+    def platform_class(self):
+        """Import and return the amaranth-boards platform class."""
+        import importlib
+        module, _, cls = self.platform_path.partition(":")
+        return getattr(importlib.import_module(module), cls)
+
+    def core_params(self, **overrides):
+        """Keyword arguments of :class:`~latscope.gateware.top.LatscopeCore` for this board."""
+        params = dict(channels=len(CHANNEL_ROLES), lanes=self.lanes,
+                      capture_hz=int(self.capture_hz), board=self.name,
+                      channel_names=CHANNEL_ROLES, fifo_depth=self.fifo_depth,
+                      async_fifo=self.async_fifo)
+        params.update(self.core_overrides)
+        params.update(overrides)
+        return params
+
+
+def _pmod(number, *pins):
+    return tuple(("pmod", number, pin) for pin in pins)
+
+
+#: The supported boards, by name.
+BOARDS = {
+    "ecpix5": Board(
+        name="ecpix5", title="LambdaConcept ECPIX-5 (LFE5UM5G-85F-8BG554)", family="ecp5",
+        platform_path="amaranth_boards.ecpix5:ECPIX585Platform",
+        input_hz=100e6, capture_hz=160e6, sync_hz=48e6, uart_divisor=4, async_fifo=True,
+        # PMOD0 (J?) top row 1-4, bottom row 7-10: T25 U25 U24 V24 / T26 U26 V26 W26
+        channel_pins=_pmod(0, 1, 2, 3, 4, 7, 8, 9, 10),
+        selftest_pin=("pmod", 1, 1),     # PMOD1 pin 1 (U23)
+        io_attrs={"IO_TYPE": "LVCMOS33", "PULLMODE": "NONE"},   # no pull: do not load a tap
+        # EHXPLLL: 100 MHz / CLKI_DIV 5 = 20 MHz PFD; CLKOP feedback x8 -> 160 MHz;
+        # VCO = 160 MHz * CLKOP_DIV 3 = 480 MHz (400..800 allowed); CLKOS = 480 / 10 = 48 MHz.
+        pll=dict(CLKI_DIV=5, CLKFB_DIV=8, CLKOP_DIV=3, CLKOS_DIV=10),
+        # The capture clock's critical path is the AsyncFIFO write path and its margin depends on
+        # placement: with one core version nextpnr's default seed reached 158.6 MHz, seed 1
+        # 162.0, seed 2 153.8 and seed 3 171.9 MHz. Seed 3 is shipped; docs/boards.md has more.
+        nextpnr_seed=3,
+    ),
+    "icebreaker": Board(
+        name="icebreaker", title="1BitSquared iCEBreaker (iCE40UP5K-SG48)", family="ice40",
+        platform_path="amaranth_boards.icebreaker:ICEBreakerPlatform",
+        input_hz=12e6, capture_hz=48e6, sync_hz=48e6, uart_divisor=4, async_fifo=False,
+        # PMOD1A: pins 4 2 47 45 / 3 48 46 44
+        channel_pins=_pmod(0, 1, 2, 3, 4, 7, 8, 9, 10),
+        selftest_pin=("pmod", 1, 1),     # PMOD1B pin 1 (43)
+        io_attrs={"IO_STANDARD": "SB_LVCMOS"},
+        # SB_PLL40_PAD, SIMPLE feedback: 12 MHz * (DIVF+1) / (DIVR+1) = 768 MHz VCO, / 2**DIVQ = 48
+        # (values from `icepll -i 12 -o 48`).
+        pll=dict(DIVR=0, DIVF=63, DIVQ=4, FILTER_RANGE=1),
+        fifo_depth=512,
+    ),
+}
+
+
+def get_board(name):
+    """Return the :class:`Board` called ``name``; raise :class:`LatscopeError` for unknown names."""
+    try:
+        return BOARDS[name]
+    except KeyError:
+        raise LatscopeError(f"Unknown board {name!r}; known boards: "
+                            f"{', '.join(sorted(BOARDS))}") from None
+
+
+def make_platform(board):
+    """An amaranth-boards platform instance for ``board`` with latscope's pins added as resources
+    ``latscope_ch`` (all channels, channel order) and ``latscope_selftest``."""
+    if isinstance(board, str):
+        board = get_board(board)
+    platform = board.platform_class()()
+    conn = {(c, n) for c, n, _ in board.channel_pins}
+    if len(conn) != 1:
+        raise ValueError("All channel pins must be on one connector")
+    (conn,) = conn
+    pins = " ".join(str(pin) for _, _, pin in board.channel_pins)
+    st_conn, st_num, st_pin = board.selftest_pin
+    platform.add_resources([
+        Resource("latscope_ch", 0, Pins(pins, dir="i", conn=conn), Attrs(**board.io_attrs)),
+        Resource("latscope_selftest", 0, Pins(str(st_pin), dir="o", conn=(st_conn, st_num)),
+                 Attrs(**board.io_attrs)),
+    ])
+    return platform
+
+
+def board_pin_table(board):
+    """Rows ``(channel, role, connector, pin, fpga_pin)`` for ``board``, the self-test output last
+    (channel ``None``). FPGA pin names come from the amaranth-boards connector definition."""
+    if isinstance(board, str):
+        board = get_board(board)
+    platform = board.platform_class()()
+    rows = []
+    for ch, ((c, n, pin), role) in enumerate(zip(board.channel_pins, CHANNEL_ROLES, strict=True)):
+        rows.append((ch, role, f"{c}{n}", pin, platform.connectors[c, n].mapping[str(pin)]))
+    c, n, pin = board.selftest_pin
+    rows.append((None, "selftest", f"{c}{n}", pin, platform.connectors[c, n].mapping[str(pin)]))
+    return rows
+
+
+class BoardTop(Elaboratable):
+    """The complete instrument on a board: clocks, pins, UART and the core.
+
+    Parameters
+    ----------
+    board : Board or str
+        The board.
+    core : wiring.Component, optional
+        The instrument core, with the signature of :class:`~latscope.gateware.top.LatscopeCore`
+        (``samples``, ``selftest_out``, ``tx``, ``rx``). By default a ``LatscopeCore`` built with
+        :meth:`Board.core_params` and ``core_overrides``.
+    **core_overrides
+        Extra keyword arguments for the default core (e.g. ``source_hash``).
+    """
+
+    def __init__(self, board, *, core=None, **core_overrides):
+        try:
+            self._setup(board, core, core_overrides)
+        except Exception:
+            self._MustUse__silence = True    # a design that failed to construct is not "unused"
+            raise
+
+    def _setup(self, board, core, core_overrides):
+        if isinstance(board, str):
+            board = get_board(board)
+        if not isinstance(board, Board):
+            raise TypeError(f"Board must be a Board or a board name, not {board!r}")
+        if core is not None and core_overrides:
+            raise TypeError("Core overrides cannot be given together with a core")
+        self.board = board
+        if core is None:
+            from latscope.gateware.top import LatscopeCore
+            core = LatscopeCore(**board.core_params(**core_overrides))
+        expected = board.lanes * len(CHANNEL_ROLES)
+        if len(core.samples) != expected:
+            raise ValueError(f"Core samples must be {expected} bits wide for board "
+                             f"{board.name!r}, not {len(core.samples)}")
+        self.core = core
+
+    def _clocks_ecp5(self, m, platform):
+        clk_port = platform.request(platform.default_clk, dir="-")
+        m.submodules.clk_buf = clk_buf = io.Buffer("i", clk_port)
+        rst_port = platform.request(platform.default_rst, dir="-")
+        m.submodules.rst_buf = rst_buf = io.Buffer("i", rst_port)
+        clk_capture, clk_sync, locked = Signal(), Signal(), Signal()
+        p = self.board.pll
+        m.submodules.pll = Instance(
+            "EHXPLLL",
+            a_FREQUENCY_PIN_CLKI=f"{self.board.input_hz / 1e6:g}",
+            a_FREQUENCY_PIN_CLKOP=f"{self.board.capture_hz / 1e6:g}",
+            a_FREQUENCY_PIN_CLKOS=f"{self.board.sync_hz / 1e6:g}",
+            a_ICP_CURRENT="12", a_LPF_RESISTOR="8", a_MFG_ENABLE_FILTEROPAMP="1",
+            a_MFG_GMCREF_SEL="2",
+            p_PLLRST_ENA="DISABLED", p_INTFB_WAKE="DISABLED", p_STDBY_ENABLE="DISABLED",
+            p_DPHASE_SOURCE="DISABLED", p_OUTDIVIDER_MUXA="DIVA", p_OUTDIVIDER_MUXB="DIVB",
+            p_OUTDIVIDER_MUXC="DIVC", p_OUTDIVIDER_MUXD="DIVD",
+            p_CLKI_DIV=p["CLKI_DIV"], p_FEEDBK_PATH="CLKOP", p_CLKFB_DIV=p["CLKFB_DIV"],
+            p_CLKOP_ENABLE="ENABLED", p_CLKOP_DIV=p["CLKOP_DIV"],
+            p_CLKOP_CPHASE=p["CLKOP_DIV"] - 1, p_CLKOP_FPHASE=0,
+            p_CLKOS_ENABLE="ENABLED", p_CLKOS_DIV=p["CLKOS_DIV"],
+            p_CLKOS_CPHASE=p["CLKOS_DIV"] - 1, p_CLKOS_FPHASE=0,
+            i_RST=Const(0), i_STDBY=Const(0), i_CLKI=clk_buf.i, i_CLKFB=clk_capture,
+            i_PHASESEL0=Const(0), i_PHASESEL1=Const(0), i_PHASEDIR=Const(1),
+            i_PHASESTEP=Const(1), i_PHASELOADREG=Const(1), i_PLLWAKESYNC=Const(0),
+            i_ENCLKOP=Const(0),
+            o_CLKOP=clk_capture, o_CLKOS=clk_sync, o_LOCK=locked,
+        )
+        m.domains.capture = ClockDomain("capture")
+        m.domains.sync = ClockDomain("sync")
+        m.d.comb += [ClockSignal("capture").eq(clk_capture), ClockSignal("sync").eq(clk_sync)]
+        arst = ~locked | rst_buf.i
+        m.submodules.rst_capture = ResetSynchronizer(arst, domain="capture")
+        m.submodules.rst_sync = ResetSynchronizer(arst, domain="sync")
+
+    def _clocks_ice40(self, m, platform):
+        clk_port = platform.request(platform.default_clk, dir="-")
+        clk, locked = Signal(), Signal()
+        p = self.board.pll
+        m.submodules.pll = Instance(
+            "SB_PLL40_PAD",
+            p_FEEDBACK_PATH="SIMPLE", p_DIVR=p["DIVR"], p_DIVF=p["DIVF"], p_DIVQ=p["DIVQ"],
+            p_FILTER_RANGE=p["FILTER_RANGE"],
+            i_PACKAGEPIN=clk_port.io, i_RESETB=Const(1), i_BYPASS=Const(0),
+            o_PLLOUTGLOBAL=clk, o_LOCK=locked,
+        )
+        # One clock: the capture and link domains share it (the core uses a synchronous FIFO).
+        m.domains.capture = ClockDomain("capture")
+        m.domains.sync = ClockDomain("sync")
+        m.d.comb += [ClockSignal("capture").eq(clk), ClockSignal("sync").eq(clk),
+                     ResetSignal("capture").eq(ResetSignal("sync"))]
+        m.submodules.rst_sync = ResetSynchronizer(~locked, domain="sync")
+
+    def elaborate(self, platform):
+        board = self.board
+        m = Module()
+        if board.family == "ecp5":
+            self._clocks_ecp5(m, platform)
+        else:
+            self._clocks_ice40(m, platform)
+
+        m.submodules.core = core = self.core
+
+        # Channels: DDR input, lane 0 is the sample taken at the rising edge (earlier in time).
+        ch_port = platform.request("latscope_ch", 0, dir="-")
+        m.submodules.ch_ddr = ch_ddr = io.DDRBuffer("i", ch_port, i_domain="capture")
+        m.d.comb += core.samples.eq(ch_ddr.i.as_value())   # i[0] (lane 0) is the low half
+
+        st_port = platform.request("latscope_selftest", 0, dir="-")
+        m.submodules.st_ddr = st_ddr = io.DDRBuffer("o", st_port, o_domain="capture")
+        m.d.comb += [st_ddr.o[0].eq(core.selftest_out[0]), st_ddr.o[1].eq(core.selftest_out[1])]
+
+        # UART on the board's USB-serial bridge (link domain "sync"). The TX pin is registered in
+        # the I/O cell; the receiver synchronises its input itself.
+        from latscope.gateware.uart import UART
+        uart_port = platform.request("uart", 0, dir={"tx": "-", "rx": "-"})
+        m.submodules.uart_tx_buf = tx_buf = io.FFBuffer("o", uart_port.tx, o_domain="sync")
+        m.submodules.uart_rx_buf = rx_buf = io.Buffer("i", uart_port.rx)
+        m.submodules.uart = uart = UART(divisor=board.uart_divisor)
+        m.d.comb += [tx_buf.o.eq(uart.tx), uart.rx.eq(rx_buf.i)]
+        wiring.connect(m, core.tx, uart.tx_data)
+        wiring.connect(m, uart.rx_data, core.rx)
+        return m

@@ -1,0 +1,168 @@
+"""``latscope gateware``: build bitstreams, program boards, export Verilog, list board pin maps."""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from latscope import LatscopeError
+from latscope.gateware.boards import BOARDS, CHANNEL_ROLES, board_pin_table, get_board
+
+__all__ = ["register", "programmer_command"]
+
+
+def register(subparsers):
+    """Add the ``gateware`` command and its subcommands to ``subparsers``."""
+    parser = subparsers.add_parser(
+        "gateware", help="build and program the FPGA gateware, export Verilog, show pin maps",
+        description="Build the instrument's bitstream with the pip-installed YoWASP toolchain, "
+                    "program a board, export the core as Verilog, or list each board's pins.")
+    sub = parser.add_subparsers(dest="gateware_command", metavar="SUBCOMMAND")
+    parser.set_defaults(func=lambda args: (parser.print_help(), 2)[1])
+    names = sorted(BOARDS)
+
+    p = sub.add_parser(
+        "build", help="build a bitstream and print its timing and resource summary",
+        description="Synthesise, place and route the instrument for a board with YoWASP (Yosys "
+                    "and nextpnr from PyPI; the first run compiles the tools, a few minutes; "
+                    "a warm ECPIX-5 build takes about a minute and a half). Prints the "
+                    "achieved clock frequencies against the required ones, the timestamp "
+                    "resolution in ns and the resources used, and writes summary.json beside the "
+                    "bitstream. A build that misses timing fails.")
+    p.add_argument("--board", required=True, choices=names, help="board to build for")
+    p.add_argument("--out", metavar="DIR", type=Path,
+                   help="build directory (default: build/gateware-BOARD)")
+    p.add_argument("--json", action="store_true", help="print the summary as JSON on stdout")
+    p.add_argument("--seed", type=int,
+                   help="nextpnr placement seed (default: the board's shipped seed, see "
+                        "docs/boards.md)")
+    p.add_argument("--timing-allow-fail", action="store_true",
+                   help="write the bitstream even if timing is not met (for exploration only; "
+                        "the summary then says timing_met: false)")
+    p.set_defaults(func=_cmd_build)
+
+    p = sub.add_parser(
+        "program", help="load a bitstream into a board with openFPGALoader or iceprog",
+        description="Load the bitstream into the board's FPGA (SRAM, lost at power-off) with "
+                    "openFPGALoader (ECPIX-5, iCEBreaker) or iceprog (iCEBreaker). Set "
+                    "OPENFPGALOADER or ICEPROG to use a tool outside PATH.")
+    p.add_argument("--board", required=True, choices=names, help="board to program")
+    p.add_argument("--bitstream", metavar="FILE", type=Path,
+                   help="bitstream file (default: the last build in build/gateware-BOARD)")
+    p.add_argument("--flash", action="store_true",
+                   help="write the configuration flash instead of SRAM (survives power-off)")
+    p.add_argument("--dry-run", action="store_true", help="print the command, do not run it")
+    p.set_defaults(func=_cmd_program)
+
+    p = sub.add_parser(
+        "verilog", help="export the instrument core as Verilog",
+        description="Write the LatscopeCore (no pins, PLL or UART) as Verilog, e.g. to simulate "
+                    "it with another tool. The ports are samples, selftest_out, tx and rx streams "
+                    "and the clocks/resets of the capture and sync domains.")
+    p.add_argument("--board", choices=names + ["sim"], default="sim",
+                   help="board whose parameters to use (default: sim, one clock and the "
+                        "fast-forward port used by the Verilator harness)")
+    p.add_argument("-o", "--output", metavar="FILE", type=Path,
+                   help="output file (default: stdout)")
+    p.set_defaults(func=_cmd_verilog)
+
+    p = sub.add_parser(
+        "boards", help="list the supported boards, their clocks and channel pins",
+        description="Print each board's channel-to-pin map (connector pin and FPGA ball), the "
+                    "capture clock and the timestamp resolution in ns.")
+    p.add_argument("--json", action="store_true", help="print as JSON")
+    p.set_defaults(func=_cmd_boards)
+
+
+def _cmd_build(args):
+    from latscope.gateware.build import build_bitstream, format_summary
+    summary = build_bitstream(args.board, args.out, timing_allow_fail=args.timing_allow_fail,
+                              seed=args.seed)
+    if args.json:
+        print(json.dumps(summary, indent=2))
+    else:
+        print(format_summary(summary))
+    return 0 if summary["timing_met"] else 1
+
+
+def programmer_command(board, bitstream, *, flash=False, which=shutil.which):
+    """The command line that loads ``bitstream`` into ``board``.
+
+    Raises :class:`LatscopeError` naming the tools to install when none is found.
+    """
+    board = get_board(board) if isinstance(board, str) else board
+    loader = os.environ.get("OPENFPGALOADER", "openFPGALoader")
+    iceprog = os.environ.get("ICEPROG", "iceprog")
+    if board.family == "ecp5":
+        if which(loader):
+            return [which(loader), "-c", "ft2232", *(["-f"] if flash else ["-m"]), str(bitstream)]
+        tools = "openFPGALoader (https://github.com/trabucayre/openFPGALoader, or your "\
+                "distribution's package 'openfpgaloader')"
+    else:
+        if which(iceprog):
+            return [which(iceprog), *([] if flash else ["-S"]), str(bitstream)]
+        if which(loader):
+            return [which(loader), "-b", "ice40_generic", *([] if flash else ["-m"]),
+                    str(bitstream)]
+        tools = "iceprog (package 'fpga-icestorm') or openFPGALoader"
+    raise LatscopeError(f"No programmer for {board.title} found in PATH: install {tools}, or "
+                        f"set OPENFPGALOADER/ICEPROG to its path")
+
+
+def _cmd_program(args):
+    from latscope.gateware.build import _BITSTREAM, default_build_dir
+    board = get_board(args.board)
+    bitstream = args.bitstream or default_build_dir(board.name) / _BITSTREAM[board.family]
+    if not Path(bitstream).exists():
+        raise LatscopeError(f"No bitstream at {bitstream}; run `latscope gateware build "
+                            f"--board {board.name}` first or pass --bitstream")
+    cmd = programmer_command(board, bitstream, flash=args.flash)
+    print(" ".join(cmd), file=sys.stderr)
+    if args.dry_run:
+        return 0
+    result = subprocess.run(cmd)
+    if result.returncode != 0:
+        raise LatscopeError(f"{Path(cmd[0]).name} failed with exit status {result.returncode} "
+                            f"(is the board connected and powered?)")
+    return 0
+
+
+def _cmd_verilog(args):
+    from latscope.gateware.top import LatscopeCore
+    from latscope.gateware.verilator import export_verilog
+    if args.board == "sim":
+        params = dict(capture_hz=48_000_000, board="sim", channel_names=CHANNEL_ROLES,
+                      async_fifo=False, fast_forward=True)
+    else:
+        params = get_board(args.board).core_params()
+    text = export_verilog(LatscopeCore(**params))
+    if args.output:
+        args.output.write_text(text)
+    else:
+        sys.stdout.write(text)
+    return 0
+
+
+def _cmd_boards(args):
+    rows = {}
+    for name, board in sorted(BOARDS.items()):
+        rows[name] = {
+            "title": board.title, "family": board.family,
+            "capture_clock_mhz": board.capture_hz / 1e6, "link_clock_mhz": board.sync_hz / 1e6,
+            "resolution_ns": round(board.resolution_ns, 4), "uart_baud": int(board.baud),
+            "pins": [{"channel": ch, "role": role, "connector": conn, "pin": pin, "fpga": fpga}
+                     for ch, role, conn, pin, fpga in board_pin_table(board)],
+        }
+    if args.json:
+        print(json.dumps(rows, indent=2))
+        return 0
+    for name, row in rows.items():
+        print(f"{name}: {row['title']}, capture {row['capture_clock_mhz']:g} MHz DDR -> "
+              f"{row['resolution_ns']:.3f} ns, UART {row['uart_baud']:,} baud")
+        for pin in row["pins"]:
+            ch = "-" if pin["channel"] is None else pin["channel"]
+            print(f"  ch {ch:>2}  {pin['role']:<9} {pin['connector']} pin {pin['pin']:>2}  "
+                  f"FPGA {pin['fpga']}")
+    return 0

@@ -1,0 +1,231 @@
+// latscope: Verilator harness for the simulated instrument (LatscopeCore exported to Verilog).
+//
+// Built by gateware/verilator.py around the wrapper module `harness_top` it generates, whose ports
+// have fixed names and widths: clk, rst, samples[31:0], selftest_out[1:0], tx_data[7:0], tx_valid,
+// tx_ready, rx_data[7:0], rx_valid, rx_ready, ff_skip[63:0], quiescent, ff_limit[63:0].
+//
+// stdin: a binary command stream (little-endian), one opcode byte then its arguments:
+//   0x01 SAMPLES  u32 word, u64 hold   set the sample word (bit lane*channels+ch), run hold cycles
+//   0x02 RUN      u64 cycles           run with the current sample word
+//   0x03 RX       u16 n, n bytes       queue bytes for the core's rx stream (one per ready cycle)
+//   0x04 FASTFWD  u8 allowed           skip quiescent stretches with ff_skip (default 1)
+//   0x05 THROTTLE u32 n                accept at most one tx byte per n cycles (0: none, 1: all)
+//   0x06 DRAIN    u64 max, u32 quiet   run until the core is quiescent, no tx byte is waiting, the
+//                                      rx queue is empty and quiet cycles passed since the last tx
+//                                      byte; at most max cycles
+//   0x07 STATS                         write a statistics line to stderr
+//   0x08 RESET    u32 cycles           hold rst for that many cycles (time starts again at 0)
+// stdout: every byte the core sends on tx, as it is accepted. Output is flushed whenever the
+// harness waits for input, so an interactive driver sees replies without closing stdin.
+// At end of input the harness writes a final statistics line to stderr and exits with status 0;
+// a malformed command exits with status 3.
+
+#include <cerrno>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <deque>
+#include <unistd.h>
+
+#include "Vtop.h"
+#include "verilated.h"
+
+namespace {
+
+Vtop *top;
+uint64_t cycles = 0;          // cycles since the last reset release, including skipped ones
+uint64_t total_cycles = 0;    // all cycles ever, including skipped ones
+uint64_t skipped = 0;         // cycles advanced by fast-forward instead of evaluation
+uint64_t evaluated = 0;       // clock cycles really evaluated
+uint64_t tx_bytes = 0;
+uint64_t since_tx = UINT64_MAX / 2;   // cycles since the last accepted tx byte
+uint32_t throttle = 1;
+bool ff_allowed = true;
+std::deque<uint8_t> rx_queue;
+auto started = std::chrono::steady_clock::now();
+
+unsigned char in_buf[1 << 16];
+size_t in_pos = 0, in_len = 0;
+unsigned char out_buf[1 << 16];
+size_t out_len = 0;
+
+void flush_out() {
+    size_t done = 0;
+    while (done < out_len) {
+        ssize_t n = write(1, out_buf + done, out_len - done);
+        if (n < 0) {
+            if (errno == EINTR) continue;
+            _exit(0);   // the reader went away: nothing more to do
+        }
+        done += static_cast<size_t>(n);
+    }
+    out_len = 0;
+}
+
+void put_out(uint8_t byte) {
+    if (out_len == sizeof(out_buf)) flush_out();
+    out_buf[out_len++] = byte;
+}
+
+// Read exactly n bytes; false at a clean end of input before the first byte.
+bool read_exact(void *dst, size_t n, bool eof_ok) {
+    auto *p = static_cast<unsigned char *>(dst);
+    size_t got = 0;
+    while (got < n) {
+        if (in_pos == in_len) {
+            flush_out();
+            ssize_t r = read(0, in_buf, sizeof(in_buf));
+            if (r < 0 && errno == EINTR) continue;
+            if (r <= 0) {
+                if (got == 0 && eof_ok) return false;
+                fprintf(stderr, "harness: truncated command\n");
+                exit(3);
+            }
+            in_pos = 0;
+            in_len = static_cast<size_t>(r);
+        }
+        size_t take = in_len - in_pos < n - got ? in_len - in_pos : n - got;
+        memcpy(p + got, in_buf + in_pos, take);
+        in_pos += take;
+        got += take;
+    }
+    return true;
+}
+
+template <typename T> T get() {
+    T value;
+    read_exact(&value, sizeof(value), false);   // x86/ARM hosts are little-endian, like the stream
+    return value;
+}
+
+void stats(const char *when) {
+    double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    fprintf(stderr,
+            "harness-stats when=%s cycles=%llu total_cycles=%llu evaluated=%llu skipped=%llu "
+            "tx_bytes=%llu wall_s=%.6f\n",
+            when, (unsigned long long)cycles, (unsigned long long)total_cycles,
+            (unsigned long long)evaluated, (unsigned long long)skipped,
+            (unsigned long long)tx_bytes, wall);
+    fflush(stderr);
+}
+
+// One clock cycle; with skip > 0 the core advances skip + 1 cycles (fast-forward).
+void tick(uint64_t skip = 0) {
+    top->ff_skip = skip;
+    top->tx_ready = throttle != 0 && since_tx >= throttle;
+    top->rx_valid = !rx_queue.empty();
+    top->rx_data = rx_queue.empty() ? 0 : rx_queue.front();
+    top->clk = 0;
+    top->eval();
+    bool tx_fire = top->tx_valid && top->tx_ready;
+    uint8_t tx_byte = top->tx_data;
+    bool rx_fire = top->rx_valid && top->rx_ready;
+    top->clk = 1;
+    top->eval();
+    evaluated++;
+    cycles += skip + 1;
+    total_cycles += skip + 1;
+    skipped += skip;
+    since_tx += skip + 1;
+    if (tx_fire) {
+        put_out(tx_byte);
+        tx_bytes++;
+        since_tx = skip + 1;
+    }
+    if (rx_fire) rx_queue.pop_front();
+    top->ff_skip = 0;
+}
+
+// Settle combinational outputs for the current inputs without a clock edge.
+void settle() {
+    top->ff_skip = 0;
+    top->tx_ready = throttle != 0 && since_tx >= throttle;
+    top->rx_valid = !rx_queue.empty();
+    top->rx_data = rx_queue.empty() ? 0 : rx_queue.front();
+    top->clk = 0;
+    top->eval();
+}
+
+void run(uint64_t n) {
+    // The outputs after a clock edge describe the next cycle as long as the inputs stay the same,
+    // so the quiescence check costs no extra evaluation; settle once for a new sample word.
+    settle();
+    while (n > 0) {
+        if (ff_allowed && n > 1 && rx_queue.empty() && top->quiescent && !top->tx_valid) {
+            uint64_t k = top->ff_limit;
+            if (k > n - 1) k = n - 1;
+            if (k > 0) {
+                tick(k);
+                n -= k + 1;
+                continue;
+            }
+        }
+        tick();
+        n--;
+    }
+}
+
+void drain(uint64_t max, uint32_t quiet) {
+    for (uint64_t i = 0; i < max; i++) {
+        settle();
+        if (rx_queue.empty() && top->quiescent && !top->tx_valid && since_tx >= quiet) return;
+        tick();
+    }
+}
+
+void reset(uint32_t n) {
+    top->rst = 1;
+    for (uint32_t i = 0; i < n; i++) tick();
+    top->rst = 0;
+    cycles = 0;
+}
+
+}  // namespace
+
+int main(int argc, char **argv) {
+    Verilated::commandArgs(argc, argv);
+    top = new Vtop;
+    top->samples = 0;
+    top->ff_skip = 0;
+    reset(4);
+    for (;;) {
+        uint8_t op;
+        if (!read_exact(&op, 1, true)) break;
+        switch (op) {
+        case 0x01: {
+            uint32_t word = get<uint32_t>();
+            uint64_t hold = get<uint64_t>();
+            top->samples = word;
+            run(hold);
+            break;
+        }
+        case 0x02: run(get<uint64_t>()); break;
+        case 0x03: {
+            uint16_t n = get<uint16_t>();
+            for (uint16_t i = 0; i < n; i++) rx_queue.push_back(get<uint8_t>());
+            break;
+        }
+        case 0x04: ff_allowed = get<uint8_t>() != 0; break;
+        case 0x05: throttle = get<uint32_t>(); break;
+        case 0x06: {
+            uint64_t max = get<uint64_t>();
+            uint32_t quiet = get<uint32_t>();
+            drain(max, quiet);
+            break;
+        }
+        case 0x07: flush_out(); stats("request"); break;
+        case 0x08: reset(get<uint32_t>()); break;
+        default:
+            flush_out();
+            fprintf(stderr, "harness: unknown command 0x%02x after %llu cycles\n", op,
+                    (unsigned long long)cycles);
+            return 3;
+        }
+    }
+    flush_out();
+    stats("end");
+    top->final();
+    delete top;
+    return 0;
+}

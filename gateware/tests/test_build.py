@@ -1,0 +1,143 @@
+"""Bitstream builds: the report parser, the CLI, and (slow) one real build per FPGA family."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from latscope import LatscopeError
+from latscope.cli import main
+from latscope.gateware import build
+from latscope.gateware.cli import programmer_command
+
+# Trimmed from a real nextpnr-ecp5 0.11 `--report` of an ECPIX-5 build (capture and link clocks
+# as nextpnr names them, constraints derived by nextpnr from the EHXPLLL parameters).
+ECP5_REPORT = {
+    "fmax": {"$glbnet$capture_clk": {"achieved": 197.94140625, "constraint": 160},
+             "$glbnet$clk": {"achieved": 213.31057739257812, "constraint": 48.00076675415039}},
+    "utilization": {"DP16KD": {"available": 208, "used": 5},
+                    "EHXPLLL": {"available": 4, "used": 1},
+                    "TRELLIS_COMB": {"available": 83640, "used": 272},
+                    "TRELLIS_FF": {"available": 83640, "used": 291},
+                    "TRELLIS_IO": {"available": 365, "used": 13},
+                    "TRELLIS_RAMW": {"available": 10455, "used": 0}},
+}
+
+# The Fmax lines nextpnr-ice40 0.11 prints after routing (copied from a failing build's log).
+ICE40_LOG = """\
+Info: Max frequency for clock 'capture_clk': 44.10 MHz (FAIL at 48.00 MHz)
+Info: Max frequency for clock 'capture_clk': 47.89 MHz (FAIL at 48.00 MHz)
+"""
+
+
+def test_parse_report_ecp5():
+    s = build.parse_report(ECP5_REPORT, "ecpix5")
+    assert s["board"] == "ecpix5" and s["capture_clock_mhz"] == 160.0
+    assert s["resolution_ns"] == 3.125
+    assert s["fmax_mhz"] == 197.941                       # rounded to 1 kHz
+    assert s["margin_pct"] == 23.71                       # 100 * (197.941 / 160 - 1), 2 decimals
+    assert s["timing_met"] is True
+    assert [c["domain"] for c in s["clocks"]] == ["capture", "link"]
+    assert s["resources"]["luts"] == {"used": 272, "available": 83640}
+    assert s["resources"]["bram_blocks"]["used"] == 5
+    assert "TRELLIS_RAMW" not in s["resources_raw"]        # unused cells are left out
+
+
+def test_parse_report_fails_timing_honestly():
+    report = json.loads(json.dumps(ECP5_REPORT))
+    report["fmax"]["$glbnet$capture_clk"]["achieved"] = 159.9
+    s = build.parse_report(report, "ecpix5")
+    assert s["timing_met"] is False
+    assert s["clocks"][0]["met"] is False and s["clocks"][1]["met"] is True
+
+
+def test_fmax_from_log_takes_the_last_line():
+    assert build._fmax_from_log(ICE40_LOG) == {"capture_clk": (47.89, 48.0)}
+    s = build.parse_report({}, "icebreaker", log_text=ICE40_LOG)
+    assert s["fmax_mhz"] == 47.89 and s["timing_met"] is False
+    assert s["clocks"][0]["domain"] == "capture+link"
+
+
+def test_program_without_tools_says_what_to_install(tmp_path, capsys, monkeypatch):
+    monkeypatch.delenv("OPENFPGALOADER", raising=False)
+    monkeypatch.delenv("ICEPROG", raising=False)
+    monkeypatch.setenv("PATH", str(tmp_path))
+    bitstream = tmp_path / "x.bin"
+    bitstream.write_bytes(b"\0")
+    assert main(["gateware", "program", "--board", "icebreaker", "--bitstream",
+                 str(bitstream)]) == 2
+    err = capsys.readouterr().err
+    assert "No programmer for 1BitSquared iCEBreaker (iCE40UP5K-SG48) found in PATH: install " \
+           "iceprog" in err
+    assert "Traceback" not in err
+
+
+def test_program_missing_bitstream(tmp_path, capsys):
+    assert main(["gateware", "program", "--board", "ecpix5", "--bitstream",
+                 str(tmp_path / "none.bit")]) == 2
+    assert "No bitstream at" in capsys.readouterr().err
+
+
+def test_programmer_commands():
+    found = {"openFPGALoader": "/usr/bin/openFPGALoader", "iceprog": "/usr/bin/iceprog"}
+    assert programmer_command("ecpix5", "a.bit", which=found.get) == \
+        ["/usr/bin/openFPGALoader", "-c", "ft2232", "-m", "a.bit"]
+    assert programmer_command("ecpix5", "a.bit", flash=True, which=found.get)[3] == "-f"
+    assert programmer_command("icebreaker", "a.bin", which=found.get) == \
+        ["/usr/bin/iceprog", "-S", "a.bin"]
+    only_loader = {"openFPGALoader": "/opt/ofl"}.get
+    assert programmer_command("icebreaker", "a.bin", which=only_loader)[0] == "/opt/ofl"
+    with pytest.raises(LatscopeError, match="install openFPGALoader"):
+        programmer_command("ecpix5", "a.bit", which=lambda name: None)
+
+
+def test_boards_json(capsys):
+    assert main(["gateware", "boards", "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert rows["ecpix5"]["resolution_ns"] == 3.125
+    assert [p["role"] for p in rows["icebreaker"]["pins"]][:3] == ["rx_dv", "tx_en", "crs_dv"]
+
+
+SUMMARY_KEYS = {"board", "capture_clock_mhz", "fmax_mhz", "resolution_ns", "timing_met",
+                "resources", "clocks", "bitstream", "margin_pct"}
+
+
+ICE40_DOES_NOT_FIT = pytest.mark.xfail(
+    run=False, reason="the core does not fit the iCE40UP5K yet: top.py's SyncFIFO and the "
+                      "framer's buffer have combinational read ports (no block RAM), and even "
+                      "with block RAM it needs ~6,800 of 5,280 logic cells (docs/boards.md); "
+                      "not run because the flip-flop-mapped FIFO takes Yosys ~25 minutes")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name,limit_ns,bitstream", [
+    ("ecpix5", 3.2, "latscope.bit"),
+    pytest.param("icebreaker", 10.5, "latscope.bin", marks=ICE40_DOES_NOT_FIT),
+])
+def test_real_bitstream(name, limit_ns, bitstream, tmp_path, capsys):
+    """The shipped configuration builds with YoWASP and meets timing, without
+    --timing-allow-fail, through the CLI's --json path."""
+    out = tmp_path / name
+    code = main(["gateware", "build", "--board", name, "--out", str(out), "--json"])
+    summary = json.loads(capsys.readouterr().out)
+    assert code == 0
+    assert SUMMARY_KEYS <= set(summary)
+    assert summary["timing_met"] is True and summary["timing_allow_fail"] is False
+    assert summary["fmax_mhz"] >= summary["capture_clock_mhz"]
+    assert summary["resolution_ns"] <= limit_ns
+    assert all(c["met"] for c in summary["clocks"])
+    assert Path(summary["bitstream"]).name == bitstream
+    assert Path(summary["bitstream"]).stat().st_size > 10_000
+    assert json.loads((out / "summary.json").read_text())["fmax_mhz"] == summary["fmax_mhz"]
+    used = summary["resources"]
+    assert used["plls"]["used"] == 1 and used["bram_blocks"]["used"] >= 1
+
+
+def test_verilog_export(tmp_path):
+    pytest.importorskip("latscope.gateware.top", reason="needs the gateware core")
+    out = tmp_path / "core.v"
+    assert main(["gateware", "verilog", "-o", str(out)]) == 0
+    text = out.read_text()
+    assert "module latscope_core(" in text
+    for port in ("samples", "tx__payload", "rx__valid", "ff_skip", "quiescent", "ff_limit"):
+        assert port in text, port

@@ -1,0 +1,187 @@
+"""The Verilator flow: command encoding, stimulus conversion, and the harness's clocking, link
+throttle, fast-forward and streaming, on a probe core (the real core is covered by test_soak)."""
+
+import numpy as np
+import pytest
+from amaranth.hdl import Cat, Module, Mux, Signal
+from amaranth.lib import fifo, stream, wiring
+from amaranth.lib.wiring import In, Out
+
+from latscope import LatscopeError
+from latscope.gateware import verilator as vl
+
+
+class HarnessProbeCore(wiring.Component):
+    """A stand-in with LatscopeCore's port signature, for testing the harness mechanics only (not
+    the instrument): on every change of ``samples`` it queues two bytes, the low byte of its own
+    cycle counter and the low byte of the new sample word; host bytes come back inverted. It is
+    quiescent when nothing is queued and the input did not change; ``ff_skip=k`` advances its
+    counter by ``k + 1`` like ``k + 1`` idle cycles would."""
+
+    def __init__(self):
+        super().__init__({
+            "samples": In(16), "selftest_out": Out(2),
+            "tx": Out(stream.Signature(8)), "rx": In(stream.Signature(8)),
+            "ff_skip": In(24), "quiescent": Out(1), "ff_limit": Out(24),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        m.submodules.q = q = fifo.SyncFIFOBuffered(width=8, depth=64)
+        counter = Signal(24)
+        prev = Signal(16)
+        second = Signal(8)
+        pending = Signal()
+        m.d.sync += [counter.eq(counter + 1 + self.ff_skip), prev.eq(self.samples)]
+        changed = self.samples != prev
+        m.d.comb += [
+            self.quiescent.eq(~changed & ~q.r_rdy & ~pending & ~self.rx.valid & q.w_rdy),
+            self.ff_limit.eq(300),
+            self.tx.payload.eq(q.r_data), self.tx.valid.eq(q.r_rdy), q.r_en.eq(self.tx.ready),
+        ]
+        with m.If(pending):
+            m.d.comb += [q.w_data.eq(second), q.w_en.eq(1)]
+            m.d.sync += pending.eq(0)
+        with m.Elif(changed):
+            m.d.comb += [q.w_data.eq(counter[:8]), q.w_en.eq(1)]
+            m.d.sync += [second.eq(self.samples[:8]), pending.eq(1)]
+        with m.Elif(self.rx.valid):
+            m.d.comb += [q.w_data.eq(~self.rx.payload), q.w_en.eq(1), self.rx.ready.eq(1)]
+        m.d.comb += self.selftest_out.eq(Cat(counter[0], Mux(counter[1], 1, 0)))
+        return m
+
+
+@pytest.fixture(scope="module")
+def probe():
+    return vl.VerilatorInstrument(HarnessProbeCore())
+
+
+def _expected_probe_bytes(changes, start=0):
+    """Bytes the probe sends for sample-word changes at harness cycles ``changes`` (cycle, word):
+    the change is seen in the cycle it is applied, when the counter equals the cycle number (the
+    counter is 0 on the first cycle after reset and advances by one per cycle)."""
+    out = []
+    for cycle, word in changes:
+        out += [cycle & 0xFF, word & 0xFF]
+    return bytes(out)
+
+
+def test_commands_encoding():
+    # Expected bytes written out from the harness.cpp command table.
+    cmds = vl.Commands().samples(0x0102, 3).run(5).rx(b"ab").fast_forward(False).throttle(40)
+    cmds.drain(10, 2).stats().reset(4)
+    assert bytes(cmds) == (
+        b"\x01\x02\x01\x00\x00" + (3).to_bytes(8, "little") + b"\x02" + (5).to_bytes(8, "little")
+        + b"\x03\x02\x00ab" + b"\x04\x00" + b"\x05" + (40).to_bytes(4, "little")
+        + b"\x06" + (10).to_bytes(8, "little") + (2).to_bytes(4, "little") + b"\x07"
+        + b"\x08" + (4).to_bytes(4, "little"))
+
+
+def test_stimulus_commands_lanes():
+    # Two lanes, 8 channels: channel 0 rises at tick 3 (cycle 1, lane 1), channel 1 rises at
+    # tick 10 (cycle 5, lane 0), end at tick 14 (cycle 7).
+    data = vl.stimulus_commands([3, 10], [0b01, 0b11], lanes=2, channels=8, end_tick=14)
+    rec = np.frombuffer(data, dtype=vl._SAMPLES_DTYPE)
+    assert rec["op"].tolist() == [1] * 5
+    assert rec["word"].tolist() == [0x0000, 0x0100, 0x0101, 0x0303, 0x0303]
+    assert rec["hold"].tolist() == [1, 1, 3, 1, 1]
+    assert int(rec["hold"].sum()) == 7
+
+
+def test_stimulus_commands_validation():
+    with pytest.raises(ValueError, match="Ticks must be non-negative and strictly increasing"):
+        vl.stimulus_commands([5, 5], [1, 0], lanes=2, channels=8)
+    with pytest.raises(ValueError, match="Values must fit in 8 channel bits"):
+        vl.stimulus_commands([5], [0x100], lanes=2, channels=8)
+    with pytest.raises(ValueError, match="End tick must be after the last change"):
+        vl.stimulus_commands([5], [1], lanes=2, channels=8, end_tick=4)
+
+
+def test_wrapper_rejects_missing_ports():
+    with pytest.raises(LatscopeError, match="The core has no output port 'selftest_out'"):
+        vl._wrapper({"samples": ("input", 16)}, "x")
+
+
+def test_probe_changes_and_rx(probe):
+    cmds = vl.Commands().samples(0, 10).samples(0x21, 1000).samples(0x22, 5).rx(b"\x0f")
+    cmds.drain(10_000)
+    out = probe.run_commands(cmds)
+    assert out == _expected_probe_bytes([(10, 0x21), (1010, 0x22)]) + b"\xf0"
+    assert probe.last_stats["skipped"] > 900     # the idle stretch was fast-forwarded
+
+
+def test_fast_forward_is_invisible(probe):
+    rng = np.random.default_rng(1)
+    cmds = vl.Commands()
+    changes, cycle = [], 0
+    for _ in range(200):
+        hold = int(rng.integers(1, 2000))
+        word = int(rng.integers(0, 1 << 16))
+        if changes and word == changes[-1][1]:
+            word ^= 1
+        cmds.samples(word, hold)
+        changes.append((cycle, word))
+        cycle += hold
+    cmds.drain(100_000)
+    fast = probe.run_commands(cmds)
+    fast_stats = probe.last_stats
+    slow = probe.run_commands(vl.Commands().fast_forward(False).raw(bytes(cmds)))
+    assert fast == slow == _expected_probe_bytes(changes[1:] if changes[0][1] == 0 else changes)
+    assert fast_stats["skipped"] > 0 and probe.last_stats["skipped"] == 0
+
+
+def test_throttle_limits_byte_rate(probe):
+    # 30 changes 4 cycles apart queue 60 bytes (the probe's FIFO holds 64). At one byte per 40
+    # cycles, starting within the first few cycles, a 1000-cycle run lets out exactly 25
+    # (accepted at t0, t0 + 40, ..., t0 + 960 for any first acceptance 1 <= t0 <= 39).
+    cmds = vl.Commands().throttle(40)
+    for i in range(30):
+        cmds.samples(i + 1, 4)
+    cmds.run(1000 - 120)
+    out = probe.run_commands(cmds)
+    assert len(out) == 25
+    full = probe.run_commands(cmds.drain(100_000))
+    assert len(full) == 60 and full.startswith(out)
+    stall = probe.run_commands(vl.Commands().throttle(0).samples(1, 50).drain(1000))
+    assert stall == b""
+
+
+def test_interactive_reads_before_close(probe):
+    with probe.open() as proc:
+        proc.write(vl.Commands().rx(b"\x00\x01").run(20))
+        data = b""
+        while len(data) < 2:
+            chunk = proc.read_bytes(16, timeout=10)
+            assert chunk, "no reply from the harness within 10 s"
+            data += chunk
+        assert data == b"\xff\xfe"
+        stats = proc.close()
+    assert stats["cycles"] == 20
+
+
+def test_bad_command_is_reported(probe):
+    with pytest.raises(LatscopeError, match="unknown command 0x7f"):
+        probe.run_commands(b"\x7f")
+
+
+def test_bench_periodic_stimulus():
+    from latscope.gateware.bench import periodic_stimulus
+    ticks, values = periodic_stimulus(5, 6, start=100, channels=(0, 3))
+    assert ticks.tolist() == [100, 105, 110, 115, 120, 125]
+    # Channels 0 and 3 toggle in turn: 0b1, 0b1001, 0b1000, 0b0, 0b1, 0b1001.
+    assert values.tolist() == [1, 9, 8, 0, 1, 9]
+
+
+@pytest.mark.slow
+def test_bench_quick_rows():
+    pytest.importorskip("latscope.gateware.top", reason="needs the gateware core")
+    from latscope.gateware import bench
+    rows = {figure: (value, unit, note) for figure, value, unit, note in bench.run(quick=True)}
+    assert rows["ecpix5: resolution"][:2] == ("3.125", "ns")
+    value, unit, note = rows["bytes per event (64-byte echo, 100 Mb/s)"]
+    assert unit == "B" and 1.0 <= value <= 4.0      # tokens are 1-4 bytes; framing adds a little
+    assert "0 lost" in note
+    burst = rows["FIFO burst at full input rate"][0]
+    # At least the FIFO's 1024 entries of 2 events each; beyond that only what the encoder and
+    # framer hold and the link drains meanwhile (2,340 measured when this test was written).
+    assert 2 * 1024 <= burst <= 3 * 1024

