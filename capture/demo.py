@@ -335,8 +335,9 @@ def main(args):
                          indent=2, default=str))
     else:
         resolution = rows[0]["resolution_ns"] if rows else float("nan")
-        print(f"\nLatency per configuration and stage, µs (instrument resolution "
-              f"{resolution:.3f} ns; 'paper' is Table I's x̄ ± 3σ of 512 samples)")
+        print(f"\nSIMULATED: latency per configuration and stage on the simulated bench, µs "
+              f"(instrument resolution {resolution:.3f} ns; 'paper' is Table I's x̄ ± 3σ of "
+              f"512 samples)")
         if rows and rows[0]["source"] != "analysis":
             print("(latscope.analysis is not available: figures from a temporary minimal "
                   "summary)")

@@ -15,7 +15,8 @@ PART_CLI_MODULES = (
     "latscope.capture.traffic",   # traffic
     "latscope.capture.runner",    # run
     "latscope.analysis.cli",      # analyze, compare, report
-    "latscope.gateware.cli",      # gateware build, gateware program, selftest
+    "latscope.capture.selftest",  # selftest
+    "latscope.gateware.cli",      # gateware build, program, verilog, boards
     "latscope.bench",             # bench
 )
 
