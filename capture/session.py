@@ -204,8 +204,13 @@ class Instrument:
         """Zero the timestamp counter, event index and lost count."""
         self.command(protocol.Opcode.RESET_TIME)
 
-    def selftest(self, on=True, *, drive_pin=False, channels=0xFFFF, high_ticks=2, low_ticks=2):
-        """Switch the built-in edge generator on or off (see ``Opcode.SELFTEST``)."""
+    def selftest(self, on=True, *, drive_pin=False, channels=None, high_ticks=2, low_ticks=2):
+        """Switch the built-in edge generator on or off (see ``Opcode.SELFTEST``). ``channels`` is
+        a bit mask; by default every channel the identified instrument has (all 8 before
+        ``identify()``)."""
+        if channels is None:
+            count = int((self.identity or {}).get("channels") or protocol.NUM_CHANNELS)
+            channels = (1 << count) - 1
         if high_ticks < 2 or low_ticks < 2:
             raise ValueError(f"Self-test high and low times must be at least 2 ticks, not "
                              f"{high_ticks!r} and {low_ticks!r}")

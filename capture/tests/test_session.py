@@ -58,6 +58,10 @@ def test_identify_and_commands():
     assert ops == [1, 3, 4, 5, 6, 2, 7, 2]
     assert emu.commands[1][1] == b"\x0b\x00\x01\x00"      # u16 rise, u16 fall, little-endian
     assert emu.commands[4][1] == b"\x01\x03\x00\x04\x00\x06\x00"
+    # the default mask is every channel the identified instrument has (ROLES: the emulator's)
+    inst.selftest(False)
+    assert emu.commands[-1] == (6, b"\x00" + ((1 << len(ROLES)) - 1).to_bytes(2, "little")
+                                + b"\x02\x00\x02\x00")
 
 
 def test_argument_validation_messages():
