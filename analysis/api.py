@@ -18,12 +18,12 @@ import os
 
 import numpy as np
 import pandas as pd
+
+from latscope import LatscopeError
 from latscope.analysis.definitions import load_definitions, parse_definitions
 from latscope.analysis.engine import Analyzer
 from latscope.analysis.pairing import STATUS_NAMES
 from latscope.analysis.stats import DEFAULT_EXACT_LIMIT, PERCENTILES, percentile_key
-
-from latscope import LatscopeError
 
 __all__ = ["Analysis", "load", "analyze_file", "from_events", "summary_frame", "packets_frame",
            "capture_label", "capture_size", "summarize_captures", "write_report",

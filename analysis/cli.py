@@ -4,10 +4,9 @@ import json
 import os
 import sys
 
+from latscope import LatscopeError
 from latscope.analysis import api, report
 from latscope.analysis.definitions import load_definitions
-
-from latscope import LatscopeError
 
 __all__ = ["register", "cmd_analyze", "cmd_compare", "cmd_report"]
 

@@ -21,10 +21,10 @@ import math
 import re
 
 import numpy as np
-from latscope.analysis.stats import PERCENTILES, quantile_ci_ranks
 from scipy import stats as sps
 
 from latscope import LatscopeError
+from latscope.analysis.stats import PERCENTILES, quantile_ci_ranks
 
 __all__ = ["QuantileDiff", "Comparison", "SizeFit", "compare_samples", "size_regression",
            "waterfall", "family_of"]

@@ -15,7 +15,6 @@ marker table, so a capture imported from sigrok with ``--map`` is analysed with 
 import dataclasses
 import importlib.resources
 import re
-
 import tomllib
 
 from latscope import LatscopeError

@@ -21,6 +21,8 @@ import dataclasses
 import math
 
 import numpy as np
+
+from latscope import LatscopeError
 from latscope.analysis.definitions import default_definitions, resolve_channel
 from latscope.analysis.pairing import (
     LOST_GAP,
@@ -31,8 +33,6 @@ from latscope.analysis.pairing import (
     StreamPairer,
 )
 from latscope.analysis.stats import DEFAULT_EXACT_LIMIT, LatencyAccumulator
-
-from latscope import LatscopeError
 
 __all__ = ["Analyzer", "AnalysisResult", "PacketTable", "analyze_events", "analyze_chunks"]
 

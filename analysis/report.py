@@ -12,10 +12,10 @@ import math
 import os
 
 import numpy as np
-from latscope.analysis.compare import compare_samples, family_of, size_regression, waterfall
-from latscope.analysis.stats import PERCENTILES
 
 from latscope import LatscopeError
+from latscope.analysis.compare import compare_samples, family_of, size_regression, waterfall
+from latscope.analysis.stats import PERCENTILES
 
 __all__ = ["fmt_ns", "stats_table", "table_one", "percentile_table", "comparison_table",
            "size_table", "stage_table", "summary_text", "compare_analyses", "size_fits",

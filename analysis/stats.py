@@ -23,8 +23,9 @@ import dataclasses
 import math
 
 import numpy as np
-from latscope.analysis.hdr import RELATIVE_ERROR, LogLinearHistogram
 from scipy import stats as sps
+
+from latscope.analysis.hdr import RELATIVE_ERROR, LogLinearHistogram
 
 __all__ = ["PERCENTILES", "quantile_ci_ranks", "n_required", "Quantile", "Drift", "Warmup",
            "LatencyStats", "LatencyAccumulator", "describe", "percentile_key"]

@@ -6,11 +6,10 @@ import os
 import signal
 import sys
 
+from latscope import LatscopeError
 from latscope.capture import capfile, session
 from latscope.capture.progress import CaptureProgress
 from latscope.capture.transport import SerialTransport
-
-from latscope import LatscopeError
 
 __all__ = ["register", "cmd_capture", "cmd_info", "cmd_verify"]
 

@@ -17,9 +17,9 @@ import sys
 import time
 
 import numpy as np
-from latscope.capture import simbench
 
 from latscope import LatscopeError
+from latscope.capture import simbench
 
 __all__ = ["register", "capture_profile", "run_demo", "comparison_rows", "format_table"]
 

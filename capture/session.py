@@ -17,10 +17,10 @@ import tomllib
 import zlib
 
 import numpy as np
-from latscope.capture.transport import TransportClosed
-from latscope.gateware import protocol
 
 from latscope import LatscopeError, __version__
+from latscope.capture.transport import TransportClosed
+from latscope.gateware import protocol
 
 __all__ = [
     "Instrument", "CaptureConfig", "load_config", "Limits", "CaptureOutcome", "run_capture",

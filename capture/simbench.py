@@ -1079,6 +1079,7 @@ class AmaranthEngine(_Engine):
 
         from amaranth.hdl import DomainRenamer, Module
         from amaranth.sim import Simulator
+
         from latscope.gateware.top import LatscopeCore
         timing = run.timing
         params = dict(CORE_PARAMS, heartbeat_shift=self.HEARTBEAT_SHIFT)

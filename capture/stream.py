@@ -16,6 +16,8 @@ from typing import NamedTuple
 
 import numpy as np
 from amaranth.lib import data
+
+from latscope import LatscopeError
 from latscope.gateware.protocol import (
     CONT_BITS,
     CRC_BYTES,
@@ -40,8 +42,6 @@ from latscope.gateware.protocol import (
     Status,
     Token,
 )
-
-from latscope import LatscopeError
 
 __all__ = ["LossRecord", "Reply", "DecodeResult", "StreamDecoder", "decode_reference",
            "encode_command", "parse_identify", "HEARTBEAT_DTYPE", "COUNTERS"]

@@ -22,9 +22,9 @@ import tty
 import zlib
 
 import numpy as np
-from latscope.gateware import protocol
 
 from latscope import LatscopeError
+from latscope.gateware import protocol
 
 __all__ = [
     "TransportClosed", "Transport", "SerialTransport", "ReplayTransport", "RecordingTransport",

@@ -1,21 +1,23 @@
 """``latscope bench`` (and ``make bench``): every speed and memory figure the project claims.
 
-Each part has a ``bench`` module with ``SECTION`` (a title) and ``run(quick)`` returning a list of
-rows ``(figure, value, unit, note)``; where a baseline exists the row's note gives the ratio against
-it, measured in the same run. This runner prints one table per section."""
+Each part has a ``bench`` module with ``SECTION`` (a title) and ``run(quick)`` returning a list
+of rows ``(figure, value, unit, note)``; where a baseline exists the row's note gives the ratio
+against it, measured in the same run. This runner prints one table per section."""
 
 import importlib
 import json
 import time
 
-PART_BENCH_MODULES = ("latscope.gateware.bench", "latscope.capture.bench", "latscope.analysis.bench")
+PART_BENCH_MODULES = ("latscope.gateware.bench", "latscope.capture.bench",
+                      "latscope.analysis.bench")
 
 
 def register(subparsers):
     parser = subparsers.add_parser(
         "bench", help="run the benchmarks and print a table of figures",
-        description="Run every part's benchmarks and print one table per part. Figures are measured "
-                    "on this machine now; ratios compare against a baseline run in the same process.")
+        description="Run every part's benchmarks and print one table per part. Figures are "
+                    "measured on this machine now; ratios compare against a baseline run in the "
+                    "same process.")
     parser.add_argument("--quick", action="store_true", help="smaller sizes, for a smoke test")
     parser.add_argument("--only", choices=["gateware", "capture", "analysis"], help="one section")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
@@ -28,7 +30,7 @@ def _format_table(title, rows):
     widths = [max(len(r[i]) for r in cells) for i in range(4)]
     lines = [f"## {title}", ""]
     for n, row in enumerate(cells):
-        lines.append("| " + " | ".join(c.ljust(w) for c, w in zip(row, widths)) + " |")
+        lines.append("| " + " | ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)) + " |")
         if n == 0:
             lines.append("|" + "|".join("-" * (w + 2) for w in widths) + "|")
     return "\n".join(lines)

@@ -1,5 +1,6 @@
-"""The ``latscope`` command. Each part contributes its subcommands through a ``register(subparsers)``
-function in its ``cli`` module, so adding a command touches only that part."""
+"""The ``latscope`` command. Each part contributes its subcommands through a
+``register(subparsers)`` function in one of its modules, so adding a command touches only that
+part."""
 
 import argparse
 import importlib

@@ -4,11 +4,11 @@ import math
 
 import numpy as np
 import pytest
-from latscope.analysis.compare import compare_samples, family_of, size_regression, waterfall
-from latscope.analysis.stats import quantile_ci_ranks
 from scipy import stats as sps
 
 from latscope import LatscopeError
+from latscope.analysis.compare import compare_samples, family_of, size_regression, waterfall
+from latscope.analysis.stats import quantile_ci_ranks
 
 
 def test_welch_interval_matches_scipy():

@@ -1,6 +1,8 @@
 """Measurement definitions: defaults, parsing, errors, channel resolution."""
 
 import pytest
+
+from latscope import LatscopeError
 from latscope.analysis.definitions import (
     Endpoint,
     default_definitions,
@@ -9,8 +11,6 @@ from latscope.analysis.definitions import (
     parse_endpoint,
     resolve_channel,
 )
-
-from latscope import LatscopeError
 
 
 def test_defaults_cover_the_standard_markers():

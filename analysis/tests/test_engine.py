@@ -7,14 +7,14 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
+
+from latscope import LatscopeError
 from latscope.analysis import api
 from latscope.analysis.definitions import default_definitions, parse_definitions
 from latscope.analysis.engine import Analyzer, analyze_chunks, analyze_events
 from latscope.analysis.pairing import OK
 from latscope.analysis.stats import PERCENTILES
 from latscope.analysis.synth import synthetic_chunks, synthetic_events
-
-from latscope import LatscopeError
 
 simbench = pytest.importorskip("latscope.capture.simbench")
 capfile = pytest.importorskip("latscope.capture.capfile")

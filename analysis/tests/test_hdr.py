@@ -3,6 +3,7 @@
 import numpy as np
 import pytest
 from hdrh.histogram import HdrHistogram
+
 from latscope.analysis.hdr import RELATIVE_ERROR, LogLinearHistogram, read_hlog, write_hlog
 
 

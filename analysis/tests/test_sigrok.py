@@ -3,6 +3,7 @@ packet for packet."""
 
 import numpy as np
 import pytest
+
 from latscope.analysis import api
 from latscope.analysis.sigrokref import have_sigrok_cli, sigrok_jitter, write_sr
 

@@ -5,6 +5,8 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
+from scipy import stats as sps
+
 from latscope.analysis.stats import (
     PERCENTILES,
     LatencyAccumulator,
@@ -12,7 +14,6 @@ from latscope.analysis.stats import (
     n_required,
     quantile_ci_ranks,
 )
-from scipy import stats as sps
 
 
 def test_ci_ranks_by_definition():

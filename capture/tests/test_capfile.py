@@ -6,6 +6,8 @@ import zlib
 
 import numpy as np
 import pytest
+
+from latscope import LatscopeError
 from latscope.capture import capfile
 from latscope.capture.capfile import (
     HEARTBEAT_DTYPE,
@@ -15,8 +17,6 @@ from latscope.capture.capfile import (
     open_capture,
     truth_path,
 )
-
-from latscope import LatscopeError
 
 META = {"tick_hz": 200e6, "channels": {"0": "rx_dv", "1": "tx_en", "2": "m_isr"},
         "markers": {"m0": "rx.isr"}, "label": "test"}

@@ -9,11 +9,11 @@ import time
 
 import numpy as np
 import pytest
+
 from latscope.capture import capfile
 from latscope.capture.transport import EmulatedInstrument, PtyDevice
-from latscope.gateware import protocol
-
 from latscope.cli import main
+from latscope.gateware import protocol
 
 ROLES = ("rx_dv", "tx_en", "crs_dv", "m0", "m1", "m2", "m3", "m4")
 CONFIG = """

@@ -5,9 +5,9 @@ import os
 
 import numpy as np
 import pytest
-from latscope.capture import capfile, demo, simbench
 
 from latscope import cli
+from latscope.capture import capfile, demo, simbench
 
 
 def test_demo_captures_compares_and_checks_truth(tmp_path, capsys):

@@ -17,8 +17,8 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from latscope.capture.capfile import CaptureWriter, open_capture
 
+from latscope.capture.capfile import CaptureWriter, open_capture
 from latscope.cli import main
 
 HERE = os.path.dirname(os.path.abspath(__file__))

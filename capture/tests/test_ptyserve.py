@@ -5,10 +5,10 @@ import threading
 import time
 
 import pytest
-from latscope.capture.ptyserve import LINK_BYTES_PER_S, PtyServer
-from latscope.capture.transport import SerialTransport, TransportClosed
 
 from latscope import LatscopeError
+from latscope.capture.ptyserve import LINK_BYTES_PER_S, PtyServer
+from latscope.capture.transport import SerialTransport, TransportClosed
 
 
 class ScriptEngine:

@@ -14,13 +14,13 @@ import time
 
 import numpy as np
 import pytest
+
 from latscope.capture import capfile, session, stream
 from latscope.capture.transport import (
     EmulatedInstrument,
     PtyDevice,
     SerialTransport,
 )
-
 from latscope.cli import main
 
 ROLES = ("rx_dv", "tx_en", "crs_dv", "m0", "m1", "m2", "m3", "m4")

@@ -5,9 +5,9 @@ import json
 from pathlib import Path
 
 import pytest
-from latscope.capture import runner
 
 from latscope import LatscopeError
+from latscope.capture import runner
 
 VECTORS = Path(__file__).parents[2] / "zephyr-app/lib/latscope_core/tests/control_vectors.txt"
 
@@ -64,7 +64,6 @@ def test_sim_matrix(tmp_path):
     f.write_text('name = "t"\ntarget = "sim"\npaths = ["gem", "fast-track"]\nsizes = [64, 256]\n'
                  'packets = 20\nengine = "model"\n')
     from latscope.capture.capfile import open_capture
-
     from latscope.cli import main
     assert main(["run", str(f), "-o", str(tmp_path / "out")]) == 0
     summary = json.loads((tmp_path / "out/summary.json").read_text())

@@ -2,6 +2,8 @@
 
 import numpy as np
 import pytest
+
+from latscope import LatscopeError
 from latscope.capture import capfile, session, stream
 from latscope.capture.session import Instrument, Limits, load_config, run_capture
 from latscope.capture.transport import (
@@ -12,8 +14,6 @@ from latscope.capture.transport import (
     encode_frame,
 )
 from latscope.gateware import protocol
-
-from latscope import LatscopeError
 
 ROLES = ("rx_dv", "tx_en", "crs_dv", "m0", "m1", "m2", "m3", "m4")
 

@@ -18,6 +18,8 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
+
+from latscope import LatscopeError
 from latscope.capture.sigrok import (
     SigrokFileError,
     SrLimits,
@@ -29,8 +31,6 @@ from latscope.capture.sigrok import (
     parse_channel_map,
     parse_samplerate,
 )
-
-from latscope import LatscopeError
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 FIXTURES = os.path.join(HERE, "..", "..", "fixtures", "sigrok")

@@ -6,9 +6,9 @@ import shutil
 
 import numpy as np
 import pytest
-from latscope.capture import simbench as sb
 
 from latscope import LatscopeError
+from latscope.capture import simbench as sb
 
 # Table I of the origin paper (seed 002), mean and 3σ in µs, for the cells the profiles take from it
 # (Rx PBUF -> rx.copy, Rx UDP -> rx.udp, Tx PBUF -> tx.xmit, Tx UDP -> tx.wire). Retyped from the
@@ -377,9 +377,8 @@ def test_open_engine_rejects_unknown_names():
 
 
 def test_latscope_capture_sim_in_one_step(tmp_path, capsys):
-    from latscope.capture import capfile
-
     from latscope import cli
+    from latscope.capture import capfile
     out = tmp_path / "sim.lsc"
     status = cli.main(["capture", "--sim", "el-dm-64", "--packets", "40", "--sim-engine",
                        "model", "--sim-seed", "3", "-o", str(out), "--quiet"])

@@ -10,6 +10,8 @@ import zlib
 
 import numpy as np
 import pytest
+
+from latscope import LatscopeError
 from latscope.capture.stream import (
     COUNTERS,
     DecodeResult,
@@ -28,8 +30,6 @@ from latscope.gateware.model_stream import (
     identify_data,
 )
 from latscope.gateware.protocol import EntryKind, FrameType, Opcode, Status
-
-from latscope import LatscopeError
 
 CH, LANES, CW = 8, 2, 16
 

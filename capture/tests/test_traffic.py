@@ -6,9 +6,9 @@ import socket
 import threading
 
 import pytest
-from latscope.capture import traffic
 
 from latscope import LatscopeError
+from latscope.capture import traffic
 from latscope.cli import main
 
 

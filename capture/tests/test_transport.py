@@ -6,6 +6,8 @@ import tty
 
 import numpy as np
 import pytest
+
+from latscope import LatscopeError
 from latscope.capture import stream
 from latscope.capture.transport import (
     EmulatedInstrument,
@@ -20,8 +22,6 @@ from latscope.capture.transport import (
     encode_frame,
 )
 from latscope.gateware import protocol
-
-from latscope import LatscopeError
 
 
 def _random_events(rng, n):

@@ -12,10 +12,11 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
+from vcd.reader import TokenKind, tokenize
+
 from latscope.capture.capfile import CaptureWriter, open_capture
 from latscope.capture.interop import make_window
 from latscope.capture.vcd import choose_timescale, export_vcd, vcd_identifier
-from vcd.reader import TokenKind, tokenize
 
 needs_sigrok = pytest.mark.skipif(shutil.which("sigrok-cli") is None,
                                   reason="sigrok-cli is not installed (apt-get install sigrok-cli)")
