@@ -7,7 +7,7 @@ PY      = $(VENV)/bin/python
 STAMP   = $(VENV)/.installed
 CBUILD  = build/zephyr-app-lib
 
-.PHONY: all install demo test test-python test-c bench lint clean
+.PHONY: all install demo test test-python test-quick test-c bench lint clean
 
 all: demo
 
@@ -29,6 +29,11 @@ test: test-c test-python
 
 test-python: $(STAMP)
 	$(PY) -m pytest
+
+# The fast subset for the edit-test loop (about a minute); `make test` also runs the slow tests:
+# bitstream builds, the 1e8-cycle soak, the 1e5-case decoder fuzz, 250 kill -9 trials.
+test-quick: $(STAMP)
+	$(PY) -m pytest -m "not slow"
 
 # The Zephyr app's portable core, built and unit-tested on the host (no Zephyr needed).
 test-c:
