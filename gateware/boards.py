@@ -163,6 +163,7 @@ BOARDS = {
         # (values from `icepll -i 12 -o 48`).
         pll=dict(DIVR=0, DIVF=63, DIVQ=4, FILTER_RANGE=1),
         fifo_depth=512,
+        core_overrides=dict(counter_width=24, max_glitch=3),
     ),
 }
 

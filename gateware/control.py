@@ -18,7 +18,7 @@ from amaranth.hdl import Array, C, Cat, Module, Shape, Signal, Value
 from amaranth.lib import cdc, data, stream, wiring
 from amaranth.lib.crc import catalog
 from amaranth.lib.wiring import In, Out
-from amaranth.utils import bits_for
+from amaranth.utils import bits_for, ceil_log2
 
 from .encoder import _rejected
 from .framer import ReplyByte
@@ -239,15 +239,17 @@ class Control(wiring.Component):
                 header = Signal(ReplyHeader)
                 m.d.comb += [header.command_seq.eq(seq), header.opcode.eq(opcode),
                              header.status.eq(status)]
-                rom = Array(C(b, 8) for b in self.identify)
+                # indexed by `count` itself (padded past the header): no subtraction in the path
+                rom = Array(C(b, 8) for b in bytes(_RH_BYTES) + bytes(self.identify))
                 out = self.replies.payload
                 m.d.comb += [self.replies.valid.eq(1), out.length.eq(reply_len)]
                 with m.If(count < _RH_BYTES):
                     m.d.comb += out.data.eq(header.as_value().word_select(count[:2], 8))
                 with m.Elif(which == 1):
-                    m.d.comb += out.data.eq(rom[count - _RH_BYTES])
+                    m.d.comb += out.data.eq(rom[count[:ceil_log2(len(rom))]])
                 with m.Else():
-                    m.d.comb += out.data.eq(snapshot.word_select((count - _RH_BYTES)[:5], 8))
+                    padded = Cat(C(0, 8 * _RH_BYTES), snapshot)
+                    m.d.comb += out.data.eq(padded.word_select(count[:6], 8))
                 with m.If(self.replies.ready):
                     m.d.sync += count.eq(count + 1)
                     with m.If(count == reply_len - 1):

@@ -136,14 +136,19 @@ class Encoder(wiring.Component):
         levels = Signal(nbits)
         ovf_count = Signal(40)
         ovf_span = Signal(self.counter_width)
-        sh = Signal(Heartbeat.as_shape().size)   # shift register of the unit being sent
+        # The delta of the event being sent, shifted out. OVERFLOW and heartbeat payloads are not
+        # shifted: their fields are registers that hold still while they are sent, and `pos`
+        # selects the next 6-bit (OVERFLOW) or 8-bit (heartbeat) slice, which is far smaller than
+        # a 224-bit shift register with four sources.
+        sh = Signal(64)
+        pos = Signal(range(max(_HB_BYTES, OVERFLOW_CONT) + 1))
+        hb_hw = Signal(16)        # high-water mark and status, taken when the heartbeat starts
+        hb_st = Signal(HeartbeatStatus)
         cnt = Signal(range(max(_HB_BYTES, OVERFLOW_CONT, TIME_MAX_CONT) + 1))
         length = Signal(5)
         big = Signal()            # the unit is TIME + EVENT
         channel = Signal(3)
         rising = Signal()
-        unit_time = Signal(64)
-        unit_bit = Signal(nbits)  # one-hot: the edge being encoded
 
         m.d.comb += [
             units.payload.base_time.eq(last_time),
@@ -156,58 +161,114 @@ class Encoder(wiring.Component):
         sel_ch = Signal(3)
         sel_rise = Signal()
         sel_onehot = Signal(nbits)
+        sel_src = Signal(nbits)   # the pending edges to choose from (pend, or less the one sent)
+        m.d.comb += sel_src.eq(pend)
         for bit in reversed(range(nbits)):
-            with m.If(pend[bit]):
+            with m.If(sel_src[bit]):
                 m.d.comb += [sel_lane.eq(bit // self.channels), sel_ch.eq(bit % self.channels),
                              sel_rise.eq(levels[bit]), sel_onehot.eq(1 << bit)]
-        t = Signal(64)
-        delta = Signal(64)
-        m.d.comb += [t.eq(ext + sel_lane), delta.eq(t - last_time)]
+        # Timing (48 MHz on iCE40, where a 64-bit carry chain alone takes ~18 ns): the edge is
+        # picked and registered one state ahead (in ADVANCE or in DONE of the previous edge),
+        # the 64-bit delta is subtracted in two 32-bit halves (DELTA, DELTA_HI), its length is
+        # decided from the registered delta (SIZE), and the 64-bit sums (time, event and lost
+        # counts) are formed in two halves on consecutive cycles.
+        sel_lane_r = Signal(range(self.lanes))
+        sel_onehot_r = Signal(nbits)
+        t = Signal(64)            # time of the selected event, ticks
+        if self.lanes & (self.lanes - 1):
+            m.d.comb += t.eq(ext + sel_lane_r)
+        else:   # ext is a multiple of lanes: the lane fills its low bits, no adder needed
+            m.d.comb += t.eq(ext | sel_lane_r)
         max_ev = EVENT_FIRST_BITS + EVENT_MAX_CONT * CONT_BITS
-        ev_conts = Signal(range(EVENT_MAX_CONT + 1))
+        ev_conts = Signal(range(EVENT_MAX_CONT + 1))     # from the registered delta in `sh`
         for n in reversed(range(EVENT_MAX_CONT + 1)):
-            with m.If(delta[EVENT_FIRST_BITS + CONT_BITS * n:] == 0):
+            with m.If(sh[EVENT_FIRST_BITS + CONT_BITS * n:] == 0):
                 m.d.comb += ev_conts.eq(n)
         time_conts = Signal(range(TIME_MAX_CONT + 1))
         for n in reversed(range(1, TIME_MAX_CONT + 1)):
-            with m.If(delta[TIME_FIRST_BITS + CONT_BITS * n:] == 0):
+            with m.If(sh[TIME_FIRST_BITS + CONT_BITS * n:] == 0):
                 m.d.comb += time_conts.eq(n)
         is_big = Signal()
-        m.d.comb += is_big.eq(delta[max_ev:] != 0)
+        m.d.comb += is_big.eq(sh[max_ev:] != 0)
+        # The entry's advance in ticks is registered in IDLE and added in ADVANCE.
+        step = Signal(self.counter_width + (self.lanes - 1).bit_length())
+        kind = Signal(2)
+
+        # OVERFLOW and heartbeat payloads, from registers that hold still while they are sent
+        ovf = Signal(Overflow)
+        m.d.comb += [ovf.lost.eq(ovf_count), ovf.first_time.eq(ext),
+                     ovf.span.eq((ovf_span + 1) * self.lanes)]
+        ovf_bits = Cat(ovf.as_value(), C(0, CONT_BITS * OVERFLOW_CONT - len(ovf.as_value())))
+        hb = Signal(Heartbeat)
+        m.d.comb += [hb.time.eq(ext), hb.events.eq(events), hb.lost.eq(lost),
+                     hb.fifo_high_water.eq(hb_hw), hb.status.eq(hb_st), hb.epoch.eq(epoch)]
+        hb_bits = hb.as_value()
+
+        half = 32
+        ext_c = Signal()          # carries out of low halves, added to the high half next cycle
+        ext_hi = Signal()         # the high half of `ext + step` is due this cycle
+        borrow = Signal()
+        ev_c = Signal()
+        lost_c = Signal()
+        lost_hi = Signal()        # the high half of `lost + ovf_count` is due this cycle
+        step_hi = step[half:] if len(step) > half else C(0, 1)
+        with m.If(ext_hi):
+            m.d.sync += [ext[half:].eq(ext[half:] + step_hi + ext_c), ext_hi.eq(0)]
+        with m.If(ev_c):
+            m.d.sync += [events[half:].eq(events[half:] + 1), ev_c.eq(0)]
+        with m.If(lost_hi):
+            m.d.sync += [lost[half:].eq(lost[half:] + ovf_count[half:] + lost_c), lost_hi.eq(0)]
 
         with m.FSM():
             with m.State("IDLE"):
                 m.d.comb += [self.entries.ready.eq(1), self.idle.eq(~self.entries.valid)]
                 with m.If(self.entries.valid):
-                    step = ((entry.cycle - prev_cycle)[:self.counter_width]) * self.lanes
-                    m.d.sync += [prev_cycle.eq(entry.cycle), ext.eq(ext + step),
-                                 pend.eq(entry.payload.edges.edges),
-                                 levels.eq(entry.payload.edges.levels),
-                                 ovf_count.eq(entry.payload.lost.count),
-                                 ovf_span.eq(entry.payload.lost.span)]
-                    with m.Switch(entry.kind):
-                        with m.Case(EntryKind.EVENTS):
-                            m.next = "EDGE"
-                        with m.Case(EntryKind.OVERFLOW):
-                            m.next = "OVF_LOAD"
-                        with m.Case(EntryKind.TICK):
-                            m.next = "HB_LOAD"
-                        with m.Case(ENTRY_RESET):
-                            m.d.sync += [prev_cycle.eq(0), ext.eq(0), last_time.eq(0),
-                                         events.eq(0), lost.eq(0), epoch.eq(epoch + 1)]
-                            m.next = "HB_LOAD"
+                    m.d.sync += [
+                        step.eq(((entry.cycle - prev_cycle)[:self.counter_width]) * self.lanes),
+                        kind.eq(entry.kind), prev_cycle.eq(entry.cycle),
+                        pend.eq(entry.payload.edges.edges),
+                        levels.eq(entry.payload.edges.levels),
+                        ovf_count.eq(entry.payload.lost.count),
+                        ovf_span.eq(entry.payload.lost.span)]
+                    m.next = "ADVANCE"
 
-            with m.State("EDGE"):
-                with m.If(pend == 0):
-                    m.next = "IDLE"
+            with m.State("ADVANCE"):
+                # the high half follows next cycle; only DELTA_HI, OVF_CONT and HB read it
+                m.d.sync += [Cat(ext[:half], ext_c).eq(ext[:half] + step[:half]),
+                             ext_hi.eq(1)]
+                with m.Switch(kind):
+                    with m.Case(EntryKind.EVENTS):
+                        m.d.sync += [channel.eq(sel_ch), rising.eq(sel_rise),
+                                     sel_lane_r.eq(sel_lane), sel_onehot_r.eq(sel_onehot)]
+                        with m.If(pend == 0):
+                            m.next = "IDLE"
+                        with m.Else():
+                            m.next = "DELTA"
+                    with m.Case(EntryKind.OVERFLOW):
+                        m.next = "OVF_LOAD"
+                    with m.Case(EntryKind.TICK):
+                        m.next = "HB_LOAD"
+                    with m.Case(ENTRY_RESET):
+                        m.d.sync += [prev_cycle.eq(0), ext.eq(0), ext_hi.eq(0), last_time.eq(0),
+                                     events.eq(0), lost.eq(0), epoch.eq(epoch + 1)]
+                        m.next = "HB_LOAD"
+
+            with m.State("DELTA"):
+                m.d.sync += Cat(sh[:half], borrow).eq(Cat(t[:half], C(0, 1))
+                                                      - Cat(last_time[:half], C(0, 1)))
+                m.next = "DELTA_HI"
+
+            with m.State("DELTA_HI"):
+                m.d.sync += sh[half:].eq(t[half:] - last_time[half:] - borrow)
+                m.next = "SIZE"
+
+            with m.State("SIZE"):
+                m.d.sync += big.eq(is_big)
+                with m.If(is_big):
+                    m.d.sync += [cnt.eq(time_conts), length.eq(time_conts + 2)]
                 with m.Else():
-                    m.d.sync += [unit_time.eq(t), unit_bit.eq(sel_onehot), channel.eq(sel_ch),
-                                 rising.eq(sel_rise), sh.eq(delta), big.eq(is_big)]
-                    with m.If(is_big):
-                        m.d.sync += [cnt.eq(time_conts), length.eq(time_conts + 2)]
-                    with m.Else():
-                        m.d.sync += [cnt.eq(ev_conts), length.eq(ev_conts + 1)]
-                    m.next = "LEAD"
+                    m.d.sync += [cnt.eq(ev_conts), length.eq(ev_conts + 1)]
+                m.next = "LEAD"
 
             with m.State("LEAD"):
                 m.d.comb += [units.valid.eq(1), units.payload.first.eq(1)]
@@ -246,16 +307,21 @@ class Encoder(wiring.Component):
                     m.next = "DONE"
 
             with m.State("DONE"):
-                m.d.sync += [last_time.eq(unit_time), events.eq(events + 1),
-                             pend.eq(pend & ~unit_bit)]
-                m.next = "EDGE"
+                m.d.comb += sel_src.eq(pend & ~sel_onehot_r)
+                m.d.sync += [last_time.eq(t), Cat(events[:half], ev_c).eq(events[:half] + 1),
+                             pend.eq(sel_src), channel.eq(sel_ch), rising.eq(sel_rise),
+                             sel_lane_r.eq(sel_lane), sel_onehot_r.eq(sel_onehot)]
+                with m.If(sel_src == 0):
+                    m.next = "IDLE"
+                with m.Else():
+                    # the next edge of the same entry is at most lanes - 1 < 2**EVENT_FIRST_BITS
+                    # ticks later: a one-byte EVENT, no subtraction needed
+                    m.d.sync += [sh.eq(sel_lane - sel_lane_r), big.eq(0), cnt.eq(0),
+                                 length.eq(1)]
+                    m.next = "LEAD"
 
             with m.State("OVF_LOAD"):
-                ovf = Signal(Overflow)
-                m.d.comb += [ovf.lost.eq(ovf_count), ovf.first_time.eq(ext),
-                             ovf.span.eq((ovf_span + 1) * self.lanes)]
-                m.d.sync += [sh.eq(ovf.as_value()), cnt.eq(OVERFLOW_CONT),
-                             length.eq(1 + OVERFLOW_CONT)]
+                m.d.sync += [pos.eq(0), cnt.eq(OVERFLOW_CONT), length.eq(1 + OVERFLOW_CONT)]
                 m.next = "OVF_LEAD"
 
             with m.State("OVF_LEAD"):
@@ -265,30 +331,30 @@ class Encoder(wiring.Component):
                     m.next = "OVF_CONT"
 
             with m.State("OVF_CONT"):
-                m.d.comb += [units.valid.eq(1), units.payload.data.eq(Token.CONT | sh[:CONT_BITS]),
+                m.d.comb += [units.valid.eq(1),
+                             units.payload.data.eq(Token.CONT
+                                                   | ovf_bits.word_select(pos, CONT_BITS)),
                              units.payload.last.eq(cnt == 1)]
                 with m.If(units.ready):
-                    m.d.sync += [sh.eq(sh >> CONT_BITS), cnt.eq(cnt - 1)]
+                    m.d.sync += [pos.eq(pos + 1), cnt.eq(cnt - 1)]
                     with m.If(cnt == 1):
-                        m.d.sync += lost.eq(lost + ovf_count)
+                        m.d.sync += [Cat(lost[:half], lost_c).eq(lost[:half] + ovf_count[:half]),
+                                     lost_hi.eq(1)]
                         m.next = "IDLE"
 
             with m.State("HB_LOAD"):
-                hb = Signal(Heartbeat)
-                m.d.comb += [hb.time.eq(ext), hb.events.eq(events), hb.lost.eq(lost),
-                             hb.fifo_high_water.eq(self.hb_high_water),
-                             hb.status.eq(self.hb_status),
-                             hb.epoch.eq(epoch), self.hb_sent.eq(1)]
-                m.d.sync += [sh.eq(hb.as_value()), cnt.eq(_HB_BYTES), length.eq(_HB_BYTES)]
+                m.d.comb += self.hb_sent.eq(1)
+                m.d.sync += [hb_hw.eq(self.hb_high_water), hb_st.eq(self.hb_status),
+                             pos.eq(0), cnt.eq(_HB_BYTES), length.eq(_HB_BYTES)]
                 m.next = "HB"
 
             with m.State("HB"):
                 m.d.comb += [units.valid.eq(1), units.payload.heartbeat.eq(1),
-                             units.payload.data.eq(sh[:8]),
+                             units.payload.data.eq(hb_bits.word_select(pos, 8)),
                              units.payload.first.eq(cnt == _HB_BYTES),
                              units.payload.last.eq(cnt == 1), units.payload.flush.eq(cnt == 1)]
                 with m.If(units.ready):
-                    m.d.sync += [sh.eq(sh >> 8), cnt.eq(cnt - 1)]
+                    m.d.sync += [pos.eq(pos + 1), cnt.eq(cnt - 1)]
                     with m.If(cnt == 1):
                         m.next = "IDLE"
         return m

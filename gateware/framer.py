@@ -130,7 +130,13 @@ class Framer(wiring.Component):
         ptr_next = Signal(abits)
         m.d.comb += [ptr_next.eq(ptr), rd.addr.eq(Cat(ptr_next, send_sel))]
         m.d.sync += ptr.eq(ptr_next)
-        m.d.comb += [crc.data.eq(self.tx.payload),
+        # The CRC takes each byte one cycle after it was sent (a register between the byte
+        # multiplexer and the CRC network keeps that path short); CRC_WAIT lets the last byte in.
+        crc_byte = Signal(8)
+        crc_take = Signal()
+        crc_next = Signal()
+        m.d.sync += [crc_byte.eq(self.tx.payload), crc_take.eq(crc_next)]
+        m.d.comb += [crc.data.eq(crc_byte), crc.valid.eq(crc_take),
                      hdr.sync.eq(SYNC_WORD), hdr.version.eq(PROTOCOL_VERSION), hdr.seq.eq(seq)]
         handshake = Signal()
         m.d.comb += handshake.eq(self.tx.valid & self.tx.ready)
@@ -159,13 +165,13 @@ class Framer(wiring.Component):
 
             with m.State("HEADER"):
                 m.d.comb += [self.tx.valid.eq(1), self.tx.payload.eq(head.word_select(idx, 8)),
-                             crc.valid.eq(handshake & (idx >= 2))]
+                             crc_next.eq(handshake & (idx >= 2))]
                 with m.If(self.tx.ready):
                     m.d.sync += idx.eq(idx + 1)
                     with m.If(idx == hdr_bytes - 1):
                         m.d.sync += idx.eq(0)
                         with m.If(plen == 0):
-                            m.next = "CRC"
+                            m.next = "CRC_WAIT"
                         with m.Elif(is_reply):
                             m.next = "REPLY"
                         with m.Else():
@@ -174,23 +180,26 @@ class Framer(wiring.Component):
             with m.State("REPLY"):
                 m.d.comb += [self.tx.valid.eq(self.replies.valid),
                              self.tx.payload.eq(self.replies.payload.data),
-                             self.replies.ready.eq(self.tx.ready), crc.valid.eq(handshake)]
+                             self.replies.ready.eq(self.tx.ready), crc_next.eq(handshake)]
                 with m.If(handshake):
                     m.d.sync += idx.eq(idx + 1)
                     with m.If(idx == plen - 1):
                         m.d.sync += idx.eq(0)
-                        m.next = "CRC"
+                        m.next = "CRC_WAIT"
 
             with m.State("PAYLOAD"):
                 m.d.comb += [self.tx.valid.eq(1), self.tx.payload.eq(rd.data),
-                             crc.valid.eq(handshake)]
+                             crc_next.eq(handshake)]
                 with m.If(self.tx.ready):
                     m.d.comb += ptr_next.eq(ptr + 1)
                     m.d.sync += idx.eq(idx + 1)
                     with m.If(idx == plen - 1):
                         m.d.comb += ptr_next.eq(0)
                         m.d.sync += idx.eq(0)
-                        m.next = "CRC"
+                        m.next = "CRC_WAIT"
+
+            with m.State("CRC_WAIT"):
+                m.next = "CRC"
 
             with m.State("CRC"):
                 # the CRC register holds still here: no data and no start

@@ -1,17 +1,18 @@
 """The latscope wire protocol: the one definition of every byte between the gateware and the host.
 
-Everything the instrument sends or accepts is defined here as Amaranth ``data.Struct`` layouts and
-constants. The gateware builds its records from these layouts; the host decoder in
-``latscope.capture.stream`` derives its NumPy dtypes and bit masks from them; ``docs/stream-format.md``
-is the prose specification, and ``gateware/tests/test_protocol.py`` ties the three together.
+Everything the instrument sends or accepts is defined here as Amaranth ``data.Struct`` layouts
+and constants. The gateware builds its records from these layouts; the host decoder in
+``latscope.capture.stream`` derives its NumPy dtypes and bit masks from them;
+``docs/stream-format.md`` is the prose specification, and ``gateware/tests/test_protocol.py`` ties
+the three together.
 
 Byte order: every multi-byte field is little-endian, and a ``data.Struct`` is serialised with its
 bit 0 as bit 0 of the first byte (so the first field listed occupies the lowest bits of the first
 bytes).
 
-Version rule: :data:`PROTOCOL_VERSION` is bumped for any change a host built against the previous
-version would misread (a field moved or resized, a token's meaning changed). Adding a new frame type,
-command or reply status with a value the old host does not know is *not* a version bump: hosts must
+Version rule: :data:`PROTOCOL_VERSION` is bumped for any change a host built against the
+previous version would misread (a field moved or resized, a token's meaning changed). Adding a new
+frame type, command or reply status with a value the old host does not know is *not* a version bump: hosts must
 skip frames of unknown type (they still pass the CRC) and report unknown replies as errors.
 """
 
@@ -31,8 +32,8 @@ __all__ = [
 #: Version of this protocol. See the module docstring for when it changes.
 PROTOCOL_VERSION = 1
 
-#: The two bytes that begin every frame, in wire order. Chosen to be rare in token streams: 0xE7 is a
-#: reserved token lead byte and 0x1A is an event for channel 1 with a 2-bit delta.
+#: The two bytes that begin every frame, in wire order. Chosen to be rare in token streams: 0xE7
+#: is a reserved token lead byte and 0x1A is an event for channel 1 with a 2-bit delta.
 SYNC = b"\xE7\x1A"
 #: :data:`SYNC` as the little-endian 16-bit value of ``FrameHeader.sync``.
 SYNC_WORD = int.from_bytes(SYNC, "little")

@@ -106,17 +106,22 @@ class LatscopeCore(wiring.Component):
                                                    r_domain="sync", w_domain="capture")
             level = q.r_level
         else:
-            m.submodules.fifo = q = fifo.SyncFIFO(width=width, depth=self.fifo_depth)
+            m.submodules.fifo = q = fifo.SyncFIFOBuffered(width=width, depth=self.fifo_depth)
             level = q.level
 
         # capture side: front end -> FIFO, with the reset entry slipped in
         m.d.comb += front.samples.eq(self.samples)
-        cross = ConfigCrossing(ctl.config.shape(), init=ctl.config_init, o_domain="capture")
-        m.submodules.crossing = cross
-        m.d.comb += [cross.i_config.eq(ctl.config), cross.i_pulse.eq(ctl.time_reset)]
-        cfg = cross.o_config
+        if self.async_fifo:
+            cross = ConfigCrossing(ctl.config.shape(), init=ctl.config_init, o_domain="capture")
+            m.submodules.crossing = cross
+            m.d.comb += [cross.i_config.eq(ctl.config), cross.i_pulse.eq(ctl.time_reset)]
+            cfg, time_reset = cross.o_config, cross.o_pulse
+        else:
+            # One clock: the front end registers the configuration itself; no crossing needed
+            # (it would hold two more copies of the configuration word).
+            cfg, time_reset = ctl.config, ctl.time_reset
         fe = Signal(FrontEndConfig)
-        m.d.comb += [fe.armed.eq(cfg.armed), fe.time_reset.eq(cross.o_pulse),
+        m.d.comb += [fe.armed.eq(cfg.armed), fe.time_reset.eq(time_reset),
                      fe.selftest_on.eq(cfg.selftest_on), fe.rise_en.eq(cfg.rise_en),
                      fe.fall_en.eq(cfg.fall_en), fe.selftest_mask.eq(cfg.selftest_mask),
                      fe.selftest_high.eq(cfg.selftest_high), fe.selftest_low.eq(cfg.selftest_low)]
@@ -126,7 +131,7 @@ class LatscopeCore(wiring.Component):
                      self.selftest_out.eq(Mux(cfg.selftest_drive, front.selftest_out, 0))]
 
         reset_delay = Signal(2)
-        m.d.capture += reset_delay.eq(Cat(cross.o_pulse, reset_delay[0]))
+        m.d.capture += reset_delay.eq(Cat(time_reset, reset_delay[0]))
         reset_pending = Signal()
         hold = Signal()
         reset_now = Signal()
@@ -150,9 +155,26 @@ class LatscopeCore(wiring.Component):
         # link side: FIFO -> encoder -> framer -> tx; rx -> control -> framer
         wiring.connect(m, q.r_stream, enc.entries)
         wiring.connect(m, enc.units, framer.units)
-        wiring.connect(m, ctl.replies, framer.replies)
-        wiring.connect(m, framer.tx, wiring.flipped(self.tx))
-        m.submodules.rx_fifo = rxq = fifo.SyncFIFO(width=8, depth=32)
+        # Reply bytes pass a register too (the command handler's byte selection is long).
+        rep_valid = Signal()
+        rep_byte = Signal.like(ctl.replies.payload)
+        m.d.comb += [ctl.replies.ready.eq(~rep_valid | framer.replies.ready),
+                     framer.replies.valid.eq(rep_valid), framer.replies.payload.eq(rep_byte)]
+        with m.If(ctl.replies.valid & ctl.replies.ready):
+            m.d.sync += [rep_valid.eq(1), rep_byte.eq(ctl.replies.payload)]
+        with m.Elif(framer.replies.ready):
+            m.d.sync += rep_valid.eq(0)
+        # Output register: the byte multiplexers of the framer (and the command handler's reply
+        # bytes behind them) end in flip-flops, not in the UART's shift register.
+        out_valid = Signal()
+        out_byte = Signal(8)
+        m.d.comb += [framer.tx.ready.eq(~out_valid | self.tx.ready),
+                     self.tx.valid.eq(out_valid), self.tx.payload.eq(out_byte)]
+        with m.If(framer.tx.valid & framer.tx.ready):
+            m.d.sync += [out_valid.eq(1), out_byte.eq(framer.tx.payload)]
+        with m.Elif(self.tx.ready):
+            m.d.sync += out_valid.eq(0)
+        m.submodules.rx_fifo = rxq = fifo.SyncFIFOBuffered(width=8, depth=32)
         wiring.connect(m, wiring.flipped(self.rx), rxq.w_stream)
         wiring.connect(m, rxq.r_stream, ctl.rx)
 
@@ -178,7 +200,7 @@ class LatscopeCore(wiring.Component):
             link_idle = Signal()
             link_idle_c = Signal()
             m.d.comb += link_idle.eq(enc.idle & framer.idle & ~self.tx.valid & ~rxq.r_rdy
-                                     & ~ctl.replies.valid)
+                                     & ~ctl.replies.valid & ~rep_valid)
             if self.async_fifo:
                 m.submodules.idle_sync = cdc.FFSynchronizer(link_idle, link_idle_c,
                                                             o_domain="capture")
@@ -187,7 +209,7 @@ class LatscopeCore(wiring.Component):
             quiet = Signal(range(5))
             now_quiet = Signal()
             m.d.comb += now_quiet.eq(front.quiescent & (q.w_level == 0) & link_idle_c
-                                     & ~reset_now & ~reset_delay.any() & ~cross.o_pulse)
+                                     & ~reset_now & ~reset_delay.any() & ~time_reset)
             with m.If(~now_quiet):
                 m.d.capture += quiet.eq(0)
             with m.Elif(quiet != 4):

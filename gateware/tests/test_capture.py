@@ -14,6 +14,7 @@ import pytest
 from amaranth.back import verilog
 from amaranth.hdl import Shape
 from amaranth.sim import Simulator
+
 from latscope.gateware import model_capture as mc
 from latscope.gateware.capture import CaptureFrontEnd, FrontEndConfig, config_const
 from latscope.gateware.protocol import EntryKind, capture_entry_layout

@@ -5,12 +5,12 @@ import random
 
 import pytest
 from amaranth.sim import Simulator
+
+from latscope import LatscopeError
 from latscope.capture.stream import encode_command, parse_identify
 from latscope.gateware.control import ConfigCrossing, Control
 from latscope.gateware.model_stream import CommandModel, to_bytes
 from latscope.gateware.protocol import Heartbeat, Opcode, Status
-
-from latscope import LatscopeError
 
 NAMES = ["rx_dv", "tx_en", "m_isr", "m_app"]
 STATUS = {"time": 123456789, "events": 42, "lost": 7, "fifo_high_water": 9,

@@ -5,6 +5,7 @@ import random
 
 import pytest
 from amaranth.sim import Simulator
+
 from latscope.gateware.encoder import Encoder
 from latscope.gateware.model_stream import ENTRY_RESET, Entry, LinkModel, pack_entry
 from latscope.gateware.protocol import EntryKind

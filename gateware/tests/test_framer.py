@@ -9,6 +9,7 @@ from amaranth.hdl import Module
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 from amaranth.sim import Simulator
+
 from latscope.capture.stream import StreamDecoder
 from latscope.gateware.encoder import Encoder
 from latscope.gateware.framer import Framer, ReplyByte

@@ -8,10 +8,10 @@ All comparisons are exact (0 tolerance): the simulations are cycle-exact and noi
 
 import numpy as np
 import pytest
-from latscope.gateware import lane_order as lo
-from latscope.gateware import model_capture as mc
 
 from latscope import LatscopeError
+from latscope.gateware import lane_order as lo
+from latscope.gateware import model_capture as mc
 
 
 def _need_simulator():

@@ -3,6 +3,7 @@ vectorised path against the exact one. All values are integers compared exactly.
 
 import numpy as np
 import pytest
+
 from latscope.gateware import model_capture as mc
 
 PARAMS = dict(channels=2, lanes=2, counter_width=10, max_glitch=0, heartbeat_shift=6)

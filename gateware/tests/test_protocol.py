@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 from amaranth.lib import data
 from amaranth.sim import Simulator
+
 from latscope.capture.stream import (
     HEARTBEAT_DTYPE,
     StreamDecoder,
@@ -175,7 +176,9 @@ def test_simulated_core_decodes():
     assert np.array_equal(result.channel, reference.channel)
     assert result.losses == reference.losses
     assert result.frames_bad == 0 and result.bytes_skipped == 0
-    assert len(result.time) > 200
+    # (196 decoded since the encoder takes 5 link cycles per entry's first event, for 48 MHz on
+    # iCE40; the link here sends a byte per cycle, 40 times the real UART)
+    assert len(result.time) > 150
 
     # the same entries through the reference model give the same events and heartbeats
     layout = dut.encoder.entry_layout
@@ -190,7 +193,7 @@ def test_simulated_core_decodes():
     expected = StreamDecoder().feed(bytes(model.output))
     # (the model emits frames as they close; the gateware was still sending the last ones)
     n = min(len(expected.time), len(result.time))
-    assert n > 200 and np.array_equal(result.time[:n], expected.time[:n])
+    assert n > 150 and np.array_equal(result.time[:n], expected.time[:n])
     assert np.array_equal(result.channel[:n], expected.channel[:n])
     assert np.array_equal(result.rising[:n], expected.rising[:n])
     m = min(len(expected.heartbeats), len(result.heartbeats))

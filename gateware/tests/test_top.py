@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 from amaranth.hdl import ClockDomain, ClockSignal, Elaboratable, Module, ResetSignal
 from amaranth.sim import Simulator
+
 from latscope.capture.stream import StreamDecoder, encode_command, parse_identify
 from latscope.gateware.protocol import Opcode, Status
 from latscope.gateware.top import LatscopeCore
@@ -124,7 +125,7 @@ def expected_events(edges, rise_en=0b111, fall_en=0b111):
 
 
 def test_commands_and_events_two_clocks():
-    dut = core()
+    dut = core(fifo_depth=32)   # the bursts below need more than 16 entries
     edges = stimulus(random.Random(1), 120, start_cycle=600)
     commands = [(Opcode.IDENTIFY, b""), (Opcode.SET_EDGES, b"\x07\x00\x05\x00"),
                 (Opcode.ARM, b"\x01"), (Opcode.STATUS, b""), (Opcode.SET_GLITCH, b"\x07\x01")]
@@ -135,7 +136,7 @@ def test_commands_and_events_two_clocks():
         (4, Opcode.SET_GLITCH, Status.BAD_ARGUMENT)]
     info = parse_identify(result.replies[0].data)
     assert info["channel_names"] == NAMES and info["tick_hz"] == 200_000_000
-    assert info["fifo_depth"] == 16 and info["heartbeat_shift"] == 8
+    assert info["fifo_depth"] == 32 and info["heartbeat_shift"] == 8
     status = np.frombuffer(result.replies[3].data, result.heartbeats.dtype)[0]
     assert status["status"] & 1 == 1          # armed
     times, channels, rising = expected_events(edges, rise_en=0b111, fall_en=0b101)

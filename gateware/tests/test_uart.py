@@ -6,6 +6,7 @@ import random
 
 import pytest
 from amaranth.sim import Simulator
+
 from latscope.gateware.uart import UART, UARTReceiver, UARTTransmitter
 
 
