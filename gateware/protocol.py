@@ -12,8 +12,9 @@ bytes).
 
 Version rule: :data:`PROTOCOL_VERSION` is bumped for any change a host built against the
 previous version would misread (a field moved or resized, a token's meaning changed). Adding a new
-frame type, command or reply status with a value the old host does not know is *not* a version bump: hosts must
-skip frames of unknown type (they still pass the CRC) and report unknown replies as errors.
+frame type, command or reply status with a value the old host does not know is *not* a version
+bump: hosts must skip frames of unknown type (they still pass the CRC) and report unknown
+replies as errors.
 """
 
 import enum
