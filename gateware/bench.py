@@ -8,7 +8,8 @@ Figures, per board where they depend on it:
 - bytes per event on realistic traffic: the simulated bench's echo of 64-byte frames at 100 Mb/s
   (``el-dm-64`` profile, back-to-back requests) played through the real gateware in Verilator,
   counting every byte on the wire (frame headers, CRCs, heartbeats);
-- the sustained event rate the 12 Mbaud link carries: computed from the bytes per event, and
+- the sustained event rate the 12 Mbaud link carries (ECPIX-5; the iCEBreaker's 6 Mbaud link
+  carries half, computed): computed from the bytes per event, and
   measured in Verilator (a throttled link accepting one byte per ``capture_hz / 1.2 MB/s`` cycles,
   periodic edges at a swept rate; the highest rate without any overflow loss);
 - the burst the capture FIFO absorbs at full input rate (an edge on every tick of one channel, so
@@ -170,6 +171,13 @@ def run(quick):
     computed = LINK_BYTES_PER_S / per_event
     rows.append(("sustained event rate, computed", round(computed), "events/s",
                  "1.2 MB/s (12 Mbaud 8N1) / bytes per event"))
+    ice = BOARDS["icebreaker"]
+    ice_bytes_per_s = ice.baud / 10
+    rows.append(("sustained event rate, computed (icebreaker)",
+                 round(ice_bytes_per_s / per_event), "events/s",
+                 f"{ice_bytes_per_s / 1e6:g} MB/s ({ice.baud / 1e6:g} Mbaud 8N1, link clock "
+                 f"{ice.sync_hz / 1e6:g} MHz) / bytes per event; "
+                 f"{ice_bytes_per_s / LINK_BYTES_PER_S:.2f}x the ECPIX-5 rate"))
 
     # Sweep: a few rates around the computed figure, each played for long enough that the FIFO
     # (fifo_depth entries) could not hide a shortfall.

@@ -21,6 +21,7 @@ from amaranth.hdl import (
     Elaboratable,
     Instance,
     Module,
+    Mux,
     ResetSignal,
     Signal,
 )
@@ -59,6 +60,8 @@ class Board:
         Capture clock frequency, Hz. With DDR input a tick is ``1 / (2 * capture_hz)``.
     sync_hz : float
         Link ("sync") clock frequency, Hz; equal to ``capture_hz`` when ``async_fifo`` is false.
+        On iCE40 with ``async_fifo`` it must be ``capture_hz`` divided by an integer >= 2 (a
+        counter flop on a global buffer makes it).
     uart_divisor : int
         Link clock cycles per UART bit; the baud rate is ``sync_hz / uart_divisor``.
     async_fifo : bool
@@ -154,13 +157,15 @@ BOARDS = {
     "icebreaker": Board(
         name="icebreaker", title="1BitSquared iCEBreaker (iCE40UP5K-SG48)", family="ice40",
         platform_path="amaranth_boards.icebreaker:ICEBreakerPlatform",
-        input_hz=12e6, capture_hz=48e6, sync_hz=48e6, uart_divisor=4, async_fifo=False,
+        input_hz=12e6, capture_hz=48e6, sync_hz=24e6, uart_divisor=4, async_fifo=True,
         # PMOD1A: pins 4 2 47 45 / 3 48 46 44
         channel_pins=_pmod(0, 1, 2, 3, 4, 7, 8, 9, 10),
         selftest_pin=("pmod", 1, 1),     # PMOD1B pin 1 (43)
         io_attrs={"IO_STANDARD": "SB_LVCMOS"},
         # SB_PLL40_PAD, SIMPLE feedback: 12 MHz * (DIVF+1) / (DIVR+1) = 768 MHz VCO, / 2**DIVQ = 48
-        # (values from `icepll -i 12 -o 48`).
+        # (values from `icepll -i 12 -o 48`). The link logic reaches only ~25 MHz on the UP5K, so
+        # it runs on its own 24 MHz clock (48 MHz halved by a flop onto an SB_GB) behind the
+        # asynchronous FIFO; UART divisor 4 at 24 MHz = 6 Mbaud (FT2232H: 12 Mbaud / 2).
         pll=dict(DIVR=0, DIVF=63, DIVQ=4, FILTER_RANGE=1),
         fifo_depth=512,
         core_overrides=dict(counter_width=24, max_glitch=3),
@@ -287,20 +292,41 @@ class BoardTop(Elaboratable):
 
     def _clocks_ice40(self, m, platform):
         clk_port = platform.request(platform.default_clk, dir="-")
-        clk, locked = Signal(), Signal()
+        clk_capture, locked = Signal(), Signal()
         p = self.board.pll
         m.submodules.pll = Instance(
             "SB_PLL40_PAD",
             p_FEEDBACK_PATH="SIMPLE", p_DIVR=p["DIVR"], p_DIVF=p["DIVF"], p_DIVQ=p["DIVQ"],
             p_FILTER_RANGE=p["FILTER_RANGE"],
             i_PACKAGEPIN=clk_port.io, i_RESETB=Const(1), i_BYPASS=Const(0),
-            o_PLLOUTGLOBAL=clk, o_LOCK=locked,
+            o_PLLOUTGLOBAL=clk_capture, o_LOCK=locked,
         )
-        # One clock: the capture and link domains share it (the core uses a synchronous FIFO).
         m.domains.capture = ClockDomain("capture")
         m.domains.sync = ClockDomain("sync")
-        m.d.comb += [ClockSignal("capture").eq(clk), ClockSignal("sync").eq(clk),
-                     ResetSignal("capture").eq(ResetSignal("sync"))]
+        m.d.comb += ClockSignal("capture").eq(clk_capture)
+        if self.board.async_fifo:
+            # Link clock = capture clock / ``div`` from a counter flop (no reset, so it
+            # runs while the domains are held in reset), put onto a global buffer. The two domains
+            # are treated as unrelated: they meet only in the asynchronous FIFO and the
+            # configuration crossing.
+            div = round(self.board.capture_hz / self.board.sync_hz)
+            if div < 2 or div * self.board.sync_hz != self.board.capture_hz:
+                raise ValueError(f"iCE40 link clock must be the capture clock divided by an "
+                                 f"integer >= 2, not {self.board.sync_hz} Hz")
+            count = Signal(range(div), reset_less=True)
+            half = Signal(reset_less=True)
+            m.d.capture += [count.eq(Mux(count == div - 1, 0, count + 1)),
+                            half.eq(count < div // 2)]
+            clk_sync = Signal()
+            m.submodules.sync_gb = Instance("SB_GB", i_USER_SIGNAL_TO_GLOBAL_BUFFER=half,
+                                            o_GLOBAL_BUFFER_OUTPUT=clk_sync)
+            platform.add_clock_constraint(clk_sync, self.board.sync_hz)
+            m.d.comb += ClockSignal("sync").eq(clk_sync)
+            m.submodules.rst_capture = ResetSynchronizer(~locked, domain="capture")
+        else:
+            # One clock: the capture and link domains share it (synchronous FIFO).
+            m.d.comb += [ClockSignal("sync").eq(clk_capture),
+                         ResetSignal("capture").eq(ResetSignal("sync"))]
         m.submodules.rst_sync = ResetSynchronizer(~locked, domain="sync")
 
     def elaborate(self, platform):

@@ -6,15 +6,15 @@ starts with a sync gets exactly one reply: BAD_FRAME for a bad header, a bad CRC
 (no byte for ``timeout`` cycles), UNKNOWN_OPCODE, BAD_LENGTH or BAD_ARGUMENT for a well-formed
 command the device will not execute, OK with data otherwise.
 
-:class:`ConfigCrossing` carries the registers into the capture clock domain: the link side latches
-a snapshot and toggles a request flag that crosses through a
-:class:`~amaranth.lib.cdc.FFSynchronizer`; the capture side copies the (by then stable) snapshot
-and returns the toggle as acknowledgement. The timestamp-reset request crosses as a
-:class:`~amaranth.lib.cdc.PulseSynchronizer`. :class:`latscope.gateware.model_stream.CommandModel`
-is the reference.
+:class:`ConfigCrossing` carries the registers into the capture clock domain: after each command the
+link side toggles a request flag that crosses through a :class:`~amaranth.lib.cdc.FFSynchronizer`;
+the capture side copies the registers (which the command handler holds until the transfer is
+acknowledged, ``config_busy``) and returns the toggle as acknowledgement. The timestamp-reset
+request crosses as a :class:`~amaranth.lib.cdc.PulseSynchronizer`.
+:class:`latscope.gateware.model_stream.CommandModel` is the reference.
 """
 
-from amaranth.hdl import Array, C, Cat, Module, Shape, Signal, Value
+from amaranth.hdl import Array, C, Cat, Module, Signal, Value
 from amaranth.lib import cdc, data, stream, wiring
 from amaranth.lib.crc import catalog
 from amaranth.lib.wiring import In, Out
@@ -94,6 +94,12 @@ class Control(wiring.Component):
         Pulses when RESET_TIME executes.
     status : In(Heartbeat)
         Current values, returned by STATUS.
+    config_write : Out(1)
+        High in the cycle a command executes (the registers may change at its end): starts a
+        :class:`ConfigCrossing` transfer.
+    config_busy : In(1)
+        A crossing transfer is under way: commands wait, so the registers stay unchanged until
+        the capture side has copied them. Low (never waiting) without a crossing.
     """
 
     def __init__(self, *, channels=8, lanes=2, counter_width=48, max_glitch=15,
@@ -128,6 +134,8 @@ class Control(wiring.Component):
             "config": Out(self.config_layout, init=self.config_init),
             "time_reset": Out(1),
             "status": In(Heartbeat),
+            "config_write": Out(1),
+            "config_busy": In(1),
         })
 
     def elaborate(self, platform):
@@ -225,8 +233,10 @@ class Control(wiring.Component):
                     bad_frame()
 
             with m.State("EXECUTE"):
-                self._execute(m, arg, length, status, which)
-                m.next = "REPLY"
+                with m.If(~self.config_busy):
+                    m.d.comb += self.config_write.eq(1)
+                    self._execute(m, arg, length, status, which)
+                    m.next = "REPLY"
 
             with m.State("REPLY"):
                 data_len = Signal(16)
@@ -325,10 +335,15 @@ class ConfigCrossing(wiring.Component):
     init : optional
         Initial value of the word on both sides.
     o_domain : str
-        Domain of ``o_config`` and ``o_pulse``; ``i_config`` and ``i_pulse`` are in "sync".
+        Domain of ``o_config`` and ``o_pulse``; ``i_config``, ``i_write``, ``i_pulse`` and ``busy``
+        are in "sync".
 
-    The output follows the input within a few cycles of either clock; every output value is one
-    the input held (never a mix of two), and each input pulse gives one output pulse.
+    A one-cycle ``i_write`` (with ``busy`` low) starts a transfer of ``i_config`` as it is in the
+    following cycles; ``busy`` is high from the next cycle until the output side has copied it.
+    The source must keep ``i_config`` unchanged while ``busy`` is high (the command handler
+    waits for that), so the output side can copy the word directly, without a second copy on the
+    link side: every output value is one the input held (never a mix of two), and each input
+    pulse gives one output pulse.
     """
 
     def __init__(self, shape, *, init=None, o_domain="capture"):
@@ -338,15 +353,13 @@ class ConfigCrossing(wiring.Component):
                                 f"not {o_domain!r}")
         self.o_domain = o_domain
         super().__init__({
-            "i_config": In(shape, init=init), "i_pulse": In(1),
+            "i_config": In(shape, init=init), "i_write": In(1), "i_pulse": In(1),
+            "busy": Out(1),
             "o_config": Out(shape, init=init), "o_pulse": Out(1),
         })
 
     def elaborate(self, platform):
         m = Module()
-        width = Shape.cast(self.i_config.shape()).width
-        init = Value.cast(self.o_config).init
-        shadow = Signal(width, init=init)    # link side: the value offered
         req = Signal()
         ack = Signal()
         req_o = Signal()
@@ -354,10 +367,13 @@ class ConfigCrossing(wiring.Component):
         seen = Signal()
         m.submodules.req_sync = cdc.FFSynchronizer(req, req_o, o_domain=self.o_domain)
         m.submodules.ack_sync = cdc.FFSynchronizer(ack, ack_i, o_domain="sync")
-        with m.If((ack_i == req) & (shadow != Value.cast(self.i_config))):
-            m.d.sync += [shadow.eq(Value.cast(self.i_config)), req.eq(~req)]
+        m.d.comb += self.busy.eq(req != ack_i)
+        with m.If(self.i_write & ~self.busy):
+            m.d.sync += req.eq(~req)
+        # ``i_config`` has been stable since the request toggled (two output-domain flops ago).
         with m.If(req_o != seen):
-            m.d[self.o_domain] += [Value.cast(self.o_config).eq(shadow), seen.eq(req_o)]
+            m.d[self.o_domain] += [Value.cast(self.o_config).eq(Value.cast(self.i_config)),
+                                   seen.eq(req_o)]
         m.d.comb += ack.eq(seen)
         m.submodules.pulse = cdc.PulseSynchronizer(i_domain="sync", o_domain=self.o_domain)
         m.d.comb += [m.submodules.pulse.i.eq(self.i_pulse), self.o_pulse.eq(m.submodules.pulse.o)]

@@ -114,7 +114,8 @@ class LatscopeCore(wiring.Component):
         if self.async_fifo:
             cross = ConfigCrossing(ctl.config.shape(), init=ctl.config_init, o_domain="capture")
             m.submodules.crossing = cross
-            m.d.comb += [cross.i_config.eq(ctl.config), cross.i_pulse.eq(ctl.time_reset)]
+            m.d.comb += [cross.i_config.eq(ctl.config), cross.i_pulse.eq(ctl.time_reset),
+                         cross.i_write.eq(ctl.config_write), ctl.config_busy.eq(cross.busy)]
             cfg, time_reset = cross.o_config, cross.o_pulse
         else:
             # One clock: the front end registers the configuration itself; no crossing needed

@@ -1,7 +1,8 @@
 """8N1 UART behind byte streams: the link to the board's USB-serial chip.
 
 The FT2232H on the ECPIX-5 and the iCEBreaker runs its asynchronous serial mode at up to 12 Mbaud;
-with a 48 MHz link clock that is ``divisor = 4`` clock cycles per bit. The rest of the gateware sees
+with a 48 MHz link clock (ECPIX-5) that is ``divisor = 4`` clock cycles per bit, with the
+iCEBreaker's 24 MHz link clock the same divisor gives 6 Mbaud. The rest of the gateware sees
 only ``stream.Signature(8)``, so a faster link (the FT2232H's synchronous FIFO mode, USB, Ethernet)
 replaces this module without touching the framer or the command handler.
 """

@@ -143,11 +143,16 @@ def test_crossing_delivers_values_and_pulses():
 
     async def source(ctx):
         for value in values[1:]:
-            ctx.set(dut.i_config, value)
+            while ctx.get(dut.busy):            # the source holds the word while busy
+                await ctx.tick()
+            ctx.set(dut.i_write, 1)
             ctx.set(dut.i_pulse, 1)
             await ctx.tick()
+            ctx.set(dut.i_config, value)        # changes at the end of the write cycle
+            ctx.set(dut.i_write, 0)
             ctx.set(dut.i_pulse, 0)
-            await ctx.tick().repeat(40)
+            assert ctx.get(dut.busy)            # busy from the cycle after the write
+            await ctx.tick().repeat(3)
 
     async def sink(ctx):
         for _ in range(400):
