@@ -125,6 +125,15 @@ def pair_next(start, stop, window, *, origin=None, losses=None, end_time=None):
     next_start[-1:] = _NONE
     paired = have & (t - start <= window) & (t < next_start)
     stop_index = np.where(paired, jc, -1).astype(np.int64)
+    status = _start_status(start, t, paired, window, losses, end_time)
+    return PairResult(stop_index, status, _classify_stops(start, stop, stop_index[paired],
+                                                          status, window, losses))
+
+
+def _start_status(start, t, paired, window, losses, end_time):
+    """Per start: OK when paired with the stop at ``t``, else MISSED; LOST_GAP when the interval
+    it was (or would have been) paired over meets a loss; TRUNCATED when a missed start's window
+    runs past the end of the capture."""
     status = np.where(paired, OK, MISSED).astype(np.uint8)
     if len(losses):
         lost = np.where(paired, losses.intersects(t - window, t),
@@ -132,8 +141,7 @@ def pair_next(start, stop, window, *, origin=None, losses=None, end_time=None):
         status[lost] = LOST_GAP
     if end_time is not None:
         status[(status == MISSED) & (start + window > end_time)] = TRUNCATED
-    return PairResult(stop_index, status, _classify_stops(start, stop, stop_index[paired],
-                                                          status, window, losses))
+    return status
 
 
 def _classify_stops(start, stop, used_index, status, window, losses):
@@ -187,13 +195,7 @@ def pair_sequence(start, start_seq, stop, stop_seq, window, *, losses=None, end_
     paired = have & (t - start <= window)
     stop_index = np.where(paired, order[np.minimum(left, max(len(stop) - 1, 0))] if len(stop)
                           else -1, -1).astype(np.int64)
-    status = np.where(paired, OK, MISSED).astype(np.uint8)
-    if len(losses):
-        lost = np.where(paired, losses.intersects(t - window, t),
-                        losses.intersects(start, start + window))
-        status[lost] = LOST_GAP
-    if end_time is not None:
-        status[(status == MISSED) & (start + window > end_time)] = TRUNCATED
+    status = _start_status(start, t, paired, window, losses, end_time)
     cls = np.full(len(stop), SPURIOUS, dtype=np.uint8)
     cls[stop_index[paired]] = PAIRED
     # a free stop whose sequence number was paired is a duplicate

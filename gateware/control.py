@@ -20,7 +20,7 @@ from amaranth.lib.crc import catalog
 from amaranth.lib.wiring import In, Out
 from amaranth.utils import bits_for, ceil_log2
 
-from .encoder import _rejected
+from .encoder import _check, _rejected
 from .framer import ReplyByte
 from .model_stream import MAX_COMMAND_PAYLOAD, check_names, identify_data
 from .protocol import (
@@ -55,13 +55,6 @@ def config_layout(*, channels, max_glitch):
         "selftest_high": 16,
         "selftest_low": 16,
     })
-
-
-def _positive(name, value, low=1, high=None):
-    if not isinstance(value, int) or isinstance(value, bool) or value < low \
-            or (high is not None and value > high):
-        bound = f"an integer >= {low}" if high is None else f"an integer in {low}..{high}"
-        raise TypeError(f"{name} must be {bound}, not {value!r}")
 
 
 class Control(wiring.Component):
@@ -106,15 +99,15 @@ class Control(wiring.Component):
                  heartbeat_shift=20, fifo_depth=1024, capture_hz, board="sim", channel_names,
                  source_hash=0, timeout=1 << 16):
         with _rejected(self):
-            _positive("Channel count", channels, 1, 8)
-            _positive("Lane count", lanes, 1, 255)
-            _positive("Counter width", counter_width, 8, 63)
-            _positive("Maximum glitch width", max_glitch, 0, 255)
-            _positive("Heartbeat shift", heartbeat_shift, 1, 62)
-            _positive("FIFO depth", fifo_depth, 1)
-            _positive("Capture frequency", capture_hz, 1, (1 << 32) - 1)
-            _positive("Source hash", source_hash, 0, (1 << 64) - 1)
-            _positive("Timeout", timeout, 16)
+            _check("Channel count", channels, 1, 8)
+            _check("Lane count", lanes, 1, 255)
+            _check("Counter width", counter_width, 8, 63)
+            _check("Maximum glitch width", max_glitch, 0, 255)
+            _check("Heartbeat shift", heartbeat_shift, 1, 62)
+            _check("FIFO depth", fifo_depth, 1)
+            _check("Capture frequency", capture_hz, 1, (1 << 32) - 1)
+            _check("Source hash", source_hash, 0, (1 << 64) - 1)
+            _check("Timeout", timeout, 16)
             if not isinstance(board, str) or not board or any(c in board for c in ",;="):
                 raise TypeError(f"Board name must be non-empty text without ',', ';' or '=', "
                                 f"not {board!r}")
