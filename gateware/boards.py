@@ -149,10 +149,6 @@ BOARDS = {
         # EHXPLLL: 100 MHz / CLKI_DIV 5 = 20 MHz PFD; CLKOP feedback x8 -> 160 MHz;
         # VCO = 160 MHz * CLKOP_DIV 3 = 480 MHz (400..800 allowed); CLKOS = 480 / 10 = 48 MHz.
         pll=dict(CLKI_DIV=5, CLKFB_DIV=8, CLKOP_DIV=3, CLKOS_DIV=10),
-        # The capture clock's critical path is the AsyncFIFO write path and its margin depends on
-        # placement: with one core version nextpnr's default seed reached 158.6 MHz, seed 1
-        # 162.0, seed 2 153.8 and seed 3 171.9 MHz. Seed 3 is shipped; docs/boards.md has more.
-        nextpnr_seed=3,
     ),
     "icebreaker": Board(
         name="icebreaker", title="1BitSquared iCEBreaker (iCE40UP5K-SG48)", family="ice40",
@@ -168,7 +164,9 @@ BOARDS = {
         # asynchronous FIFO; UART divisor 4 at 24 MHz = 6 Mbaud (FT2232H: 12 Mbaud / 2).
         pll=dict(DIVR=0, DIVF=63, DIVQ=4, FILTER_RANGE=1),
         fifo_depth=512,
-        core_overrides=dict(counter_width=24, max_glitch=3),
+        # Area: the UP5K's 5,280 cells are nearly full; 48-bit time and counts (34 days of ticks
+        # before the time wraps) instead of 64 free the room the 48 MHz timing needs.
+        core_overrides=dict(counter_width=24, max_glitch=3, time_width=48),
     ),
 }
 

@@ -51,12 +51,13 @@ Entries, decided in the write stage for one sample cycle per clock (``fifo_w_rdy
 Self-test. While ``selftest_on``, a generator makes a pattern in ticks: high for ``selftest_high``
 ticks, low for ``selftest_low`` ticks, repeating. If ``selftest_on`` is first presented in clock
 cycle ``t``, tick ``(t + 2) * lanes`` (lane 0 of sample cycle ``t + 2``) is phase 0, the first
-high tick. The channels in ``selftest_mask`` take the pattern instead of their pins, injected after
-the synchroniser with the pattern delayed to match it, so the timing equals that of a pin; odd
+high tick; the pattern restarts the same way when ``selftest_high`` or ``selftest_low`` change
+while it runs. The channels in ``selftest_mask`` take the pattern instead of their pins, injected
+after the synchroniser with the pattern delayed to match it, so the timing equals that of a pin; odd
 tick counts put edges on both lanes. ``selftest_out`` carries, in clock cycle ``k``, the pattern
 injected as sample cycle ``k`` (lane-major, 0 when off), for a DDR output pin: looped back to a
-pin channel it reappears delayed only by the board's output and input buffers. The control side
-must keep both widths >= 2 (smaller values are not rejected here; the arithmetic is as modelled).
+pin channel it reappears delayed only by the board's output and input buffers. Both widths must
+be at least 2 (the control side rejects smaller ones; the model refuses them).
 
 Timestamp reset. A ``time_reset`` pulse presented in cycle ``t`` makes sample cycle ``t + 2`` the
 new cycle 0. Entries of earlier sample cycles that have not been written by the end of cycle
@@ -71,7 +72,7 @@ entry and a nonzero ``ff_skip`` for one cycle advances the counter by ``ff_skip 
 ``ff_limit`` is the largest skip that does not jump over a multiple of ``2**heartbeat_shift``.
 """
 
-from amaranth.hdl import Cat, Const, Module, Mux, Signal
+from amaranth.hdl import Cat, Const, Module, Mux, Signal, signed
 from amaranth.lib import data, wiring
 from amaranth.lib.cdc import FFSynchronizer
 from amaranth.lib.wiring import In, Out
@@ -79,7 +80,8 @@ from amaranth.lib.wiring import In, Out
 from .model_capture import MAX_CHANNELS, check_parameters, pipeline
 from .protocol import EntryKind, capture_entry_layout
 
-__all__ = ["FrontEndConfig", "CaptureFrontEnd", "config_const", "MAX_CHANNELS"]
+__all__ = ["FrontEndConfig", "CaptureFrontEnd", "SaturatingCount", "config_const",
+           "MAX_CHANNELS"]
 
 
 class FrontEndConfig(data.Struct):
@@ -107,6 +109,82 @@ def config_const(config):
         "glitch": glitch, "selftest_mask": config.selftest_mask & 0xFFFF,
         "selftest_high": config.selftest_high, "selftest_low": config.selftest_low,
     })
+
+
+class SaturatingCount(wiring.Component):
+    """A counter that adds a small number per cycle and saturates at ``2**width - 1``, with no
+    carry chain longer than ``low_bits + 1`` bits between its registers and ``sum``.
+
+    A plain ``count + addend`` with saturation is a ``width``-bit carry chain plus a multiplexer;
+    at 48 MHz on an iCE40 UP5K the 40-bit one alone takes the whole clock period. Here the count
+    is a low part of ``low_bits`` bits, which takes the addend (smaller than ``2**low_bits``, so
+    it carries at most 1), and a high part kept beside its successor ``high + 1``, whose own
+    increment goes into a register; a flag says the high part is all ones, where a carry
+    saturates the whole count. ``sum`` is therefore one short adder and two multiplexers deep.
+
+    Parameters
+    ----------
+    width : int
+        Bits of the count, ``low_bits + 1`` or more.
+    addend_width : int
+        Bits of ``addend``, at most ``low_bits``.
+    low_bits : int
+        Bits of the low part.
+
+    Attributes
+    ----------
+    addend : In(addend_width)
+        The number to add.
+    load : In(1)
+        ``count`` becomes ``addend`` at the next clock edge.
+    accumulate : In(1)
+        ``count`` becomes ``sum`` at the next clock edge (``load`` takes precedence).
+    count : Out(width)
+        The count (0 after reset).
+    sum : Out(width)
+        ``min(count + addend, 2**width - 1)``, combinational.
+    """
+
+    def __init__(self, *, width=40, addend_width=6, low_bits=8):
+        for name, value in (("width", width), ("addend_width", addend_width),
+                            ("low_bits", low_bits)):
+            if not isinstance(value, int) or value < 1:
+                raise TypeError(f"{name} must be a positive integer, not {value!r}")
+        if addend_width > low_bits:
+            raise ValueError(f"addend_width ({addend_width}) must not exceed low_bits "
+                             f"({low_bits}): the low part would carry more than 1")
+        if width <= low_bits:
+            raise ValueError(f"width ({width}) must exceed low_bits ({low_bits})")
+        self.width, self.low_bits = width, low_bits
+        super().__init__({
+            "addend": In(addend_width), "load": In(1), "accumulate": In(1),
+            "count": Out(width), "sum": Out(width),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        lo_bits, hi_bits = self.low_bits, self.width - self.low_bits
+        low = Signal(lo_bits)
+        high = Signal(hi_bits)
+        high1 = Signal(hi_bits, init=1)      # high + 1 (mod 2**hi_bits)
+        top = Signal()                       # high is all ones
+        low_sum = Signal(lo_bits + 1)
+        carry = Signal()
+        saturate = Signal()
+        m.d.comb += [
+            low_sum.eq(low + self.addend), carry.eq(low_sum[lo_bits]),
+            saturate.eq(carry & top),
+            self.count.eq(Cat(low, high)),
+            self.sum.eq(Mux(saturate, (1 << self.width) - 1,
+                            Cat(low_sum[:lo_bits], Mux(carry, high1, high)))),
+        ]
+        with m.If(self.load):
+            m.d.sync += [low.eq(self.addend), high.eq(0), high1.eq(1), top.eq(0)]
+        with m.Elif(self.accumulate):
+            m.d.sync += [low.eq(self.sum[:lo_bits]), high.eq(self.sum[lo_bits:])]
+            with m.If(carry & ~top):
+                m.d.sync += [high1.eq(high1 + 1), top.eq(high1 == (1 << hi_bits) - 1)]
+        return m
 
 
 class CaptureFrontEnd(wiring.Component):
@@ -174,32 +252,44 @@ class CaptureFrontEnd(wiring.Component):
 
         # Configuration, registered on entry (it comes from a clock domain crossing).
         cfg = Signal(FrontEndConfig)
-        period = Signal(17)
-        m.d.sync += [
-            cfg.eq(self.config),
-            period.eq(self.config.selftest_high + self.config.selftest_low),
-        ]
+        m.d.sync += cfg.eq(self.config)
 
         # Two-flop synchroniser: s2 holds sample cycle k in clock cycle k + 2.
         s2 = Signal(B)
         m.submodules.synchronizer = FFSynchronizer(self.samples, s2, stages=2)
 
-        # Self-test generator: `pattern` is the pattern of the current cycle; ph[j] is the phase
-        # of lane j in the next cycle.
-        phase = [Signal(17, init=j, name=f"st_phase{j}") for j in range(L)]
+        # Self-test generator. Lane 0's phase p (0 <= p < period = high + low) advances by L per
+        # cycle modulo the period; lane j's phase is p + j modulo the period; the pattern is
+        # phase < high. Both widths are >= 2, so period > L and lane j > 0 wraps only into
+        # phases below j < high. p is kept as d = p - pl with pl = period - L: the wrap test
+        # (p + L >= period) is d's sign, and each lane's pattern is a comparison of d with a
+        # register (lane j: d >= L - j, wrapped, or d < L - low - j), so no adder is in series
+        # with another (an iCE40 at 48 MHz has time for one 18-bit carry chain). The pattern
+        # restarts at phase 0 when the generator starts or the widths change.
+        npl = Signal(signed(18))                    # L - period (d - pl = d + npl: no inverter
+                                                    # in front of the carry chain)
+        start = Signal(signed(18))                  # d one cycle after phase 0: L - pl
+        below = [Signal(signed(18), name=f"st_below{j}") for j in range(L)]  # L - low - j
+        changed = Signal()                          # the widths differ from last cycle's
+        m.d.sync += [
+            npl.eq(L - self.config.selftest_high - self.config.selftest_low),
+            start.eq(2 * L - self.config.selftest_high - self.config.selftest_low),
+            [below[j].eq(L - j - self.config.selftest_low) for j in range(L)],
+            changed.eq((self.config.selftest_high != cfg.selftest_high)
+                       | (self.config.selftest_low != cfg.selftest_low)),
+        ]
+        d = Signal(signed(19))
         pattern = Signal(L)
         active = Signal()
         with m.If(cfg.selftest_on):
             m.d.sync += active.eq(1)
-            for j in range(L):
-                nxt = phase[j] + L
-                m.d.sync += [
-                    pattern[j].eq(phase[j] < cfg.selftest_high),
-                    phase[j].eq(Mux(nxt >= period, nxt - period, nxt)),
-                ]
+            with m.If(~active | changed):           # phase j < 2 <= high: every lane high
+                m.d.sync += [pattern.eq((1 << L) - 1), d.eq(start)]
+            with m.Else():
+                m.d.sync += [pattern[j].eq((d >= L - j) | (d < below[j])) for j in range(L)]
+                m.d.sync += d.eq(Mux(d >= 0, d + npl, d + L))
         with m.Else():
             m.d.sync += [active.eq(0), pattern.eq(0)]
-            m.d.sync += [phase[j].eq(j) for j in range(L)]
         m.d.comb += self.selftest_out.eq(pattern)
         pattern_d = [Signal(L, name=f"st_pattern_d{i}") for i in (1, 2)]
         active_d = [Signal(name=f"st_active_d{i}") for i in (1, 2)]
@@ -290,54 +380,69 @@ class CaptureFrontEnd(wiring.Component):
         # Write stage: holds sample cycle t - D in clock cycle t; `count` is its cycle number.
         count = Signal(W, init=(-D) % (1 << W))
         flush = Signal(range(D + 1), init=D)
-        valid = Signal()
-        m.d.comb += valid.eq(flush == 0)
+        valid = Signal()             # flush == 0, registered (it gates the whole write stage)
+        m.d.sync += valid.eq(~cfg.time_reset & (flush <= 1))
+        # `count` is a multiple of 2**heartbeat_shift, registered: no comparison in series with
+        # the write enable.
+        hb_mask = (1 << self.heartbeat_shift) - 1
+        reset_count = (-D) % (1 << W)
+        at_multiple = Signal(init=(reset_count & hb_mask) == 0)
+        if self.fast_forward:         # simulation only: a skip may land on a multiple
+            next_multiple = ((count + self.ff_skip + 1)[:self.heartbeat_shift] == 0)
+        else:
+            next_multiple = count[:self.heartbeat_shift] == hb_mask
+        m.d.sync += at_multiple.eq(Mux(cfg.time_reset, (reset_count & hb_mask) == 0,
+                                       next_multiple))
         ovf = Signal()
         first = Signal(W)
-        lost = Signal(40)
         span = Signal(W)
         since = Signal(W)
         tick_pending = Signal()
         tick = Signal()
         event = Signal()
         m.d.comb += [
-            tick.eq(tick_pending | (valid & (count[:self.heartbeat_shift] == 0))),
+            tick.eq(tick_pending | (valid & at_multiple)),
             event.eq(valid & ev),
         ]
-        lost_sum = Signal(41)
-        lost_add = Signal(40)
-        m.d.comb += [lost_sum.eq(lost + pc),
-                     lost_add.eq(Mux(lost_sum[40], (1 << 40) - 1, lost_sum[:40]))]
-        since_inc = Signal(W + 1)
-        m.d.comb += since_inc.eq(since + 1)
+        # The lost-edge count (saturating at 2**40 - 1; see SaturatingCount for why it is split).
+        m.submodules.lost = lost_count = SaturatingCount(width=40, addend_width=len(pc))
+        lost_add = lost_count.sum
+        # Controlled from registers only (the write stage's decision logic is the long path):
+        # outside an overflow the count follows the popcount, so it holds the right value when
+        # an overflow starts; during one it accumulates while the FIFO is not ready (with `ovf`
+        # set the cycle is valid, and the popcount is 0 in cycles without an event).
+        m.d.comb += [lost_count.addend.eq(pc), lost_count.load.eq(~ovf),
+                     lost_count.accumulate.eq(~self.fifo_w_rdy)]
+        since_full = Signal()        # since == 2**W - 1, registered: the increment saturates
 
         rdy = self.fifo_w_rdy
         kind = Signal(2)
-        payload_bits = len(self.fifo_w_data.payload.as_value())
         events_payload = Cat(edges2, levels2)
-        lost_payload = Cat(Mux(event, lost_add, lost), Mux(event, since, span))
+        # With `ovf` set the cycle is valid, so without an event the popcount is 0 and
+        # `lost_add` equals `lost`: no multiplexer between the count and the payload.
+        lost_payload = Cat(lost_add, Mux(event, since, span))
         m.d.comb += [
             kind.eq(Mux(ovf, int(EntryKind.OVERFLOW),
                          Mux(event, int(EntryKind.EVENTS), int(EntryKind.TICK)))),
             self.fifo_w_data.kind.eq(kind),
             self.fifo_w_data.cycle.eq(Mux(ovf, first, count)),
-            self.fifo_w_data.payload.as_value().eq(
-                Mux(ovf, lost_payload,
-                    Mux(event, events_payload, Const(0, payload_bits)))),
+            # (a TICK's payload is unspecified: the events payload, whatever it holds)
+            self.fifo_w_data.payload.as_value().eq(Mux(ovf, lost_payload, events_payload)),
             self.fifo_w_en.eq(rdy & (ovf | event | tick)),
             self.overflow_active.eq(ovf),
         ]
         with m.If(ovf):
-            m.d.sync += since.eq(Mux(since_inc[W], since, since_inc[:W]))
+            with m.If(~since_full):
+                m.d.sync += [since.eq(since + 1), since_full.eq(since == (1 << W) - 2)]
         with m.If(valid):
             with m.If(~rdy):
                 m.d.sync += tick_pending.eq(0)
                 with m.If(event):
                     with m.If(ovf):
-                        m.d.sync += [lost.eq(lost_add), span.eq(since)]
+                        m.d.sync += span.eq(since)
                     with m.Else():
-                        m.d.sync += [ovf.eq(1), first.eq(count), lost.eq(pc), span.eq(0),
-                                     since.eq(1)]
+                        m.d.sync += [ovf.eq(1), first.eq(count), span.eq(0), since.eq(1),
+                                     since_full.eq(0)]
             with m.Elif(ovf):
                 m.d.sync += [ovf.eq(0), tick_pending.eq(tick)]
             with m.Elif(event):

@@ -14,11 +14,12 @@ request crosses as a :class:`~amaranth.lib.cdc.PulseSynchronizer`.
 :class:`latscope.gateware.model_stream.CommandModel` is the reference.
 """
 
-from amaranth.hdl import Array, C, Cat, Module, Signal, Value
+from amaranth.hdl import C, Cat, Module, Signal, Value
 from amaranth.lib import cdc, data, stream, wiring
 from amaranth.lib.crc import catalog
+from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
-from amaranth.utils import bits_for, ceil_log2
+from amaranth.utils import bits_for
 
 from .encoder import _check, _rejected
 from .framer import ReplyByte
@@ -169,6 +170,19 @@ class Control(wiring.Component):
                          count.eq(0)]
             m.next = "REPLY"
 
+        # The IDENTIFY data in a ROM (a block RAM where there is one: as LUTs it took a tenth of
+        # an iCE40 UP5K), indexed by `count` itself (padded past the header, so no subtraction
+        # in the path) and read a cycle ahead: the address is the value `count` takes next in
+        # the REPLY state. Entering REPLY, `count` is 0 and stays so for the header bytes, which
+        # do not come from the ROM, so the address is right by the first ROM byte.
+        rom_init = bytes(_RH_BYTES) + bytes(self.identify)
+        m.submodules.identify_rom = rom = Memory(shape=8, depth=len(rom_init),
+                                                 init=list(rom_init),
+                                                 attrs={"rom_style": "block"})
+        rom_port = rom.read_port(domain="sync")
+        count_next = Signal.like(count)
+        m.d.comb += [count_next.eq(count), rom_port.addr.eq(count_next)]
+
         with m.FSM():
             with m.State("HUNT"):
                 m.d.comb += rx.ready.eq(1)
@@ -242,18 +256,17 @@ class Control(wiring.Component):
                 header = Signal(ReplyHeader)
                 m.d.comb += [header.command_seq.eq(seq), header.opcode.eq(opcode),
                              header.status.eq(status)]
-                # indexed by `count` itself (padded past the header): no subtraction in the path
-                rom = Array(C(b, 8) for b in bytes(_RH_BYTES) + bytes(self.identify))
                 out = self.replies.payload
                 m.d.comb += [self.replies.valid.eq(1), out.length.eq(reply_len)]
                 with m.If(count < _RH_BYTES):
                     m.d.comb += out.data.eq(header.as_value().word_select(count[:2], 8))
                 with m.Elif(which == 1):
-                    m.d.comb += out.data.eq(rom[count[:ceil_log2(len(rom))]])
+                    m.d.comb += out.data.eq(rom_port.data)
                 with m.Else():
                     padded = Cat(C(0, 8 * _RH_BYTES), snapshot)
                     m.d.comb += out.data.eq(padded.word_select(count[:6], 8))
                 with m.If(self.replies.ready):
+                    m.d.comb += count_next.eq(count + 1)
                     m.d.sync += count.eq(count + 1)
                     with m.If(count == reply_len - 1):
                         m.d.sync += [count.eq(0), prev.eq(0)]

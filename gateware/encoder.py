@@ -81,6 +81,11 @@ class Encoder(wiring.Component):
         Samples per capture cycle, 1..8.
     counter_width : int
         Bits of the capture cycle counter, 8..63.
+    time_width : int
+        Bits kept of the time in ticks and of the event and lost counts, 48..64 (the protocol's
+        fields are 64 bits; narrower values are zero-extended). Below 64 the time wraps after
+        ``2**time_width`` ticks: 34 days at 48 bits and 96 M ticks/s (the iCEBreaker, where the
+        16 bits saved in each of six 64-bit registers and their adders are what make it fit).
 
     Attributes
     ----------
@@ -99,12 +104,14 @@ class Encoder(wiring.Component):
         No entry is being processed.
     """
 
-    def __init__(self, *, channels=8, lanes=2, counter_width=48):
+    def __init__(self, *, channels=8, lanes=2, counter_width=48, time_width=64):
         with _rejected(self):
             _check("Channel count", channels, 1, 8)
             _check("Lane count", lanes, 1, 8)
             _check("Counter width", counter_width, 8, 63)
+            _check("Time width", time_width, 48, 64)
         self.channels, self.lanes, self.counter_width = channels, lanes, counter_width
+        self.time_width = time_width
         self.entry_layout = capture_entry_layout(channels=channels, lanes=lanes,
                                                  counter_width=counter_width)
         super().__init__({
@@ -124,10 +131,11 @@ class Encoder(wiring.Component):
         units = self.units
 
         prev_cycle = Signal(self.counter_width)
-        ext = Signal(64)          # ticks of the last entry's cycle, lane 0
-        last_time = Signal(64)    # ticks of the last event
-        events = Signal(64)
-        lost = Signal(64)
+        tw = self.time_width
+        ext = Signal(tw)          # ticks of the last entry's cycle, lane 0
+        last_time = Signal(tw)    # ticks of the last event
+        events = Signal(tw)
+        lost = Signal(tw)
         epoch = Signal(8)
         m.d.comb += [self.time.eq(ext), self.events.eq(events), self.lost.eq(lost),
                      self.epoch.eq(epoch)]
@@ -140,7 +148,7 @@ class Encoder(wiring.Component):
         # shifted: their fields are registers that hold still while they are sent, and `pos`
         # selects the next 6-bit (OVERFLOW) or 8-bit (heartbeat) slice, which is far smaller than
         # a 224-bit shift register with four sources.
-        sh = Signal(64)
+        sh = Signal(tw)
         pos = Signal(range(max(_HB_BYTES, OVERFLOW_CONT) + 1))
         hb_hw = Signal(16)        # high-water mark and status, taken when the heartbeat starts
         hb_st = Signal(HeartbeatStatus)
@@ -174,7 +182,7 @@ class Encoder(wiring.Component):
         # counts) are formed in two halves on consecutive cycles.
         sel_lane_r = Signal(range(self.lanes))
         sel_onehot_r = Signal(nbits)
-        t = Signal(64)            # time of the selected event, ticks
+        t = Signal(tw)            # time of the selected event, ticks
         if self.lanes & (self.lanes - 1):
             m.d.comb += t.eq(ext + sel_lane_r)
         else:   # ext is a multiple of lanes: the lane fills its low bits, no adder needed

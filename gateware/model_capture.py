@@ -291,13 +291,19 @@ def _selftest_pattern(timeline, n_cycles, lanes):
         return pattern, active
     mask = (1 << _PHASE_BITS) - 1
     phase = list(range(lanes))
-    pat, act = 0, False
+    pat, act, widths = 0, False, None
     for t in range(n_cycles):
         pattern[t], active[t] = pat, act
         c = config_at(timeline, t - 1)            # the registered copy of the config port
         if c.selftest_on:
-            period = c.selftest_high + c.selftest_low
-            pat = sum(int(p < c.selftest_high) << j for j, p in enumerate(phase))
+            if act and (c.selftest_high, c.selftest_low) != widths:
+                phase = list(range(lanes))       # new widths while running: restart
+            widths = (c.selftest_high, c.selftest_low)
+            high, low = widths
+            if high < 2 or low < 2:
+                raise ValueError(f"self-test widths must be at least 2 ticks, not {high}/{low}")
+            period = high + low
+            pat = sum(int(p < high) << j for j, p in enumerate(phase))
             phase = [(p + lanes - period if p + lanes >= period else p + lanes) & mask
                      for p in phase]
             act = True

@@ -2,7 +2,7 @@
 
 :class:`LatscopeCore` has two clock domains: ``capture`` (the sample clock of
 :class:`~latscope.gateware.capture.CaptureFrontEnd`) and ``sync`` (the link clock of the encoder,
-framer and command handler). Entries cross in an :class:`~amaranth.lib.fifo.AsyncFIFO`, the
+framer and command handler). Entries cross in a :class:`~latscope.gateware.fifo.CaptureFIFO`, the
 configuration in a :class:`~latscope.gateware.control.ConfigCrossing`. A board wrapper
 (:mod:`latscope.gateware.boards`) adds the I/O buffers, clocks and the UART; simulations connect
 ``tx``/``rx`` to the host directly.
@@ -21,6 +21,7 @@ from amaranth.lib.wiring import In, Out
 from .capture import CaptureFrontEnd, FrontEndConfig
 from .control import ConfigCrossing, Control
 from .encoder import Encoder, _rejected
+from .fifo import CaptureFIFO
 from .framer import Framer
 from .model_stream import ENTRY_RESET, check_names
 from .protocol import MAX_PAYLOAD, Heartbeat, HeartbeatStatus
@@ -35,6 +36,9 @@ class LatscopeCore(wiring.Component):
     ----------
     channels, lanes, counter_width, max_glitch, heartbeat_shift : int
         As for :class:`~latscope.gateware.capture.CaptureFrontEnd`.
+    time_width : int
+        As for :class:`~latscope.gateware.encoder.Encoder`: bits kept of the time and the event
+        and lost counts (64, or down to 48 where the FPGA is small).
     fifo_depth : int
         Capture FIFO entries, a power of two >= 4.
     async_fifo : bool
@@ -61,7 +65,7 @@ class LatscopeCore(wiring.Component):
     def __init__(self, *, channels=8, lanes=2, counter_width=48, max_glitch=15,
                  heartbeat_shift=20, fifo_depth=1024, async_fifo=True, capture_hz, board="sim",
                  channel_names, source_hash=0, fast_forward=False, max_payload=MAX_PAYLOAD,
-                 command_timeout=1 << 16):
+                 command_timeout=1 << 16, time_width=64):
         with _rejected(self):
             if not isinstance(fifo_depth, int) or fifo_depth < 4 or fifo_depth & (fifo_depth - 1):
                 raise TypeError(f"FIFO depth must be a power of two >= 4, not {fifo_depth!r}")
@@ -74,7 +78,8 @@ class LatscopeCore(wiring.Component):
         self.front = CaptureFrontEnd(channels=channels, lanes=lanes, counter_width=counter_width,
                                      max_glitch=max_glitch, heartbeat_shift=heartbeat_shift,
                                      fast_forward=fast_forward)
-        self.encoder = Encoder(channels=channels, lanes=lanes, counter_width=counter_width)
+        self.encoder = Encoder(channels=channels, lanes=lanes, counter_width=counter_width,
+                               time_width=time_width)
         self.framer = Framer(max_payload=max_payload)
         self.control = Control(channels=channels, lanes=lanes, counter_width=counter_width,
                                max_glitch=max_glitch, heartbeat_shift=heartbeat_shift,
@@ -102,8 +107,8 @@ class LatscopeCore(wiring.Component):
         m.submodules.control = ctl = self.control
         width = self.encoder.entry_layout.size
         if self.async_fifo:
-            m.submodules.fifo = q = fifo.AsyncFIFO(width=width, depth=self.fifo_depth,
-                                                   r_domain="sync", w_domain="capture")
+            m.submodules.fifo = q = CaptureFIFO(width=width, depth=self.fifo_depth,
+                                                r_domain="sync", w_domain="capture")
             level = q.r_level
         else:
             m.submodules.fifo = q = fifo.SyncFIFOBuffered(width=width, depth=self.fifo_depth)
@@ -139,19 +144,51 @@ class LatscopeCore(wiring.Component):
         m.d.comb += reset_now.eq(reset_pending | reset_delay[1])
         marker = Signal(self.encoder.entry_layout)
         m.d.comb += marker.kind.eq(ENTRY_RESET)
-        with m.If(reset_now):
-            m.d.comb += [q.w_data.eq(marker), q.w_en.eq(1)]
-            m.d.capture += reset_pending.eq(~q.w_rdy)
-        with m.Else():
-            m.d.comb += [q.w_data.eq(front.fifo_w_data), q.w_en.eq(front.fifo_w_en),
-                         front.fifo_w_rdy.eq(q.w_rdy & ~hold)]
+        # Registered write stage: the entry decided in cycle t (the front end's, or the reset
+        # entry) is written into the FIFO in cycle t + 1 from `w_valid`/`w_data`, so neither the
+        # front end's write-stage logic nor the FIFO's full flag is in series with the FIFO's
+        # pointer and memory write logic (the longest paths of both boards before). The front end
+        # therefore sees `room`, a register computed a cycle early: a bound on the FIFO's level
+        # plus the write in flight leaves room for the one staged now and one more. Reads only
+        # lower the level, so an entry in `w_valid` always finds `q.w_rdy` set (for
+        # SyncFIFOBuffered one more slot is kept, as its inner FIFO holds depth - 1).
+        w_valid = Signal()
+        w_data = Signal(self.encoder.entry_layout)
+        room = Signal()
+        w_level = q.w_level
+        slack = 2 if self.async_fifo else 3
+        m.d.comb += [q.w_en.eq(w_valid), q.w_data.eq(w_data)]
+        # Level bound from registers only (a subtraction and a comparison in one cycle missed
+        # 48 MHz on the iCE40): `level_r` is last cycle's w_level, which had not yet counted
+        # last cycle's write (`w_valid_r`); the level now is at most their sum.
+        level_r = Signal.like(w_level)
+        w_valid_r = Signal()
+        m.d.capture += [level_r.eq(w_level), w_valid_r.eq(w_valid)]
+        room_next = Signal()
+        limit = self.fifo_depth - slack
+        m.d.comb += room_next.eq(Mux(w_valid_r & w_valid, level_r <= limit - 2,
+                                     Mux(w_valid_r | w_valid, level_r <= limit - 1,
+                                         level_r <= limit)))
+        m.d.capture += room.eq(room_next)
         # Overflow hysteresis: once the FIFO is full the front end sees it full until it has
         # drained to half, so an overload gives a few long OVERFLOW records (29 bytes each)
         # instead of one per free slot, which would crowd the events off the link.
-        with m.If(~q.w_rdy):
-            m.d.capture += hold.eq(1)
-        with m.Elif(q.w_level <= self.fifo_depth // 2):
-            m.d.capture += hold.eq(0)
+        drained = Signal()           # registered, so no compare is in series with `hold`
+        hold_next = Signal()
+        m.d.capture += drained.eq(level_r <= self.fifo_depth // 2)
+        m.d.comb += hold_next.eq(Mux(~room, 1, Mux(drained, 0, hold)))
+        m.d.capture += hold.eq(hold_next)
+        # The front end's ready, registered from the next values of its terms (it fans out
+        # through the whole write stage; gating it after a flop missed 48 MHz on the iCE40).
+        reset_now_next = Signal()
+        front_rdy = Signal()
+        m.d.comb += reset_now_next.eq(Mux(reset_now, ~room, reset_pending) | reset_delay[0])
+        m.d.capture += front_rdy.eq(room_next & ~hold_next & ~reset_now_next)
+        m.d.comb += front.fifo_w_rdy.eq(front_rdy)      # low while the reset entry is due
+        with m.If(reset_now):
+            m.d.capture += [w_valid.eq(room), w_data.eq(marker), reset_pending.eq(~room)]
+        with m.Else():
+            m.d.capture += [w_valid.eq(front.fifo_w_en), w_data.eq(front.fifo_w_data)]
 
         # link side: FIFO -> encoder -> framer -> tx; rx -> control -> framer
         wiring.connect(m, q.r_stream, enc.entries)
@@ -198,9 +235,13 @@ class LatscopeCore(wiring.Component):
                      now.epoch.eq(enc.epoch), ctl.status.eq(now)]
 
         if self.fast_forward:
+            # The link side is idle when nothing moves in it. A partly filled EVENTS frame may
+            # wait in the framer (framer.waiting): only the next unit closes it (one that does
+            # not fit, or the heartbeat of the next TICK entry, which ff_limit never skips), so
+            # skipping cycles leaves it, and the bytes sent, unchanged.
             link_idle = Signal()
             link_idle_c = Signal()
-            m.d.comb += link_idle.eq(enc.idle & framer.idle & ~self.tx.valid & ~rxq.r_rdy
+            m.d.comb += link_idle.eq(enc.idle & framer.waiting & ~self.tx.valid & ~rxq.r_rdy
                                      & ~ctl.replies.valid & ~rep_valid)
             if self.async_fifo:
                 m.submodules.idle_sync = cdc.FFSynchronizer(link_idle, link_idle_c,
@@ -209,7 +250,12 @@ class LatscopeCore(wiring.Component):
                 m.d.comb += link_idle_c.eq(link_idle)
             quiet = Signal(range(5))
             now_quiet = Signal()
-            m.d.comb += now_quiet.eq(front.quiescent & (q.w_level == 0) & link_idle_c
+            # Not while an entry is on its way into the FIFO (decided by the front end, or being
+            # written): the front end counts itself quiescent in the cycle that decides a TICK, and
+            # a skip then would land on the next multiple of 2**heartbeat_shift with this TICK
+            # still queued, so two TICKs would meet in the FIFO and raise its high-water mark.
+            m.d.comb += now_quiet.eq(front.quiescent & ~front.fifo_w_en & ~q.w_en
+                                     & (q.w_level == 0) & link_idle_c
                                      & ~reset_now & ~reset_delay.any() & ~time_reset)
             with m.If(~now_quiet):
                 m.d.capture += quiet.eq(0)

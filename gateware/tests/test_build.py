@@ -108,17 +108,10 @@ SUMMARY_KEYS = {"board", "capture_clock_mhz", "fmax_mhz", "resolution_ns", "timi
                 "resources", "clocks", "bitstream", "margin_pct"}
 
 
-ICE40_DOES_NOT_FIT = pytest.mark.xfail(
-    run=False, reason="the iCE40UP5K build fits (5,180 of 5,280 logic cells) and its 24 MHz link "
-                      "clock meets timing, but the 48 MHz capture clock reaches only 33-34 MHz: "
-                      "the front end's 40-bit saturating lost-edge sum (docs/boards.md); not run "
-                      "because the build fails on timing")
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize("name,limit_ns,bitstream", [
     ("ecpix5", 3.2, "latscope.bit"),
-    pytest.param("icebreaker", 10.5, "latscope.bin", marks=ICE40_DOES_NOT_FIT),
+    ("icebreaker", 10.5, "latscope.bin"),
 ])
 def test_real_bitstream(name, limit_ns, bitstream, tmp_path, capsys):
     """The shipped configuration builds with YoWASP and meets timing, without

@@ -375,3 +375,102 @@ def test_long_random_run_matches_model(seed):
 def test_entry_kinds_match_protocol():
     assert (mc.EVENTS, mc.TICK, mc.OVERFLOW) == (EntryKind.EVENTS, EntryKind.TICK,
                                                  EntryKind.OVERFLOW)
+
+
+def _saturating_count_reference(ops, *, width):
+    """Python statement of SaturatingCount: per cycle (load, accumulate, addend) -> (count, sum)
+    seen in that cycle, before the clock edge."""
+    limit = (1 << width) - 1
+    count, out = 0, []
+    for load, accumulate, addend in ops:
+        total = min(count + addend, limit)
+        out.append((count, total))
+        if load:
+            count = addend
+        elif accumulate:
+            count = total
+    return out
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_saturating_count_matches_reference(seed):
+    """The split lost-edge counter against plain saturating arithmetic, on a 12-bit instance
+    (4-bit low part, 4-bit addends), so random runs cross every low-part carry, every high-part
+    carry and the saturation at 4095 many times, with reloads in between. Exact (integers)."""
+    from latscope.gateware.capture import SaturatingCount
+    width = 12
+    dut = SaturatingCount(width=width, addend_width=4, low_bits=4)
+    rng = np.random.default_rng(seed)
+    ops = []
+    for _ in range(6):   # segments: a reload, then a long climb (to saturation in most segments)
+        ops.append((1, 0, int(rng.integers(0, 16))))
+        for _ in range(int(rng.integers(300, 1400))):   # ~607 steps reach 4095
+            ops.append((0, int(rng.random() < 0.9), int(rng.integers(0, 16))))
+    want = _saturating_count_reference(ops, width=width)
+    got = []
+
+    async def bench(ctx):
+        for load, accumulate, addend in ops:
+            ctx.set(dut.load, load)
+            ctx.set(dut.accumulate, accumulate)
+            ctx.set(dut.addend, addend)
+            got.append((ctx.get(dut.count), ctx.get(dut.sum)))
+            await ctx.tick()
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-6)
+    sim.add_testbench(bench)
+    sim.run()
+    assert got == want
+    assert sum(1 for c, _ in want if c == (1 << width) - 1) > 50   # saturation was exercised
+
+
+@pytest.mark.parametrize("kwargs, exc, message", [
+    (dict(width=8, addend_width=6, low_bits=8), ValueError,
+     "width (8) must exceed low_bits (8)"),
+    (dict(width=40, addend_width=9, low_bits=8), ValueError,
+     "addend_width (9) must not exceed low_bits (8): the low part would carry more than 1"),
+    (dict(width=0), TypeError, "width must be a positive integer, not 0"),
+])
+def test_saturating_count_rejects_bad_parameters(kwargs, exc, message):
+    from latscope.gateware.capture import SaturatingCount
+    with pytest.raises(exc) as info:
+        SaturatingCount(**kwargs)
+    assert str(info.value) == message
+
+
+@pytest.mark.parametrize("lanes", [1, 2])
+def test_selftest_pattern_restarts_on_new_widths(lanes):
+    """The self-test generator (selftest_out and the injected channel) against the model while
+    the widths change under it: odd and even widths, the smallest (2/2, where lane 1 wraps every
+    other cycle) and largest, a change while running (the pattern restarts at phase 0), and an
+    off/on gap. Exact comparison; the restart cycles below are from the module docstring (phase 0
+    in sample cycle t + 2 for a change presented in clock cycle t)."""
+    channels, n_cycles = 2, 400
+    dut = CaptureFrontEnd(channels=channels, lanes=lanes, counter_width=12, max_glitch=0,
+                          heartbeat_shift=8)
+    stim = mc.Stimulus.from_edges([[], []])
+
+    def on(high, low):
+        return mc.Config(selftest_on=True, selftest_mask=0b01, selftest_high=high,
+                         selftest_low=low)
+
+    history = [(0, mc.Config()), (20, on(3, 5)), (61, on(4, 4)), (103, on(7, 2)),
+               (150, mc.Config()), (160, on(2, 2)), (190, on(3, 2)), (220, on(2, 3)),
+               (260, on(65535, 65535)), (300, on(5, 6))]
+    got, out = simulate(dut, stim, history, n_cycles=n_cycles)
+    assert_same(got, model(dut, stim, history, n_cycles=n_cycles))
+    pattern, _ = mc._selftest_pattern(mc._timeline(history), n_cycles, lanes)
+    assert np.array_equal(out, pattern)
+    # The change to 4/4 ticks in cycle 61 restarts at phase 0 in sample cycle 63: 4 ticks high,
+    # 4 low. Had the phase run on from the 3/5 pattern started in cycle 20 (phase 0 in cycle 22),
+    # cycle 63 would be tick (63 - 22) * lanes of it, a different place in the period.
+    fresh = {1: [1, 1, 1, 1, 0, 0, 0, 0], 2: [3, 3, 0, 0, 3, 3, 0, 0]}[lanes]
+    assert out[63:71].tolist() == fresh
+
+
+def test_model_refuses_selftest_widths_below_2():
+    history = [(0, mc.Config(selftest_on=True, selftest_mask=1, selftest_high=1,
+                             selftest_low=5))]
+    with pytest.raises(ValueError, match=r"^self-test widths must be at least 2 ticks, not 1/5$"):
+        mc._selftest_pattern(mc._timeline(history), 10, 2)

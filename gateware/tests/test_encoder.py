@@ -32,8 +32,10 @@ def random_entries(rng, n, *, channels, lanes, counter_width):
     return entries
 
 
-def run_encoder(entries, *, channels, lanes, counter_width, seed, high_water=0, status=0):
-    dut = Encoder(channels=channels, lanes=lanes, counter_width=counter_width)
+def run_encoder(entries, *, channels, lanes, counter_width, seed, high_water=0, status=0,
+                time_width=64):
+    dut = Encoder(channels=channels, lanes=lanes, counter_width=counter_width,
+                  time_width=time_width)
     rng = random.Random(seed)
     units, current = [], bytearray()
     params = dict(channels=channels, lanes=lanes, counter_width=counter_width)
@@ -78,12 +80,16 @@ def run_encoder(entries, *, channels, lanes, counter_width, seed, high_water=0, 
     return units
 
 
-@pytest.mark.parametrize("channels,lanes,counter_width,seed", [
-    (8, 2, 12, 1),     # the 12-bit counter wraps every few entries
-    (3, 1, 40, 2),     # big gaps: TIME tokens
-    (2, 4, 20, 3),
+@pytest.mark.parametrize("channels,lanes,counter_width,seed,time_width", [
+    (8, 2, 12, 1, 64),     # the 12-bit counter wraps every few entries
+    (3, 1, 40, 2, 64),     # big gaps: TIME tokens
+    (2, 4, 20, 3, 64),
+    # 48-bit time (the iCEBreaker's): the same bytes while the time stays below 2**48 ticks
+    # (150 entries at most 2**40 ticks apart reach at most 1.6e14 < 2.8e14)
+    (3, 1, 40, 2, 48),
+    (8, 2, 24, 4, 48),
 ])
-def test_units_match_model(channels, lanes, counter_width, seed):
+def test_units_match_model(channels, lanes, counter_width, seed, time_width):
     rng = random.Random(seed)
     entries = random_entries(rng, 150, channels=channels, lanes=lanes,
                              counter_width=counter_width)
@@ -91,7 +97,7 @@ def test_units_match_model(channels, lanes, counter_width, seed):
                       record_units=True)
     model.run(entries, fifo_high_water=77, status=0b101)
     units = run_encoder(entries, channels=channels, lanes=lanes, counter_width=counter_width,
-                        seed=seed, high_water=77, status=0b101)
+                        seed=seed, high_water=77, status=0b101, time_width=time_width)
     assert units == model.units
     kinds = {u[1][0] >> 4 for u in units if not u[0]}
     if counter_width == 40:
@@ -130,6 +136,7 @@ def test_status_outputs_follow_entries():
     (dict(channels=True), "Channel count must be an integer in 1..8, not True"),
     (dict(lanes=0), "Lane count must be an integer in 1..8, not 0"),
     (dict(counter_width=64), "Counter width must be an integer in 8..63, not 64"),
+    (dict(time_width=40), "Time width must be an integer in 48..64, not 40"),
 ])
 def test_constructor_validation(kwargs, message):
     with pytest.raises(TypeError, match=message.replace(".", r"\.")):
