@@ -10,11 +10,12 @@ which the instrument must report it, and every packet's true stage latencies.
 
 An *engine* then plays the stimulus through the instrument and produces the instrument's bytes;
 :mod:`latscope.capture.ptyserve` serves them on a pseudo-terminal, so ``latscope capture --port``
-runs exactly the hardware code path. Engines, fastest first: ``verilator`` (the real gateware,
-compiled by :mod:`latscope.gateware.verilator`), ``amaranth`` (the real gateware in the Amaranth
-simulator: slow, only for tiny runs), ``model`` (the gateware's Python reference models,
-:mod:`latscope.gateware.model_capture` + :mod:`latscope.gateware.model_stream`). Everything
-simulated is labelled so in the capture's metadata.
+runs exactly the hardware code path. Engines: ``verilator`` (the real gateware, compiled by
+:mod:`latscope.gateware.verilator`, idle time skipped by the core's fast-forward: about 2,000
+echo packets, 3·10^4 events, per second and capture), ``amaranth`` (the real gateware in the
+Amaranth simulator: slow, only for tiny runs), ``model`` (the gateware's Python reference models,
+:mod:`latscope.gateware.model_capture` + :mod:`latscope.gateware.model_stream`, two to three times
+faster than Verilator). Everything simulated is labelled so in the capture's metadata.
 
 Model choices, and where every number comes from, are in ``docs/simulated-bench.md``.
 """
@@ -913,26 +914,37 @@ class ModelEngine(_Engine):
 
 class VerilatorEngine(_Engine):
     """The real gateware (:class:`latscope.gateware.top.LatscopeCore`) compiled with Verilator
-    (:mod:`latscope.gateware.verilator`); idle stretches are skipped by the core's fast-forward.
+    (:mod:`latscope.gateware.verilator`); idle stretches are skipped by the core's fast-forward,
+    including those with a partly filled EVENTS frame waiting for its next unit, so an echo
+    packet (14 edges over ~8,000 capture cycles) costs ~460 evaluated cycles, ~0.4 ms.
 
     ``link="fast"`` takes a byte from the core every cycle (the simulated run then takes as long as
     the events need, not as long as a 12 Mbaud UART would); ``link="uart"`` accepts one byte per
     ``capture_hz / 1.2e6`` cycles, the FT2232H's 12 Mbaud 8N1 rate, so FIFO overflow behaves as on
-    the board (slower to simulate)."""
+    the board (slower to simulate). ``binary``: a simulator binary already built for this core
+    (``VerilatorInstrument.build()``), so that runs started together use one build even if the
+    gateware sources change meanwhile; default: build (or find in the cache) now."""
     name = "verilator"
 
-    def __init__(self, run, *, link="fast"):
+    def __init__(self, run, *, link="fast", binary=None):
         super().__init__(run)
         import threading
 
         from latscope.gateware import verilator
         if link not in ("fast", "uart"):
             raise LatscopeError(f"link must be 'fast' or 'uart', not {link!r}")
+        if binary is not None:
+            from pathlib import Path
+            binary = Path(binary)
+            if not binary.is_file():
+                raise LatscopeError(f"no simulator binary at {binary}")
         self._v = verilator
         timing = run.timing
         self.instrument = verilator.VerilatorInstrument(
             capture_hz=int(timing.capture_hz), lanes=timing.lanes, channel_names=CHANNEL_ROLES,
             **CORE_PARAMS)
+        if binary is not None:
+            self.instrument._binary = binary
         self.proc = self.instrument.open()
         _mark_used(self.instrument.component)
         self.link = link
@@ -1027,7 +1039,7 @@ def _mark_used(component, depth=3):
             _mark_used(value, depth - 1)
 
 
-def open_engine(run, engine="auto", *, link="fast", log=None):
+def open_engine(run, engine="auto", *, link="fast", log=None, binary=None):
     """Start an engine that plays ``run`` (a :class:`SimRun`).
 
     Parameters
@@ -1039,13 +1051,15 @@ def open_engine(run, engine="auto", *, link="fast", log=None):
         Verilator only: the link's byte rate in simulated time (see :class:`VerilatorEngine`).
     log : callable, optional
         Receives one-line messages for the user (which engine, why a fallback).
+    binary : path, optional
+        Verilator only: the simulator binary to run (see :class:`VerilatorEngine`).
     """
     if engine not in ("auto",) + ENGINES:
         raise LatscopeError(f"engine must be one of auto, {', '.join(ENGINES)}, not {engine!r}")
     log = log or (lambda message: None)
     if engine in ("auto", "verilator"):
         try:
-            return VerilatorEngine(run, link=link)
+            return VerilatorEngine(run, link=link, binary=binary)
         except (ImportError, LatscopeError) as error:
             if engine == "verilator":
                 raise LatscopeError(f"the Verilator engine is not available: {error}") from None
@@ -1060,13 +1074,13 @@ def open_engine(run, engine="auto", *, link="fast", log=None):
 class AmaranthEngine(_Engine):
     """The real gateware (:class:`latscope.gateware.top.LatscopeCore`) in the Amaranth simulator.
 
-    About 1.5·10^3 cycles/s here, so only for tiny runs (at most :attr:`MAX_EVENTS` events): the
-    core is built with ``heartbeat_shift = 10`` (a heartbeat, which also closes the EVENTS frame,
-    every 1,024 cycles) so that the fast-forward port can skip the idle time between packets.
+    About 1.5·10^3 evaluated cycles/s here, so only for tiny runs (at most :attr:`MAX_EVENTS`
+    events); the core is the one the other engines simulate (:data:`CORE_PARAMS`), and its
+    fast-forward port skips the idle time between edges, as in Verilator.
     """
     name = "amaranth"
     MAX_EVENTS = 2000
-    HEARTBEAT_SHIFT = 10
+    HEARTBEAT_SHIFT = CORE_PARAMS["heartbeat_shift"]
 
     def __init__(self, run):
         super().__init__(run)
@@ -1122,7 +1136,7 @@ class AmaranthEngine(_Engine):
         k = 0                # next entry of the schedule
         cycle = 0
         end = None           # cycle after which the run is flushed
-        last_wall = _t.monotonic()
+        last_wall = last_flush = _t.monotonic()
         ctx.set(core.tx.ready, 1)
         while not self._stop.is_set():
             try:
@@ -1166,9 +1180,11 @@ class AmaranthEngine(_Engine):
             if rx and rx_ready:
                 rx.popleft()
             cycle += 1 + skip
-            if len(out) >= 256:
+            if len(out) >= 256 or (out and _t.monotonic() - last_flush > 0.05):
+                # in chunks, but a reply (or a few events) waits at most ~50 ms of wall time
                 self._out.put(bytes(out))
                 out.clear()
+                last_flush = _t.monotonic()
             if end is not None and cycle >= end and not self.finished:
                 if out:
                     self._out.put(bytes(out))

@@ -58,6 +58,12 @@ class Framer(wiring.Component):
         The framed bytes.
     idle : Out(1)
         Nothing buffered and nothing being sent.
+    waiting : Out(1)
+        Nothing being sent, no closed buffer, no unit and no reply offered: the state (a partly
+        filled buffer included) changes only when the next unit or reply arrives. A partly filled
+        buffer is closed only by a unit (one that does not fit, a heartbeat, a flush), never by
+        the passing of time, so a simulator may skip cycles while this holds (see
+        :class:`~latscope.gateware.top.LatscopeCore`'s ``fast_forward``).
     """
 
     def __init__(self, *, max_payload=MAX_PAYLOAD):
@@ -72,6 +78,7 @@ class Framer(wiring.Component):
             "replies": In(stream.Signature(ReplyByte)),
             "tx": Out(stream.Signature(8)),
             "idle": Out(1),
+            "waiting": Out(1),
         })
 
     def elaborate(self, platform):
@@ -143,7 +150,9 @@ class Framer(wiring.Component):
 
         with m.FSM():
             with m.State("IDLE"):
-                m.d.comb += self.idle.eq((fill_len == 0) & (full == 0) & ~self.units.valid)
+                waiting = (full == 0) & ~self.units.valid & ~self.replies.valid
+                m.d.comb += [self.waiting.eq(waiting),
+                             self.idle.eq((fill_len == 0) & (full == 0) & ~self.units.valid)]
                 m.d.sync += [idx.eq(0)]
                 m.d.comb += crc.start.eq(1)
                 with m.If(self.replies.valid):

@@ -6,9 +6,10 @@ compiles it with the C++ harness ``gateware/harness.cpp`` into a binary cached u
 ``~/.cache/latscope/verilator`` (or ``$LATSCOPE_CACHE/verilator``), keyed by the hash of the
 Verilog, the wrapper and the harness. :meth:`VerilatorInstrument.open` starts the binary; the
 returned :class:`VerilatorProcess` takes commands (sample words, runs, host bytes, link
-throttling) and returns the bytes the gateware sends. While the core reports itself quiescent and
-the inputs are constant, the harness skips ahead with the core's fast-forward port, so idle time
-costs nothing.
+throttling) and returns the bytes the gateware sends. While the core reports itself quiescent (a
+partly filled EVENTS frame waiting for its next unit included) and the inputs are constant, the
+harness skips ahead with the core's fast-forward port, never past the next heartbeat, so idle time
+costs nothing and the bytes are those of a run without skipping.
 
 Example
 -------
@@ -206,7 +207,10 @@ class Commands:
         return self
 
     def drain(self, max_cycles=1 << 40, quiet=64):
-        """Run until the core is idle and ``quiet`` cycles passed without a tx byte."""
+        """Run until the core is idle and ``quiet`` cycles passed without a tx byte, then on
+        through the core's next ``ff_limit`` (for :class:`~latscope.gateware.top.LatscopeCore`
+        the next heartbeat, which sends a partly filled EVENTS frame; idle time is skipped) until
+        that holds again; at most ``max_cycles`` cycles."""
         self._parts.append(bytes([OP_DRAIN]) + int(max_cycles).to_bytes(8, "little")
                            + int(quiet).to_bytes(4, "little"))
         return self
@@ -458,10 +462,9 @@ class VerilatorInstrument:
         if index is not None and index.exists():
             binary = cache_dir() / index.read_text().strip() / "harness"
             if binary.exists():
-                # Elaborate in Python anyway (0.1 s): it marks the design used, so Amaranth
-                # does not warn about an unused elaboratable.
-                from amaranth.hdl import Fragment
-                Fragment.get(self.component, None)
+                # The design is not elaborated (that takes 0.15 s, for each capture of a demo);
+                # mark it used so that Amaranth does not warn about an unused elaboratable.
+                _mark_used(self.component)
                 self._binary = binary
                 return binary
         core_v = export_verilog(self.component, "latscope_core")
@@ -478,8 +481,10 @@ class VerilatorInstrument:
                 fcntl.flock(lock, fcntl.LOCK_EX)
                 if not binary.exists():
                     if verbose:
-                        print("latscope: compiling the simulated instrument (one time, about a "
-                              "minute) ...", file=sys.stderr, flush=True)
+                        print("latscope: compiling the simulated instrument: the gateware "
+                              "(LatscopeCore) exported to Verilog and compiled by Verilator with "
+                              "its C++ harness, once, into "
+                              f"{target} (one to a few minutes) ...", file=sys.stderr, flush=True)
                     _compile(target, core_v, wrapper_v, harness)
         if index is not None:
             tmp = index.with_suffix(f".{os.getpid()}.tmp")
@@ -512,6 +517,14 @@ class VerilatorInstrument:
         writer.join()
         self.last_stats = proc.wait()
         return None if out is None else b"".join(out)
+
+
+def _mark_used(component, depth=3):
+    """Mark ``component`` and the elaboratables it holds (to ``depth`` levels) as used."""
+    if depth and hasattr(component, "_MustUse__used"):
+        component._MustUse__used = True
+        for value in vars(component).values():
+            _mark_used(value, depth - 1)
 
 
 def _source_key(params):

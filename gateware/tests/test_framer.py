@@ -140,3 +140,59 @@ def test_constructor_validation(value):
     with pytest.raises(TypeError, match=rf"Maximum payload must be an integer in 29\.\.4084, "
                                         rf"not {value!r}"):
         Framer(max_payload=value)
+
+
+def test_waiting_holds_a_partly_filled_frame_until_the_next_unit():
+    """``waiting`` (what the core's fast-forward relies on) is 1 with a partly filled buffer and
+    nothing to send, and such a buffer stays unsent however long nothing arrives; ``idle`` also
+    needs the buffer empty. A heartbeat unit closes the buffer: both frames are sent."""
+    dut = Framer(max_payload=40)
+    seen = {}
+    sent = []
+
+    async def unit(ctx, data, *, first, last, length, heartbeat=0, flush=0):
+        ctx.set(dut.units.payload, {"data": data, "first": first, "last": last, "flush": flush,
+                                    "heartbeat": heartbeat, "length": length,
+                                    "base_time": 0, "event_index": 0})
+        ctx.set(dut.units.valid, 1)
+        await until_high(ctx, dut.units.ready)
+        ctx.set(dut.units.valid, 0)
+
+    async def sink(ctx):
+        ctx.set(dut.tx.ready, 1)
+        while True:
+            _, _, valid, byte, waiting = await ctx.tick().sample(dut.tx.valid, dut.tx.payload,
+                                                                 dut.waiting)
+            if valid:
+                sent.append((byte, waiting))
+
+    async def bench(ctx):
+        await ctx.tick().repeat(2)
+        seen["empty"] = (ctx.get(dut.idle), ctx.get(dut.waiting))
+        await unit(ctx, 0x05, first=1, last=1, length=1)       # a one-byte EVENT token
+        states = set()
+        for _ in range(500):
+            _, _, idle, waiting = await ctx.tick().sample(dut.idle, dut.waiting)
+            states.add((idle, waiting))
+        seen["partial"], seen["partial_sent"] = states, len(sent)
+        # a heartbeat unit (28 bytes, the Heartbeat payload) with flush closes the EVENTS frame
+        for i in range(28):
+            await unit(ctx, i, first=int(i == 0), last=int(i == 27), length=28, heartbeat=1,
+                       flush=int(i == 27))
+        await ctx.tick().repeat(300)
+        seen["end"] = (ctx.get(dut.idle), ctx.get(dut.waiting))
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-8)
+    sim.add_testbench(sink, background=True)
+    sim.add_testbench(bench)
+    sim.run()
+    assert seen["empty"] == (1, 1)
+    assert seen["partial"] == {(0, 1)} and seen["partial_sent"] == 0
+    # EVENTS frame: 6 header + 12 EventsHeader + 1 token + 4 CRC bytes; HEARTBEAT: 6 + 28 + 4
+    data = bytes(byte for byte, _ in sent)
+    assert len(data) == (6 + 12 + 1 + 4) + (6 + 28 + 4)
+    assert {waiting for _, waiting in sent} == {0}
+    result = StreamDecoder().feed(data)
+    assert result.frames_bad == result.frames_missing == 0 and len(result.time) == 1
+    assert seen["end"] == (1, 1)
