@@ -310,8 +310,8 @@ class _Ledger:
         if last_time is not None:
             self.known_time = last_time
 
-    def heartbeat(self, hb, result):
-        events, lost, time, epoch = (int(hb[k]) for k in ("events", "lost", "time", "epoch"))
+    def heartbeat(self, events, lost, time, epoch, result):
+        """A heartbeat's ``events``, ``lost``, ``time`` and ``epoch`` fields (ints)."""
         if (self.epoch is not None and epoch != self.epoch) \
                 or (self.expected is not None and events < self.expected):
             result.resets += 1            # a timestamp reset (its count went back)
@@ -328,6 +328,75 @@ class _Ledger:
             self.known_time = max(self.known_time, time)
         self.overflow_seen = lost
         self.expected = events
+
+    def seq_bulk(self, seqs, result):
+        """:meth:`seq` for an array of sequence numbers in stream order."""
+        if not len(seqs):
+            return
+        s = seqs.astype(np.int64)
+        missing = int(((s[1:] - s[:-1] - 1) & 0xFF).sum())
+        if self.last_seq is not None:
+            missing += (int(s[0]) - self.last_seq - 1) & 0xFF
+        result.frames_missing += missing
+        self.last_seq = int(s[-1])
+
+    def frames_bulk(self, is_events, headers, tokens, hbs, result):
+        """:meth:`events_frame` and :meth:`heartbeat` for many frames, in stream order.
+
+        ``is_events`` tells, per frame, whether it is the next EVENTS frame (``headers[i]``,
+        ``tokens.counts[i]``...) or the next heartbeat (``hbs[j]``). An EVENTS frame that holds
+        events and no OVERFLOW token, and whose index is exactly the one the frame before it
+        leaves expected, changes only ``expected`` (by its count) and ``known_time`` (to its last
+        event): runs of such frames are applied at once; every other frame takes the exact path.
+        """
+        m = len(is_events)
+        if not m:
+            return
+        counts = tokens.counts
+        index = headers["event_index"].astype(np.int64)
+        mod = np.int64(0xFFFFFFFF)
+        index_after = np.empty(m, np.int64)      # the event index each frame leaves expected
+        index_after[is_events] = (index + counts) & mod
+        index_after[~is_events] = hbs["events"].astype(np.uint64).view(np.int64) & mod
+        evpos = np.flatnonzero(is_events)
+        plain = counts > 0
+        if tokens.overflows:
+            plain[list(tokens.overflows)] = False
+        simple = np.zeros(m, bool)
+        inner = evpos > 0
+        simple[evpos[inner]] = plain[inner] & (index_after[evpos[inner] - 1] == index[inner])
+        ev_no = (np.cumsum(is_events) - 1).tolist()
+        csum = np.zeros(len(counts) + 1, np.int64)
+        np.cumsum(counts, out=csum[1:])
+        last = np.zeros(len(counts), np.int64)
+        last[counts > 0] = tokens.time[csum[1:][counts > 0] - 1]
+        exact = np.flatnonzero(~simple).tolist()
+        need = np.zeros(m, bool)
+        need[exact] = True
+        ev_exact = np.flatnonzero(need[evpos])
+        ev_rows = {e: (b, i, c, t) for e, b, i, c, t in zip(
+            ev_exact.tolist(), headers["base_time"][ev_exact].tolist(),
+            index[ev_exact].tolist(), counts[ev_exact].tolist(), last[ev_exact].tolist(),
+            strict=True)}
+        hb_rows = list(zip(*(hbs[k].tolist() for k in ("events", "lost", "time", "epoch")),
+                           strict=True))
+        csum_l, last_l = csum.tolist(), last.tolist()
+        prev = -1
+        for r in exact + [m]:
+            if r - prev > 1:                   # frames prev+1 .. r-1: a run of simple ones
+                e0, e1 = ev_no[prev + 1], ev_no[r - 1]
+                self.expected += csum_l[e1 + 1] - csum_l[e0]
+                self.known_time = last_l[e1]
+            if r == m:
+                break
+            if is_events[r]:
+                e = ev_no[r]
+                base, idx, count, last_time = ev_rows[e]
+                self.events_frame(base, idx, count, last_time if count else None,
+                                  tokens.overflows.get(e, []), result)
+            else:                              # heartbeats before it: r - (EVENTS before it)
+                self.heartbeat(*hb_rows[r - ev_no[r] - 1], result)
+            prev = r
 
     def finish(self, result):
         for name in COUNTERS:
@@ -353,14 +422,33 @@ def _overflow_value(conts):
 
 # --- the vectorised decoder -----------------------------------------------------------------------
 
-def _word_view(tok):
-    """Overlapping little-endian 32-bit words starting at every byte of ``tok`` (padded)."""
-    padded = np.zeros(len(tok) + 4, np.uint8)
-    padded[:len(tok)] = tok
-    return np.ndarray((len(tok),), dtype="<u4", buffer=padded, strides=(1,))
+#: Zero bytes kept after the buffer so that fixed-size records can be read at any offset.
+_PAD = 32
 
 
-_LEN_MASK = np.array([0, 0xFF, 0xFFFF, 0xFFFFFF, 0xFFFFFFFF], np.uint32)
+def _record_view(arr, dtype, n):
+    """``n`` overlapping records of ``dtype``, one starting at every byte of ``arr`` (which holds
+    at least ``n - 1 + dtype.itemsize`` bytes), for gathering records at arbitrary offsets."""
+    return np.ndarray((n,), dtype=dtype, buffer=arr, strides=(1,))
+
+
+#: Header fields are read as one little-endian word per candidate sync.
+_FH_WORD = np.dtype("<u8")
+assert _FH_BYTES <= _FH_WORD.itemsize
+_EH_DTYPE = _dtype(EventsHeader)
+assert max(_FH_WORD.itemsize, _EH_DTYPE.itemsize, HEARTBEAT_DTYPE.itemsize, 4) <= _PAD
+
+
+def _event_table():
+    """Contribution of one byte of an EVENT token to its delta, by the byte's position ``k`` in the
+    token (0 for the lead byte) and value: entry ``k << 8 | byte``."""
+    k, byte = np.divmod(np.arange((EVENT_MAX_CONT + 1) << 8, dtype=np.uint64), np.uint64(256))
+    shift = np.where(k == 0, 0, EVENT_FIRST_BITS + CONT_BITS * (k.astype(np.int64) - 1))
+    value = np.where(k == 0, byte & np.uint64(_EV_LEAD_MASK), byte & np.uint64(_CONT_VALUE))
+    return value << shift.astype(np.uint64)
+
+
+_EV_BYTE = _event_table()
 
 
 def _class_tables():
@@ -382,74 +470,153 @@ _EVENT_MASK, _TIME_MASK, _TIME, _OVERFLOW = (int(Token.EVENT_MASK), int(Token.TI
                                              int(Token.TIME), int(Token.OVERFLOW))
 
 
-def _decode_tokens(tok, frame_offsets, base_times):
+class _Scratch:
+    """Work arrays kept between calls of one decoder.
+
+    Freshly allocated arrays of a few megabytes are page-faulted in (and zeroed by the kernel) on
+    every call, which costs more than the arithmetic done on them; reusing them makes each step
+    one pass over memory that is already mapped. Arrays above ``limit`` bytes are not kept.
+    """
+
+    def __init__(self, limit=1 << 24):
+        self.limit = limit
+        self._arrays = {}
+
+    def __call__(self, name, n, dtype):
+        """An uninitialised array of ``n`` elements of ``dtype``, reused under ``name``."""
+        dtype = np.dtype(dtype)
+        have = self._arrays.get(name)
+        if have is not None and have.dtype == dtype and len(have) >= n:
+            return have[:n]
+        array = np.empty(n, dtype)
+        if n * dtype.itemsize <= self.limit:
+            self._arrays[name] = array
+        return array
+
+
+class _Tokens(NamedTuple):
+    """Decoded token bytes of many EVENTS frames (see :func:`_decode_tokens`)."""
+    time: np.ndarray       # int64, every event in order
+    channel: np.ndarray    # uint8
+    rising: np.ndarray     # bool
+    counts: np.ndarray     # events per frame
+    overflows: dict        # frame -> [(lost, first_time, span), ...]
+
+
+def _decode_tokens(tok, frame_offsets, base_times, scratch=None):
     """Decode the token bytes of many EVENTS frames at once.
 
     ``tok`` holds the frames' token bytes back to back, frame ``f`` starting at
-    ``frame_offsets[f]``. Returns ``(bad_frames, time, channel, rising, event_frame, overflows)``
-    where ``bad_frames`` is a bool array (protocol errors: such frames must be dropped and the call
-    repeated without them), ``event_frame`` the frame of each event and ``overflows`` a list of
-    ``(frame, lost, first_time, span)``.
+    ``frame_offsets[f]`` (ascending). Returns ``(bad, tokens)``: ``bad`` is None, or a bool array
+    marking frames with protocol errors (such frames must be dropped and the call repeated without
+    them; ``tokens`` is then None); ``tokens`` is a :class:`_Tokens`. ``scratch`` is the
+    :class:`_Scratch` of the caller, if it has one.
+
+    Token boundaries are the non-continuation bytes. Each byte's contribution to its token's delta
+    comes from a table indexed by its position in the token and its value; one running sum over all
+    bytes (restarted at each frame's ``base_time``) gives every token's time at its last byte. The
+    rare TIME and OVERFLOW tokens, and the validity checks of tokens longer than an EVENT, are
+    handled only for the tokens that need them.
     """
+    scratch = scratch or _Scratch(limit=0)
     nframes = len(frame_offsets)
     n = len(tok)
-    bad = np.zeros(nframes, bool)
-    starts = (tok & _CONT_MASK_BYTE) != _CONT
-    frame_len = np.diff(np.append(frame_offsets, n))
-    nonempty = frame_len > 0
-    bad[nonempty] = ~starts[frame_offsets[nonempty]]
+    if not nframes:
+        return None, _Tokens(*_empty_events(), np.empty(0, np.intp), {})
+    frame_offsets = np.asarray(frame_offsets, np.intp)
+    byte = np.bitwise_and(tok, _CONT_MASK_BYTE, out=scratch("byte", n, np.uint8))
+    starts = np.not_equal(byte, _CONT, out=scratch("starts", n, bool))
+    nonempty = frame_offsets < np.append(frame_offsets[1:], n)
+    heads = frame_offsets[nonempty]
+    if not starts[heads].all():      # a frame's first byte must begin a token
+        bad = np.zeros(nframes, bool)
+        bad[np.flatnonzero(nonempty)[~starts[heads]]] = True
+        return bad, None
+    # From here every frame begins with a token, so token boundaries never cross frames.
     sidx = np.flatnonzero(starts)
     ntok = len(sidx)
-    tlen = np.empty(ntok, np.intp)
+    first = np.searchsorted(sidx, frame_offsets)     # first token of each frame
+    tlen = scratch("tlen", ntok, np.intp)
     np.subtract(sidx[1:], sidx[:-1], out=tlen[:-1])
     if ntok:
         tlen[-1] = n - sidx[-1]
-    lead = tok[sidx]
-    # first token of each frame (frame boundaries are token starts in valid frames)
-    first = np.searchsorted(sidx, frame_offsets)
-    fid = np.repeat(np.arange(nframes), np.diff(np.append(first, ntok)))
-    conts = tlen - 1
-    invalid = (conts < _LEAST_CONT[lead]) | (conts > _MOST_CONT[lead])
-    if invalid.any():
-        bad[fid[invalid]] = True
-    if bad.any():
-        return bad, None, None, None, None, None
-    # event values: one unaligned 32-bit load per token, bytes beyond the token masked off
-    words = _word_view(tok)[sidx] & _LEN_MASK[np.minimum(tlen, 4)]
-    delta = ((words & _EV_LEAD_MASK)
-             | ((words >> 8) & _CONT_VALUE) << EVENT_FIRST_BITS
-             | ((words >> 16) & _CONT_VALUE) << (EVENT_FIRST_BITS + CONT_BITS)
-             | ((words >> 24) & _CONT_VALUE) << (EVENT_FIRST_BITS + 2 * CONT_BITS)
-             ).astype(np.uint64)
-    other = np.flatnonzero(lead >= _EVENT_MASK)     # TIME and OVERFLOW tokens: rare
-    overflows = []
+    lead = np.take(tok, sidx)
+    other = np.empty(0, np.intp)     # TIME and OVERFLOW tokens: rare
+    if ntok and (int(lead.max()) >= _EVENT_MASK or int(tlen.max()) > EVENT_MAX_CONT + 1):
+        check = np.flatnonzero((lead >= _EVENT_MASK) | (tlen > EVENT_MAX_CONT + 1))
+        conts = tlen[check] - 1
+        invalid = (conts < _LEAST_CONT[lead[check]]) | (conts > _MOST_CONT[lead[check]])
+        if invalid.any():
+            bad = np.zeros(nframes, bool)
+            bad[np.searchsorted(first, check[invalid], "right") - 1] = True
+            return bad, None
+        other = check           # valid, so these are exactly the non-EVENT tokens
+    # Per byte: its position in its token (continuation bytes right after a start, capped at
+    # EVENT_MAX_CONT, which is exact inside EVENT tokens), then its contribution to the delta.
+    cont = np.logical_not(starts, out=scratch("cont", n, bool))
+    run = scratch("run", n, bool)
+    run[:] = cont
+    position = scratch("position", n, np.uint8)
+    position[:] = cont
+    for k in range(1, EVENT_MAX_CONT):
+        run[k:] &= cont[:-k]      # run[0] is False: the first byte starts a token
+        position += run
+    index = scratch("index", n, np.uint16)
+    index[:] = position
+    index <<= 8
+    index |= tok
+    # ``summed[0]`` stays 0 and ``summed[1 + i]`` becomes the running sum at byte ``i``, so the
+    # time of a token is ``summed[start of the next token]``.
+    summed = scratch("summed", n + 1, np.uint64)
+    summed[0] = 0
+    # (mode="clip": every index is in range, and the default mode buffers ``out``)
+    delta = np.take(_EV_BYTE, index, out=summed[1:], mode="clip")
+    overflows = {}
     if len(other):
+        # The bytes of TIME and OVERFLOW tokens add nothing but a TIME token's advance.
+        lens = tlen[other]
+        at = np.repeat(sidx[other] - np.cumsum(lens) + lens, lens) + np.arange(int(lens.sum()))
+        delta[at] = 0
         padded = np.zeros(n + TIME_MAX_CONT + 1, np.uint8)
         padded[:n] = tok
         tpos = other[(lead[other] & _TIME_MASK) == _TIME]
         s = sidx[tpos]
         value = (padded[s] & _TIME_LEAD_MASK).astype(np.uint64)
         for k in range(1, TIME_MAX_CONT + 1):
-            part = np.where(conts[tpos] >= k, padded[s + k] & _CONT_VALUE, 0).astype(np.uint64)
+            part = np.where(tlen[tpos] > k, padded[s + k] & _CONT_VALUE, 0).astype(np.uint64)
             value |= part << np.uint64(TIME_FIRST_BITS + CONT_BITS * (k - 1))
-        delta[other] = 0
-        delta[tpos] = value
-        for t in other[lead[other] == _OVERFLOW].tolist():
+        delta[s] = value
+        opos = other[lead[other] == _OVERFLOW]
+        for f, t in zip((np.searchsorted(first, opos, "right") - 1).tolist(), opos.tolist(),
+                        strict=True):
             s = sidx[t]
-            overflows.append((int(fid[t]),) + _overflow_value(tok[s + 1:s + 1 + OVERFLOW_CONT]))
-    cum = np.cumsum(delta, dtype=np.uint64)
-    # time = base + cum - (cum before the frame's first token)
-    before = np.zeros(nframes, np.uint64)
-    inner = first > 0
-    before[inner] = cum[first[inner] - 1]
-    offset = np.asarray(base_times, np.uint64) - before
+            overflows.setdefault(f, []).append(_overflow_value(tok[s + 1:s + 1 + OVERFLOW_CONT]))
+    # time = base + running sum within the frame: one running sum over all bytes, with each
+    # frame's first byte adjusted by (its base - the running sum before it), all modulo 2**64.
+    ends = np.append(first[1:], ntok)
+    if ntok:
+        sums = np.add.reduceat(delta, heads)
+        before = np.zeros(len(heads), np.uint64)
+        np.cumsum(sums[:-1], out=before[1:])
+        offset = np.asarray(base_times, np.uint64)[nonempty] - before
+        adjust = offset.copy()
+        adjust[1:] -= offset[:-1]
+        delta[heads] += adjust
+    np.cumsum(delta, out=delta)
+    time = np.empty(ntok, np.uint64)
+    np.take(summed, sidx[1:], out=time[:-1], mode="clip")
+    if ntok:
+        time[-1] = summed[n]
+    time = time.view(np.int64)
     if len(other):
         ev = np.flatnonzero(lead < _EVENT_MASK)
-        cum, fid, lead = cum[ev], fid[ev], lead[ev]
-    cum += offset[fid]
+        time, lead = time[ev], lead[ev]
+        counts = np.diff(np.searchsorted(ev, np.append(first, ntok)))
+    else:
+        counts = ends - first
     channel = (lead >> 4) & 0x7
     rising = (lead & 0x08) != 0
-    return bad, cum.view(np.int64), channel, rising, fid, overflows
+    return None, _Tokens(time, channel, rising, counts, overflows)
 
 
 class StreamDecoder:
@@ -460,6 +627,16 @@ class StreamDecoder:
     lanes : int, optional
         Samples per capture clock, if known; otherwise taken from the first IDENTIFY reply seen
         (it is only reported back, as :attr:`lanes`: times are already in ticks).
+
+    Notes
+    -----
+    Each call is vectorised at both layers: candidate sync words are found with NumPy and all
+    their headers parsed at once; a short Python walk over the candidates (one step per frame,
+    with one ``zlib.crc32`` per frame) applies the exact resynchronisation rules; the frames' tokens
+    are decoded together; and the sequence/loss ledger is applied in bulk to runs of EVENTS frames
+    that continue each other exactly (consecutive event index, no OVERFLOW token), falling back to
+    the per-frame state machine (shared with :func:`decode_reference`) for heartbeats, the first
+    frame after any anomaly, index gaps and overflow records.
 
     Examples
     --------
@@ -477,6 +654,7 @@ class StreamDecoder:
         self.lanes = lanes
         self._buf = bytearray()
         self._ledger = _Ledger()
+        self._scratch = _Scratch()
 
     @property
     def counters(self):
@@ -502,114 +680,122 @@ class StreamDecoder:
 
     def _decode(self, final):
         buf = self._buf
+        n = len(buf)
         result = DecodeResult()
-        arr = np.frombuffer(bytes(buf), np.uint8) if len(buf) else np.empty(0, np.uint8)
-        cands = np.flatnonzero((arr[:-1] == _SYNC[0]) & (arr[1:] == _SYNC[1])) \
-            if len(arr) > 1 else np.empty(0, np.intp)
-        frames = []
-        pos = 0            # first byte not yet consumed
-        keep = len(buf)    # first byte to keep for the next call
-        for p in cands.tolist():
-            if p < pos:
-                continue
-            kind, fr, end = _try_frame(buf, p, final)
-            if kind == "more":
-                keep = p
-                break
-            if kind == "truncated":
-                result.truncated += 1
-            elif kind == "bad":
-                result.frames_bad += 1
-            elif kind == "frame":
-                result.bytes_skipped += p - pos
-                frames.append(fr)
-                pos = end
+        scratch = self._scratch
+        arr = scratch("buffer", n + _PAD, np.uint8)
+        arr[:n] = np.frombuffer(buf, np.uint8) if n else 0
+        arr[n:] = 0
+        if n > 1:
+            is_sync = np.equal(arr[:n - 1], _SYNC[0], out=scratch("sync", n - 1, bool))
+            is_sync &= np.equal(arr[1:n], _SYNC[1], out=scratch("sync1", n - 1, bool))
+            cands = np.flatnonzero(is_sync)
         else:
-            if not final and len(buf) and buf[-1] == SYNC[0]:
-                keep = len(buf) - 1   # maybe the first byte of a sync
+            cands = np.empty(0, np.intp)
+        # Every candidate's header at once (bytes past the buffer read as zeros: such
+        # candidates are cut short and never looked at further).
+        word = _record_view(arr, _FH_WORD, n)[cands]
+        ftype, version, seq, length = (
+            ((word >> np.uint64(_FH[k][0])) & np.uint64((1 << _FH[k][1]) - 1)).astype(np.intp)
+            for k in ("type", "version", "seq", "length"))
+        plausible = (ftype >= _KNOWN_TYPES.start) & (ftype < _KNOWN_TYPES.stop) \
+            & (length <= MAX_PAYLOAD_ACCEPTED)
+        end = cands + (_FH_BYTES + CRC_BYTES) + length
+        crc = _record_view(arr, np.dtype("<u4"), n + 1)[np.clip(end - CRC_BYTES, 0, n)]
+        after = np.searchsorted(cands, end)       # first candidate at or after each frame's end
+        # The walk: the same rules as decode_reference, one step per candidate examined.
+        accepted = []
+        pos = 0            # first byte not yet consumed
+        keep = n           # first byte to keep for the next call
+        with memoryview(buf) as view:     # released before the buffer is trimmed
+            c_l, p_l, e_l, a_l, crc_l = (cands.tolist(), plausible.tolist(), end.tolist(),
+                                         after.tolist(), crc.tolist())
+            i, ncand = 0, len(c_l)
+            sync_len, header_end = len(SYNC), _FH_BYTES
+            while i < ncand:
+                p = c_l[i]
+                if p + header_end > n or (p_l[i] and e_l[i] > n):
+                    if not final:
+                        keep = p
+                        break
+                    result.truncated += 1
+                elif p_l[i]:
+                    e = e_l[i]
+                    if zlib.crc32(view[p + sync_len:e - CRC_BYTES]) == crc_l[i]:
+                        result.bytes_skipped += p - pos
+                        accepted.append(i)
+                        pos = e
+                        i = a_l[i]
+                        continue
+                    result.frames_bad += 1
+                i += 1
+            else:
+                if not final and n and buf[-1] == SYNC[0]:
+                    keep = n - 1   # maybe the first byte of a sync
         keep = max(keep, pos)
         result.bytes_skipped += keep - pos
         if final:
-            result.bytes_skipped += len(buf) - keep
-            keep = len(buf)
-        self._frames(arr, frames, result)
+            result.bytes_skipped += n - keep
+            keep = n
+        acc = np.array(accepted, np.intp)
+        self._frames(arr, cands[acc] + _FH_BYTES, ftype[acc], version[acc], seq[acc],
+                     length[acc], result)
         del self._buf[:keep]
         return self._ledger.finish(result)
 
-    def _frames(self, arr, frames, result):
-        ledger = self._ledger
-        good = []
-        for fr in frames:
-            if fr.version != PROTOCOL_VERSION:
-                result.frames_bad += 1
-            elif fr.type == FrameType.EVENTS and fr.length < _EH_BYTES:
-                result.frames_bad += 1
-            else:
-                good.append(fr)
-        events = [fr for fr in good if fr.type == FrameType.EVENTS]
-        decoded = self._events(arr, events)
-        while decoded[0] is not None:          # drop frames with protocol errors and retry
-            bad = decoded[0]
-            result.frames_bad += int(bad.sum())
-            dropped = {events[i].start for i in np.flatnonzero(bad).tolist()}
-            good = [fr for fr in good if fr.start not in dropped]
-            events = [fr for fr in events if fr.start not in dropped]
-            decoded = self._events(arr, events)
-        _, time, channel, rising, counts, last_idx, headers, overflows = decoded
-        hbs = []
-        ev_no = 0
-        for fr in good:
-            result.frames_ok += 1
-            ledger.seq(fr.seq, result)
-            if fr.type == FrameType.EVENTS:
-                base, index = headers[ev_no]
-                count = int(counts[ev_no])
-                last = int(time[last_idx[ev_no]]) if count else None
-                ledger.events_frame(base, index, count, last, overflows.get(ev_no, []), result)
-                ev_no += 1
-            elif fr.type == FrameType.HEARTBEAT and fr.length >= HEARTBEAT_DTYPE.itemsize:
-                hb = np.frombuffer(arr[fr.start:fr.start + HEARTBEAT_DTYPE.itemsize].tobytes(),
-                                   HEARTBEAT_DTYPE)[0]
-                hbs.append(hb)
-                ledger.heartbeat(hb, result)
-            elif fr.type == FrameType.REPLY and fr.length >= _RH_BYTES:
-                reply = _reply(arr, fr)
-                result.replies.append(reply)
-                if (reply.opcode == Opcode.IDENTIFY and reply.status == Status.OK
-                        and self.lanes is None):
-                    try:
-                        self.lanes = parse_identify(reply.data)["lanes"]
-                    except LatscopeError:
-                        pass
-            else:
-                result.frames_unknown += 1
-        result.time, result.channel, result.rising = time, channel, rising
-        if hbs:
-            result.heartbeats = np.array(hbs, HEARTBEAT_DTYPE)
+    def _frames(self, arr, start, ftype, version, seq, length, result):
+        """Apply the frames accepted by the walk (arrays, in stream order) to ``result``."""
+        ok = version == PROTOCOL_VERSION
+        ok &= (ftype != FrameType.EVENTS) | (length >= _EH_BYTES)
+        result.frames_bad += int(len(ok) - np.count_nonzero(ok))
+        good = np.flatnonzero(ok)
+        events = good[ftype[good] == FrameType.EVENTS]
+        while True:                            # drop frames with protocol errors and retry
+            bad, tokens, headers = self._events(arr, start[events], length[events],
+                                                self._scratch)
+            if bad is None:
+                break
+            result.frames_bad += int(np.count_nonzero(bad))
+            good = np.setdiff1d(good, events[bad], assume_unique=True)
+            events = events[~bad]
+        result.frames_ok += len(good)
+        self._ledger.seq_bulk(seq[good], result)
+        gtype, glen, gstart = ftype[good], length[good], start[good]
+        is_ev = gtype == FrameType.EVENTS
+        is_hb = (gtype == FrameType.HEARTBEAT) & (glen >= HEARTBEAT_DTYPE.itemsize)
+        is_rep = (gtype == FrameType.REPLY) & (glen >= _RH_BYTES)
+        result.frames_unknown += int(len(good) - np.count_nonzero(is_ev | is_hb | is_rep))
+        hbs = _record_view(arr, HEARTBEAT_DTYPE, len(arr) - _PAD)[gstart[is_hb]]
+        if len(hbs):
+            result.heartbeats = hbs
+        for s, ln in zip(gstart[is_rep].tolist(), glen[is_rep].tolist(), strict=True):
+            reply = _reply(arr, _Frame(FrameType.REPLY, PROTOCOL_VERSION, 0, s, ln))
+            result.replies.append(reply)
+            if (reply.opcode == Opcode.IDENTIFY and reply.status == Status.OK
+                    and self.lanes is None):
+                try:
+                    self.lanes = parse_identify(reply.data)["lanes"]
+                except LatscopeError:
+                    pass
+        result.time, result.channel, result.rising = tokens.time, tokens.channel, tokens.rising
+        # The ledger sees EVENTS frames and heartbeats, in stream order.
+        self._ledger.frames_bulk(is_ev[is_ev | is_hb], headers, tokens, hbs, result)
 
     @staticmethod
-    def _events(arr, events):
-        if not events:
-            empty = _empty_events()
-            return (None,) + empty + (np.empty(0, np.int64), np.empty(0, np.int64), [], {})
-        headers = []
-        for fr in events:
-            value = int.from_bytes(arr[fr.start:fr.start + _EH_BYTES].tobytes(), "little")
-            headers.append((_get(value, _EH, "base_time"), _get(value, _EH, "event_index")))
-        lengths = np.array([fr.length - _EH_BYTES for fr in events])
-        offsets = np.zeros(len(events), np.intp)
-        np.cumsum(lengths[:-1], out=offsets[1:])
-        tok = np.concatenate([arr[fr.start + _EH_BYTES:fr.start + fr.length] for fr in events])
-        bad, time, channel, rising, evf, ovf = _decode_tokens(
-            tok, offsets, [h[0] for h in headers])
-        if bad.any():
-            return (bad,) + (None,) * 7
-        counts = np.bincount(evf, minlength=len(events))
-        last_idx = np.cumsum(counts) - 1
-        overflows = {}
-        for f, lost, first_time, span in ovf:
-            overflows.setdefault(f, []).append((lost, first_time, span))
-        return None, time, channel.astype(np.uint8), rising, counts, last_idx, headers, overflows
+    def _events(arr, start, length, scratch):
+        """``(bad, tokens, headers)`` of EVENTS frames whose payloads begin at ``start``: see
+        :func:`_decode_tokens`; ``headers`` are their EventsHeader records."""
+        tok_start = start + _EH_BYTES
+        tok_end = start + length
+        offsets = np.zeros(len(start), np.intp)
+        np.cumsum((tok_end - tok_start)[:-1], out=offsets[1:])
+        tok = scratch("tokens", int((tok_end - tok_start).sum()), np.uint8)
+        if len(start):
+            np.concatenate([arr[a:b] for a, b in zip(tok_start.tolist(), tok_end.tolist(),
+                                                     strict=True)], out=tok)
+        headers = _record_view(arr, _EH_DTYPE, len(arr) - _PAD)[start]
+        bad, tokens = _decode_tokens(tok, offsets, headers["base_time"], scratch)
+        return bad, tokens, headers
 
 
 # --- the reference decoder ------------------------------------------------------------------------
@@ -660,7 +846,7 @@ def decode_reference(stream):
             hb = np.frombuffer(buf[fr.start:fr.start + HEARTBEAT_DTYPE.itemsize],
                                HEARTBEAT_DTYPE)[0]
             hbs.append(hb)
-            ledger.heartbeat(hb, result)
+            ledger.heartbeat(*(int(hb[k]) for k in ("events", "lost", "time", "epoch")), result)
         elif fr.type == FrameType.REPLY and fr.length >= _RH_BYTES:
             result.replies.append(_reply(buf, fr))
         else:

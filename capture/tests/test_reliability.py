@@ -141,8 +141,8 @@ def test_closing_the_port_ends_the_capture_with_a_clear_message(tmp_path):
         end = time.monotonic() + 30
         while dev.instrument.sent < 3000 and time.monotonic() < end:
             time.sleep(0.01)
-        sent_when_closed = dev.instrument.sent
         dev.close()                                    # the "cable" is pulled
+        sent_when_closed = dev.instrument.sent         # final: close() joined the device thread
         stdout, stderr = proc.communicate(timeout=30)
     assert proc.returncode == session.EXIT_LINK_LOST, stderr
     assert f"stopped: link lost: {dev.path} closed or unplugged" in stderr
