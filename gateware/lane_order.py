@@ -10,7 +10,8 @@ vendor lowering, simulated with Verilator:
   re-registers Amaranth adds, simulated with Yosys's vendor cell model ``ice40/cells_sim.v``.
 * **ECP5** (ULX3S platform): ``IDDRX1F``/``ODDRX1F`` are only black boxes in Yosys, so they are
   simulated with :data:`ECP5_MODELS`, a behavioural model written from Lattice's documentation
-  (see the comment in it). This is established from documentation, not from a vendor model.
+  (see the comment in it) and checked against Lattice's own simulation models, which latscope
+  cannot ship; :data:`VENDOR_MODELS_ENV` runs the probe with them where they are installed.
 
 The probe design (:func:`probe_design`) has one ``DDRBuffer("i")`` whose lanes are brought out on
 two plain output pins, and one ``DDRBuffer("o")`` whose lanes are driven from two plain input pins.
@@ -46,7 +47,8 @@ import numpy as np
 from latscope import LatscopeError
 
 __all__ = [
-    "FAMILIES", "ECP5_MODELS", "TESTBENCH", "probe_design", "lowered_verilog",
+    "FAMILIES", "ECP5_MODELS", "VENDOR_MODELS_ENV", "ecp5_models", "TESTBENCH", "probe_design",
+    "lowered_verilog",
     "simulator_available", "ProbeRun", "simulate", "InputTiming", "OutputTiming",
     "analyse_input", "analyse_output",
     "LaneOrderReport", "establish",
@@ -156,10 +158,12 @@ ECP5_MODELS = r"""
 //
 // Pipeline depth is not part of those descriptions. IDDRX1F: the negative-edge sample is
 // re-timed to the next positive edge, where the pair is presented (the minimum that presents a
-// pair on one SCLK edge). ODDRX1F: two register stages before the output, as stated by
-// Amaranth's ECP5 lowering ("The ODDRX1F buffer has two additional pipeline stages",
-// amaranth/vendor/_lattice.py, which delays OE by 2 to match). The LANE ORDER is what these
-// models establish; the latencies are documentation-derived and confirmed only on hardware.
+// pair on one SCLK edge). ODDRX1F: an input register and two pipeline stages ("The ODDRX1F
+// buffer has two additional pipeline stages", amaranth/vendor/_lattice.py, which delays OE by 2
+// to match). Cross-checked on 2026-11-22 against Lattice's ECP5U simulation models of both cells
+// (read from a public repository, not shipped; set LATSCOPE_ECP5_CELL_MODELS to run with them):
+// identical lane order and latencies (the first version of this ODDRX1F model lacked the input
+// register and was one cycle early).
 
 module IDDRX1F (input D, input SCLK, input RST, output reg Q0, output reg Q1);
     reg pos_sample = 1'b0, neg_sample = 1'b0;
@@ -173,13 +177,14 @@ module IDDRX1F (input D, input SCLK, input RST, output reg Q0, output reg Q1);
 endmodule
 
 module ODDRX1F (input D0, input D1, input SCLK, input RST, output Q);
-    reg d0_a = 1'b0, d1_a = 1'b0, d0_b = 1'b0, d1_b = 1'b0, d1_c = 1'b0;
+    reg d0_a = 1'b0, d1_a = 1'b0, d0_b = 1'b0, d1_b = 1'b0, d1_c = 1'b0, d0_h = 1'b0;
     always @(posedge SCLK) begin
-        d0_a <= D0; d1_a <= D1;          // stage 1
-        d0_b <= d0_a; d1_b <= d1_a;      // stage 2
+        d0_a <= D0; d1_a <= D1;          // input register
+        d0_b <= d0_a; d1_b <= d1_a;      // pipeline stage 1
+        d1_c <= d1_b;                    // pipeline stage 2 (D1)
     end
-    always @(negedge SCLK) d1_c <= d1_b; // hold D1 for the second half of the cycle
-    assign Q = SCLK ? d0_b : d1_c;       // D0 first (high half), D1 second (low half)
+    always @(negedge SCLK) d0_h <= d0_b; // pipeline stage 2 (D0), ready for the next high half
+    assign Q = SCLK ? d0_h : d1_c;       // D0 first (high half), D1 second (low half)
 endmodule
 
 // Plain I/O buffers and the fabric flip-flop/GSR used by Amaranth's ECP5 clock/reset logic.
@@ -301,13 +306,49 @@ def _cache_root():
     return Path(root) / "lane_order"
 
 
+#: Environment variable naming a Verilog file of vendor ECP5 cell models, for example the
+#: ``IDDRX1F.v`` and ``ODDRX1F.v`` of Lattice Diamond's ``ecp5u`` simulation library put in one
+#: file. Its modules replace those of :data:`ECP5_MODELS`, so the lane order is established
+#: from the vendor's own models (latscope cannot ship them: they are Lattice's).
+VENDOR_MODELS_ENV = "LATSCOPE_ECP5_CELL_MODELS"
+
+
+def ecp5_models():
+    """The ECP5 cell models to simulate and where they come from: ``(verilog, source)``.
+
+    With :data:`VENDOR_MODELS_ENV` set, the modules of that file replace latscope's; Lattice's
+    files refer to a global ``GSR_INST`` unless ``mixed_hdl`` is defined, so it is defined and a
+    ``gsr_pur_assign`` that holds both GSR and PUR inactive is added when the file lacks one.
+    """
+    path = os.environ.get(VENDOR_MODELS_ENV)
+    if not path:
+        return (ECP5_MODELS,
+                "latscope ECP5_MODELS (IDDRX1F/ODDRX1F written from Lattice documentation)")
+    try:
+        text = Path(path).read_text(errors="replace")
+    except OSError as error:
+        raise LatscopeError(f"{VENDOR_MODELS_ENV}={path}: cannot read it ({error.strerror})") \
+            from None
+    names = set(re.findall(r"^\s*module\s+(\w+)", text, re.M))
+    if not names & {"IDDRX1F", "ODDRX1F"}:
+        raise LatscopeError(f"{VENDOR_MODELS_ENV}={path}: defines neither IDDRX1F nor ODDRX1F")
+    ours = re.sub(r"module\s+(\w+)\b.*?endmodule",
+                  lambda mo: "" if mo.group(1) in names else mo.group(0), ECP5_MODELS, flags=re.S)
+    stub = "" if "gsr_pur_assign" in names else (
+        "module gsr_pur_assign (output GSR, output PUR);\n"
+        "    assign GSR = 1'b1; assign PUR = 1'b1;   // inactive (active low)\n"
+        "endmodule\n")
+    replaced = ", ".join(sorted(names & {"IDDRX1F", "ODDRX1F"}))
+    return ("`define mixed_hdl\n" + ours + stub + text,
+            f"vendor models from {path} ({replaced}), latscope's for the other cells")
+
+
 @functools.lru_cache(maxsize=None)
-def _binary(family):
+def _binary(family, models):
     """Build (or reuse) the Verilator binary of testbench + lowered probe + cell models."""
     netlist, clk_port = lowered_verilog(family)
     if family == "ice40":
         netlist = _tie_clock_enable(netlist)
-    models = _ice40_models() if family == "ice40" else ECP5_MODELS
     bench = TESTBENCH % {"period": PERIOD_PS, "clk": clk_port}
     stable = re.sub(r"\(\*.*?\*\)", "", netlist)       # source-line attributes change with edits
     key = hashlib.sha256("\0".join([family, stable, models, bench]).encode()).hexdigest()[:20]
@@ -387,7 +428,7 @@ def simulate(family, pad, o, *, setup_ps=PERIOD_PS // 8):
     if not 0 < setup_ps < PERIOD_PS // 2 or setup_ps in busy:
         raise ValueError(f"Setup time must be between 0 and {PERIOD_PS // 2} ps and not one of "
                          f"{sorted(busy)} ps, not {setup_ps!r}")
-    exe = _binary(family)
+    exe = _binary(family, _ice40_models() if family == "ice40" else ecp5_models()[0])
     words = np.zeros(cycles + 1, dtype=np.uint8)
     words[:] = pad[0::2][:cycles + 1]
     words[:cycles] |= (pad[1::2][:cycles] << 1) | (o[:, 0] << 2) | (o[:, 1] << 3)
@@ -534,7 +575,7 @@ def establish(family, *, cycles=200, setups=(PERIOD_PS // 8, 3 * PERIOD_PS // 8)
         raise LatscopeError(f"DDR output and input lane orders disagree: loop-back offsets "
                             f"{sorted(offsets)} ticks")
     source = ("Yosys ice40/cells_sim.v (SB_IO, SB_DFF)" if family == "ice40" else
-              "latscope ECP5_MODELS (IDDRX1F/ODDRX1F written from Lattice documentation)")
+              ecp5_models()[1])
     return LaneOrderReport(family=family, source=source, input=tin, output=tout,
                            loopback_ticks=offsets.pop())
 

@@ -25,7 +25,7 @@ def _need_simulator():
 @pytest.mark.slow
 @pytest.mark.parametrize("family, out_latency, loopback", [
     ("ice40", 1, 5),     # SB_IO DDR output: o[0] captured at the rising edge, sent in that cycle
-    ("ecp5", 2, 7),      # ODDRX1F: two pipeline stages (documentation-derived model)
+    ("ecp5", 3, 9),      # ODDRX1F: input register + two pipeline stages (as Lattice's model)
 ])
 def test_lane_order_by_simulation(family, out_latency, loopback):
     _need_simulator()
@@ -173,3 +173,72 @@ def test_check_loopback_validates_arguments():
         lo.check_loopback([2, 4], [True, False], 3, True)
     with pytest.raises(ValueError, match="Threshold must be in"):
         lo.check_loopback([2, 4], [True, False], 3, 5, threshold=0)
+
+
+# --- vendor cell models (LATSCOPE_ECP5_CELL_MODELS) ----------------------------------------------
+
+# A stand-in for a Lattice library file: the same style (GSR through a global instance unless
+# `mixed_hdl` is defined) and the same IDDRX1F behaviour as latscope's model, written here.
+LATTICE_STYLE_IDDRX1F = r"""
+`timescale 1 ns / 1 ps
+module IDDRX1F(D, SCLK, RST, Q0, Q1);
+input D, SCLK, RST;
+output Q0, Q1;
+parameter GSR = "ENABLED";
+reg pos, neg, q0, q1;
+tri1 GSR_sig, PUR_sig;
+`ifndef mixed_hdl
+   assign GSR_sig = GSR_INST.GSRNET;
+   assign PUR_sig = PUR_INST.PURNET;
+`else
+   gsr_pur_assign gsr_pur_assign_inst (GSR_sig, PUR_sig);
+`endif
+initial begin pos = 0; neg = 0; q0 = 0; q1 = 0; end
+always @(posedge SCLK) pos <= (RST | ~GSR_sig) ? 1'b0 : D;
+always @(negedge SCLK) neg <= (RST | ~GSR_sig) ? 1'b0 : D;
+always @(posedge SCLK) begin q0 <= pos; q1 <= neg; end
+assign Q0 = q0;
+assign Q1 = q1;
+endmodule
+"""
+
+
+def test_vendor_models_replace_latscopes(tmp_path, monkeypatch):
+    monkeypatch.delenv(lo.VENDOR_MODELS_ENV, raising=False)
+    text, source = lo.ecp5_models()
+    assert text == lo.ECP5_MODELS and "documentation" in source
+    path = tmp_path / "ecp5u.v"
+    path.write_text(LATTICE_STYLE_IDDRX1F)
+    monkeypatch.setenv(lo.VENDOR_MODELS_ENV, str(path))
+    text, source = lo.ecp5_models()
+    assert text.count("module IDDRX1F") == 1 and "module ODDRX1F" in text   # ours replaced
+    assert text.startswith("`define mixed_hdl") and "module gsr_pur_assign" in text
+    assert source == f"vendor models from {path} (IDDRX1F), latscope's for the other cells"
+
+
+@pytest.mark.parametrize("content, message", [
+    (None, "cannot read it"),
+    ("module FOO(); endmodule\n", "defines neither IDDRX1F nor ODDRX1F"),
+])
+def test_vendor_models_errors(tmp_path, monkeypatch, content, message):
+    path = tmp_path / "models.v"
+    if content is not None:
+        path.write_text(content)
+    monkeypatch.setenv(lo.VENDOR_MODELS_ENV, str(path))
+    with pytest.raises(LatscopeError, match=message):
+        lo.ecp5_models()
+
+
+@pytest.mark.slow
+def test_lane_order_with_lattice_style_models(tmp_path, monkeypatch):
+    """The probe runs with a Lattice-style library file in place of latscope's IDDRX1F and gets
+    the same input timing (the file's behaviour is the same; what is tested is that such files,
+    with their GSR plumbing, build and run)."""
+    _need_simulator()
+    path = tmp_path / "ecp5u.v"
+    path.write_text(LATTICE_STYLE_IDDRX1F)
+    monkeypatch.setenv(lo.VENDOR_MODELS_ENV, str(path))
+    report = lo.establish("ecp5", cycles=100, setups=(1250,))
+    assert report.source.startswith("vendor models from")
+    assert report.input.instant_delay == (2, 1) and report.input.earlier_lane == 0
+    assert report.loopback_ticks == 9
