@@ -8,8 +8,8 @@ Figures, per board where they depend on it:
 - bytes per event on realistic traffic: the simulated bench's echo of 64-byte frames at 100 Mb/s
   (``el-dm-64`` profile, back-to-back requests) played through the real gateware in Verilator,
   counting every byte on the wire (frame headers, CRCs, heartbeats);
-- the sustained event rate the 12 Mbaud link carries (ECPIX-5; the iCEBreaker's 6 Mbaud link
-  carries half, computed): computed from the bytes per event, and
+- the sustained event rate the 12 Mbaud link carries (both boards; the iCEBreaker's computed):
+  computed from the bytes per event, and
   measured in Verilator (a throttled link accepting one byte per ``capture_hz / 1.2 MB/s`` cycles,
   periodic edges at a swept rate; the highest rate without any overflow loss);
 - the burst the capture FIFO absorbs at full input rate (an edge on every tick of one channel, so
@@ -119,9 +119,11 @@ def run(quick):
     for name, board in sorted(BOARDS.items()):
         rows.append((f"{name}: resolution", f"{board.resolution_ns:.3f}", "ns",
                      f"{board.capture_hz / 1e6:g} MHz capture x {board.lanes} lanes (DDR)"))
-        summary = load_summary(name)
-        note = "from the last build summary"
-        if summary is None and not quick:
+        # Without --quick every board is built now: a summary left by an earlier build may
+        # describe other gateware.
+        summary = load_summary(name) if quick else None
+        note = "from the last build summary (may predate the current gateware)"
+        if not quick:
             started = time.monotonic()
             try:
                 summary = build_bitstream(name, log=lambda line: None)

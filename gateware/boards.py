@@ -63,7 +63,10 @@ class Board:
         On iCE40 with ``async_fifo`` it must be ``capture_hz`` divided by an integer >= 2 (a
         counter flop on a global buffer makes it).
     uart_divisor : int
-        Link clock cycles per UART bit; the baud rate is ``sync_hz / uart_divisor``.
+        Link clock cycles per UART bit sent; the baud rate is ``sync_hz / uart_divisor``.
+    uart_rx_domain : str
+        Clock domain of the UART receiver: ``"sync"``, or ``"capture"`` where the link clock is
+        too slow to sample the line (the receiver needs at least 4 cycles per bit).
     async_fifo : bool
         True if capture and link run on separate clocks joined by an asynchronous FIFO.
     channel_pins : tuple of (str, int)
@@ -98,6 +101,7 @@ class Board:
     fifo_depth: int = 1024
     lanes: int = 2
     nextpnr_seed: int = None
+    uart_rx_domain: str = "sync"
     core_overrides: dict = field(default_factory=dict)
 
     @property
@@ -114,6 +118,12 @@ class Board:
     def baud(self):
         """UART bit rate, bit/s."""
         return self.sync_hz / self.uart_divisor
+
+    @property
+    def uart_rx_divisor(self):
+        """Receiver clock cycles per UART bit (in ``uart_rx_domain``)."""
+        hz = self.capture_hz if self.uart_rx_domain == "capture" else self.sync_hz
+        return round(hz / self.baud)
 
     def platform_class(self):
         """Import and return the amaranth-boards platform class."""
@@ -153,7 +163,8 @@ BOARDS = {
     "icebreaker": Board(
         name="icebreaker", title="1BitSquared iCEBreaker (iCE40UP5K-SG48)", family="ice40",
         platform_path="amaranth_boards.icebreaker:ICEBreakerPlatform",
-        input_hz=12e6, capture_hz=48e6, sync_hz=24e6, uart_divisor=4, async_fifo=True,
+        input_hz=12e6, capture_hz=48e6, sync_hz=24e6, uart_divisor=2, async_fifo=True,
+        uart_rx_domain="capture",
         # PMOD1A: pins 4 2 47 45 / 3 48 46 44
         channel_pins=_pmod(0, 1, 2, 3, 4, 7, 8, 9, 10),
         selftest_pin=("pmod", 1, 1),     # PMOD1B pin 1 (43)
@@ -161,7 +172,8 @@ BOARDS = {
         # SB_PLL40_PAD, SIMPLE feedback: 12 MHz * (DIVF+1) / (DIVR+1) = 768 MHz VCO, / 2**DIVQ = 48
         # (values from `icepll -i 12 -o 48`). The link logic reaches only ~25 MHz on the UP5K, so
         # it runs on its own 24 MHz clock (48 MHz halved by a flop onto an SB_GB) behind the
-        # asynchronous FIFO; UART divisor 4 at 24 MHz = 6 Mbaud (FT2232H: 12 Mbaud / 2).
+        # asynchronous FIFO. The UART sends at 12 Mbaud from it (divisor 2) and receives in the
+        # 48 MHz capture domain (divisor 4), the FT2232H's highest rate both ways.
         pll=dict(DIVR=0, DIVF=63, DIVQ=4, FILTER_RANGE=1),
         fifo_depth=512,
         # Area: the UP5K's 5,280 cells are nearly full; 48-bit time and counts (34 days of ticks
@@ -352,7 +364,9 @@ class BoardTop(Elaboratable):
         uart_port = platform.request("uart", 0, dir={"tx": "-", "rx": "-"})
         m.submodules.uart_tx_buf = tx_buf = io.FFBuffer("o", uart_port.tx, o_domain="sync")
         m.submodules.uart_rx_buf = rx_buf = io.Buffer("i", uart_port.rx)
-        m.submodules.uart = uart = UART(divisor=board.uart_divisor)
+        m.submodules.uart = uart = UART(divisor=board.uart_divisor,
+                                        rx_divisor=board.uart_rx_divisor,
+                                        rx_domain=board.uart_rx_domain)
         m.d.comb += [tx_buf.o.eq(uart.tx), uart.rx.eq(rx_buf.i)]
         wiring.connect(m, core.tx, uart.tx_data)
         wiring.connect(m, uart.rx_data, core.rx)

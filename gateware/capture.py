@@ -117,17 +117,18 @@ class SaturatingCount(wiring.Component):
 
     A plain ``count + addend`` with saturation is a ``width``-bit carry chain plus a multiplexer;
     at 48 MHz on an iCE40 UP5K the 40-bit one alone takes the whole clock period. Here the count
-    is a low part of ``low_bits`` bits, which takes the addend (smaller than ``2**low_bits``, so
-    it carries at most 1), and a high part kept beside its successor ``high + 1``, whose own
-    increment goes into a register; a flag says the high part is all ones, where a carry
-    saturates the whole count. ``sum`` is therefore one short adder and two multiplexers deep.
+    is a low part of ``low_bits`` bits, which takes the addend (below ``2**(low_bits - 1)``, so
+    it carries at most 1, and never in two consecutive cycles), and a high part kept beside its
+    successors ``high + 1`` and ``high + 2``, whose increment runs register to register; a flag
+    says the high part is all ones, where a carry saturates the whole count. ``sum`` is
+    therefore one short adder and two multiplexers deep.
 
     Parameters
     ----------
     width : int
         Bits of the count, ``low_bits + 1`` or more.
     addend_width : int
-        Bits of ``addend``, at most ``low_bits``.
+        Bits of ``addend``, less than ``low_bits``.
     low_bits : int
         Bits of the low part.
 
@@ -150,9 +151,9 @@ class SaturatingCount(wiring.Component):
                             ("low_bits", low_bits)):
             if not isinstance(value, int) or value < 1:
                 raise TypeError(f"{name} must be a positive integer, not {value!r}")
-        if addend_width > low_bits:
-            raise ValueError(f"addend_width ({addend_width}) must not exceed low_bits "
-                             f"({low_bits}): the low part would carry more than 1")
+        if addend_width >= low_bits:
+            raise ValueError(f"addend_width ({addend_width}) must be less than low_bits "
+                             f"({low_bits}): the low part must not carry twice in a row")
         if width <= low_bits:
             raise ValueError(f"width ({width}) must exceed low_bits ({low_bits})")
         self.width, self.low_bits = width, low_bits
@@ -167,6 +168,12 @@ class SaturatingCount(wiring.Component):
         low = Signal(lo_bits)
         high = Signal(hi_bits)
         high1 = Signal(hi_bits, init=1)      # high + 1 (mod 2**hi_bits)
+        # high + 2, from high1 a cycle late: the low part cannot carry in two consecutive cycles
+        # (after a carry or a load it holds less than 2**addend_width, and two addends stay
+        # below 2**low_bits), so it is current whenever a carry needs it, and the long increment
+        # runs register to register.
+        high2 = Signal(hi_bits, init=2)
+        m.d.sync += high2.eq(high1 + 1)
         top = Signal()                       # high is all ones
         low_sum = Signal(lo_bits + 1)
         carry = Signal()
@@ -183,7 +190,7 @@ class SaturatingCount(wiring.Component):
         with m.Elif(self.accumulate):
             m.d.sync += [low.eq(self.sum[:lo_bits]), high.eq(self.sum[lo_bits:])]
             with m.If(carry & ~top):
-                m.d.sync += [high1.eq(high1 + 1), top.eq(high1 == (1 << hi_bits) - 1)]
+                m.d.sync += [high1.eq(high2), top.eq(high1 == (1 << hi_bits) - 1)]
         return m
 
 
@@ -286,7 +293,10 @@ class CaptureFrontEnd(wiring.Component):
             with m.If(~active | changed):           # phase j < 2 <= high: every lane high
                 m.d.sync += [pattern.eq((1 << L) - 1), d.eq(start)]
             with m.Else():
-                m.d.sync += [pattern[j].eq((d >= L - j) | (d < below[j])) for j in range(L)]
+                # (d < L always, so d >= L - j is an equality test against j constants)
+                for j in range(L):
+                    wrapped = [d == v for v in range(L - j, L)]
+                    m.d.sync += pattern[j].eq(Cat(*wrapped, d < below[j]).any())
                 m.d.sync += d.eq(Mux(d >= 0, d + npl, d + L))
         with m.Else():
             m.d.sync += [active.eq(0), pattern.eq(0)]

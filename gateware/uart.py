@@ -1,13 +1,14 @@
 """8N1 UART behind byte streams: the link to the board's USB-serial chip.
 
 The FT2232H on the ECPIX-5 and the iCEBreaker runs its asynchronous serial mode at up to 12 Mbaud;
-with a 48 MHz link clock (ECPIX-5) that is ``divisor = 4`` clock cycles per bit, with the
-iCEBreaker's 24 MHz link clock the same divisor gives 6 Mbaud. The rest of the gateware sees
+with a 48 MHz link clock (ECPIX-5) that is ``divisor = 4`` clock cycles per bit. The iCEBreaker's
+24 MHz link clock sends at 12 Mbaud with ``divisor = 2`` and receives in its 48 MHz capture clock
+domain (a receiver needs at least 4 samples per bit). The rest of the gateware sees
 only ``stream.Signature(8)``, so a faster link (the FT2232H's synchronous FIFO mode, USB, Ethernet)
 replaces this module without touching the framer or the command handler.
 """
 
-from amaranth.hdl import C, Cat, Module, Signal
+from amaranth.hdl import C, Cat, DomainRenamer, Module, Signal
 from amaranth.lib import cdc, stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -130,26 +131,40 @@ class UARTReceiver(wiring.Component):
 
 
 class UART(wiring.Component):
-    """Transmitter and receiver with one divisor.
+    """Transmitter and receiver; the receiver may run in a faster clock domain.
 
     Parameters
     ----------
     divisor : int
-        Clock cycles per bit (48 MHz / 12 Mbaud = 4), at least 4.
+        Link ("sync") clock cycles per bit of the transmitter (48 MHz / 12 Mbaud = 4), >= 1.
+    rx_divisor : int, optional
+        Clock cycles per bit of the receiver, >= 4 (it samples each bit in its middle); default
+        ``divisor``.
+    rx_domain : str
+        Clock domain of the receiver. Other than ``"sync"``, each received byte crosses into
+        ``sync`` through a held register and a toggle (two-flop synchronised): a byte takes ten
+        bit times, far longer than the crossing, so no FIFO is needed. This lets a link clock
+        that is too slow to sample 12 Mbaud (the iCEBreaker's 24 MHz: two cycles per bit) still
+        send at 12 Mbaud while a faster clock receives.
 
     Attributes
     ----------
     tx_data : In(stream.Signature(8))
         Bytes to send.
     rx_data : Out(stream.Signature(8))
-        Bytes received.
+        Bytes received (in ``sync``).
     tx, rx : the serial lines.
-    overrun, framing_error : Out(1), sticky
+    overrun, framing_error : Out(1), sticky (overrun: a byte arrived before the previous one was
+        taken, in either domain)
     """
 
-    def __init__(self, *, divisor):
+    def __init__(self, *, divisor, rx_divisor=None, rx_domain="sync"):
         with _rejected(self):
-            self.divisor = _divisor(divisor, 4)
+            self.divisor = _divisor(divisor, 1)
+            self.rx_divisor = _divisor(divisor if rx_divisor is None else rx_divisor, 4)
+            if not isinstance(rx_domain, str):
+                raise TypeError(f"Receiver domain must be a domain name, not {rx_domain!r}")
+        self.rx_domain = rx_domain
         super().__init__({
             "tx_data": In(stream.Signature(8)), "rx_data": Out(stream.Signature(8)),
             "tx": Out(1, init=1), "rx": In(1, init=1),
@@ -159,9 +174,33 @@ class UART(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         m.submodules.transmitter = tx = UARTTransmitter(divisor=self.divisor)
-        m.submodules.receiver = rx = UARTReceiver(divisor=self.divisor)
+        receiver = UARTReceiver(divisor=self.rx_divisor)
         wiring.connect(m, wiring.flipped(self.tx_data), tx.data)
-        wiring.connect(m, rx.data, wiring.flipped(self.rx_data))
-        m.d.comb += [self.tx.eq(tx.tx), rx.rx.eq(self.rx), self.overrun.eq(rx.overrun),
-                     self.framing_error.eq(rx.framing_error)]
+        m.d.comb += [self.tx.eq(tx.tx)]
+        if self.rx_domain == "sync":
+            m.submodules.receiver = rx = receiver
+            wiring.connect(m, rx.data, wiring.flipped(self.rx_data))
+            m.d.comb += [rx.rx.eq(self.rx), self.overrun.eq(rx.overrun),
+                         self.framing_error.eq(rx.framing_error)]
+            return m
+
+        m.submodules.receiver = rx = DomainRenamer({"sync": self.rx_domain})(receiver)
+        held = Signal(8)                  # rx domain: the last byte, stable until the next
+        toggle = Signal()                 # rx domain: flips with each byte
+        m.d.comb += [rx.rx.eq(self.rx), rx.data.ready.eq(1)]
+        with m.If(rx.data.valid):
+            m.d[self.rx_domain] += [held.eq(rx.data.payload), toggle.eq(~toggle)]
+        seen = Signal()
+        toggle_sync = Signal()
+        m.submodules.toggle_sync = cdc.FFSynchronizer(toggle, toggle_sync)
+        m.submodules.framing_sync = cdc.FFSynchronizer(rx.framing_error, self.framing_error)
+        out = self.rx_data
+        with m.If(out.valid & out.ready):
+            m.d.sync += out.valid.eq(0)
+        with m.If(toggle_sync != seen):   # `held` has been stable for two sync cycles
+            m.d.sync += seen.eq(toggle_sync)
+            with m.If(out.valid & ~out.ready):
+                m.d.sync += self.overrun.eq(1)
+            with m.Else():
+                m.d.sync += [out.payload.eq(held), out.valid.eq(1)]
         return m

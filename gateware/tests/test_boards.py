@@ -81,13 +81,17 @@ def test_ice40_pll_plan():
     assert board.async_fifo
 
 
-@pytest.mark.parametrize("name,baud", [("ecpix5", 12e6), ("icebreaker", 6e6)])
-def test_uart_rates(name, baud):
-    # The FT2232H runs 12 Mbaud / n (12, 6, 4 ... Mbaud). Divisor 4 at 48 MHz gives 12 Mbaud
-    # (ECPIX-5); at the iCEBreaker's 24 MHz link clock it gives 6 Mbaud (the receiver needs at
-    # least 4 clocks per bit).
-    assert get_board(name).uart_divisor == 4
-    assert get_board(name).baud == baud
+@pytest.mark.parametrize("name,tx_divisor,rx_domain,rx_divisor", [
+    ("ecpix5", 4, "sync", 4),          # 48 MHz link clock: 4 cycles per bit both ways
+    ("icebreaker", 2, "capture", 4),   # sends from 24 MHz (2 per bit), receives at 48 MHz (4)
+])
+def test_uart_rates(name, tx_divisor, rx_domain, rx_divisor):
+    # The FT2232H's highest asynchronous rate is 12 Mbaud, the same both ways (FTDI AN232B-05:
+    # 12 Mbaud / n); the receiver needs at least 4 samples per bit.
+    board = get_board(name)
+    assert board.baud == 12e6
+    assert (board.uart_divisor, board.uart_rx_domain, board.uart_rx_divisor) == \
+        (tx_divisor, rx_domain, rx_divisor)
 
 
 def test_unknown_board_message():

@@ -61,7 +61,7 @@ def test_fmax_from_log_takes_the_last_line():
     s = build.parse_report({}, "icebreaker", log_text=ICE40_LOG)
     assert s["fmax_mhz"] == 47.89 and s["timing_met"] is False
     assert [(c["domain"], c["met"]) for c in s["clocks"]] == [("capture", False), ("link", True)]
-    assert s["link_clock_mhz"] == 24.0 and s["uart_baud"] == 6_000_000
+    assert s["link_clock_mhz"] == 24.0 and s["uart_baud"] == 12_000_000
 
 
 def test_program_without_tools_says_what_to_install(tmp_path, capsys, monkeypatch):

@@ -395,17 +395,18 @@ def _saturating_count_reference(ops, *, width):
 @pytest.mark.parametrize("seed", [1, 2, 3])
 def test_saturating_count_matches_reference(seed):
     """The split lost-edge counter against plain saturating arithmetic, on a 12-bit instance
-    (4-bit low part, 4-bit addends), so random runs cross every low-part carry, every high-part
-    carry and the saturation at 4095 many times, with reloads in between. Exact (integers)."""
+    (4-bit low part, 3-bit addends, the widest allowed, so carries come as often as they can),
+    so random runs cross every low-part carry, every high-part carry and the saturation at 4095
+    many times, with reloads in between. Exact (integers)."""
     from latscope.gateware.capture import SaturatingCount
     width = 12
-    dut = SaturatingCount(width=width, addend_width=4, low_bits=4)
+    dut = SaturatingCount(width=width, addend_width=3, low_bits=4)
     rng = np.random.default_rng(seed)
     ops = []
     for _ in range(6):   # segments: a reload, then a long climb (to saturation in most segments)
-        ops.append((1, 0, int(rng.integers(0, 16))))
-        for _ in range(int(rng.integers(300, 1400))):   # ~607 steps reach 4095
-            ops.append((0, int(rng.random() < 0.9), int(rng.integers(0, 16))))
+        ops.append((1, 0, int(rng.integers(0, 8))))
+        for _ in range(int(rng.integers(1500, 3000))):   # ~1300 steps reach 4095
+            ops.append((0, int(rng.random() < 0.9), int(rng.integers(0, 8))))
     want = _saturating_count_reference(ops, width=width)
     got = []
 
@@ -428,8 +429,9 @@ def test_saturating_count_matches_reference(seed):
 @pytest.mark.parametrize("kwargs, exc, message", [
     (dict(width=8, addend_width=6, low_bits=8), ValueError,
      "width (8) must exceed low_bits (8)"),
-    (dict(width=40, addend_width=9, low_bits=8), ValueError,
-     "addend_width (9) must not exceed low_bits (8): the low part would carry more than 1"),
+    (dict(width=40, addend_width=8, low_bits=8), ValueError,
+     "addend_width (8) must be less than low_bits (8): the low part must not carry twice in a "
+     "row"),
     (dict(width=0), TypeError, "width must be a positive integer, not 0"),
 ])
 def test_saturating_count_rejects_bad_parameters(kwargs, exc, message):
