@@ -35,7 +35,18 @@ for time_, channel, rising in synthetic_chunks(n, chunk_events=1 << 20, seed=1):
 t = time.process_time()
 r = an.finish()
 spent += time.process_time() - t
-print(json.dumps({"seconds": spent, "rss": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
+def peak_kib():
+    # VmHWM is this process image's own peak: ru_maxrss carries the parent's over fork + exec,
+    # so a bench process that has grown would inflate it.
+    try:
+        with open("/proc/self/status") as status:
+            for line in status:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+print(json.dumps({"seconds": spent, "rss": peak_kib(),
                   "n": {k: s.n for k, s in r.stats.items()},
                   "method": {k: s.method for k, s in r.stats.items()}}))
 """
