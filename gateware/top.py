@@ -9,8 +9,9 @@ configuration in a :class:`~latscope.gateware.control.ConfigCrossing`. A board w
 
 Timestamp reset: RESET_TIME reaches the front end as ``config.time_reset`` in capture cycle ``t``;
 the front end makes sample cycle ``t + 2`` the new cycle 0 and writes no entry in cycle ``t + 2``,
-so the core writes the reset entry (:data:`~latscope.gateware.model_stream.ENTRY_RESET`) into the
-FIFO then, between the last entry of the old time base and the first of the new one. The encoder
+so the core stages the reset entry (:data:`~latscope.gateware.model_stream.ENTRY_RESET`) for the
+FIFO then, between the last entry of the old time base and the first of the new one (every entry
+passes the same one-cycle write register, so the order holds). The encoder
 zeroes its time, event index and lost count on it and sends a heartbeat with the next epoch.
 """
 
@@ -54,8 +55,9 @@ class LatscopeCore(wiring.Component):
         Gateware source hash, reported by IDENTIFY.
     fast_forward : bool
         Simulation only: expose ``ff_skip``, ``quiescent`` and ``ff_limit`` (capture domain) so a
-        simulator can skip idle time; ``quiescent`` also requires the FIFO empty and the link side
-        idle with its output drained.
+        simulator can skip idle time; ``quiescent`` also requires the FIFO empty, no entry on its
+        way into it, and the link side idle with its output drained (a partly filled EVENTS frame
+        may wait in the framer: only the next unit closes it).
     max_payload : int
         Token bytes per EVENTS frame.
     command_timeout : int
