@@ -26,11 +26,19 @@ from amaranth.utils import ceil_log2
 
 from .encoder import _rejected
 
-__all__ = ["CaptureFIFO"]
+__all__ = ["CaptureFIFO", "level_at_most"]
 
 
 def _gray(value):
     return value ^ (value >> 1)
+
+
+def level_at_most(level, earlier_write, write, limit):
+    """Whether ``level + earlier_write + write <= limit``, as three comparisons of ``level`` with
+    constants chosen by the two one-bit writes: no adder in series with the comparison. Used with
+    last cycle's (registered) level and write, and this cycle's write."""
+    return Mux(earlier_write & write, level <= limit - 2,
+               Mux(earlier_write | write, level <= limit - 1, level <= limit))
 
 
 def _binary(gray):
@@ -117,9 +125,7 @@ class CaptureFIFO(fifo.FIFOInterface, Elaboratable):
         level_r = Signal.like(self.w_level)
         write_r = Signal()
         m.d[w] += [level_r.eq(self.w_level), write_r.eq(write)]
-        m.d[w] += w_rdy.eq(Mux(write_r & write, level_r <= self.depth - 3,
-                               Mux(write_r | write, level_r <= self.depth - 2,
-                                   level_r <= self.depth - 1)))
+        m.d[w] += w_rdy.eq(level_at_most(level_r, write_r, write, self.depth - 1))
         m.d.comb += self.w_rdy.eq(w_rdy)
         m.d.comb += self.r_level.eq(_binary(w_gray_at_r) - r_ptr)
 

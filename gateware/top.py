@@ -22,7 +22,7 @@ from amaranth.lib.wiring import In, Out
 from .capture import CaptureFrontEnd, FrontEndConfig
 from .control import ConfigCrossing, Control
 from .encoder import Encoder, _rejected
-from .fifo import CaptureFIFO
+from .fifo import CaptureFIFO, level_at_most
 from .framer import Framer
 from .model_stream import ENTRY_RESET, check_names
 from .protocol import MAX_PAYLOAD, Heartbeat, HeartbeatStatus
@@ -167,10 +167,8 @@ class LatscopeCore(wiring.Component):
         w_valid_r = Signal()
         m.d.capture += [level_r.eq(w_level), w_valid_r.eq(w_valid)]
         room_next = Signal()
-        limit = self.fifo_depth - slack
-        m.d.comb += room_next.eq(Mux(w_valid_r & w_valid, level_r <= limit - 2,
-                                     Mux(w_valid_r | w_valid, level_r <= limit - 1,
-                                         level_r <= limit)))
+        m.d.comb += room_next.eq(level_at_most(level_r, w_valid_r, w_valid,
+                                               self.fifo_depth - slack))
         m.d.capture += room.eq(room_next)
         # Overflow hysteresis: once the FIFO is full the front end sees it full until it has
         # drained to half, so an overload gives a few long OVERFLOW records (29 bytes each)
