@@ -30,9 +30,19 @@ from fractions import Fraction
 import numpy as np
 
 from latscope import LatscopeError, __version__
+from latscope.capture.sigrok_metadata import (
+    SAMPLERATE_RANGE,
+    NoLogicDataError,
+    SigrokFileError,
+    check_samplerate,
+    parse_keyfile,
+    read_device,
+    sigrok_samplerate,
+)
 
 __all__ = [
-    "SigrokFileError", "SrLimits", "SrInfo", "SrReader", "SrWriter", "ImportSummary",
+    "SigrokFileError", "NoLogicDataError", "SAMPLERATE_RANGE", "sigrok_samplerate",
+    "check_samplerate", "SrLimits", "SrInfo", "SrReader", "SrWriter", "ImportSummary",
     "ExportSummary", "parse_samplerate", "parse_channel_map", "import_sr", "export_sr",
     "bench_import",
 ]
@@ -45,15 +55,8 @@ DEFLATE_MAX_RATIO = 1032
 #: ``sigrok version`` written into the metadata: the libsigrok release whose format we write.
 WRITTEN_SIGROK_VERSION = "0.5.2"
 _SAMPLE_DTYPES = {1: "<u1", 2: "<u2", 4: "<u4", 8: "<u8"}
-_SAFE_CAPTUREFILE = re.compile(r"[A-Za-z0-9_.-]{1,64}")
-_PROBE_KEY = re.compile(r"probe([0-9]+)")
 _SIZE = re.compile(r"\s*([0-9]+(?:\.[0-9]+)?)\s*([kKMG]?)\s*(?:[Hh][Zz])?\s*")
 _PREFIX = {"": 1, "k": 10**3, "K": 10**3, "M": 10**6, "G": 10**9}
-
-
-class SigrokFileError(LatscopeError):
-    """A file is not a sigrok session file, is damaged, or is hostile (zip bomb, path traversal,
-    inconsistent metadata). The message names the file and the broken rule."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -131,6 +134,12 @@ class SrInfo:
     sample_offset: int
     extra: dict
 
+    @property
+    def data_probes(self):
+        """Probes with bits in the samples: ``total_probes``, or fewer when ``unitsize`` is too
+        small for them (libsigrok loads such files; the probes beyond hold no data)."""
+        return min(self.total_probes, 8 * self.unitsize)
+
     def probe_index(self, spec):
         """Bit index of the probe named ``spec``; a plain integer names a probe by index.
 
@@ -144,13 +153,20 @@ class SrInfo:
                 f"{self.path}: probe name {spec!r} is used by probes "
                 f"{', '.join(str(k) for k in matches)}; map it by index instead")
         if matches:
-            return matches[0]
-        if re.fullmatch(r"[0-9]+", spec):
+            index = matches[0]
+        elif re.fullmatch(r"[0-9]+", spec):
             index = int(spec)
             if index >= self.total_probes:
                 raise SigrokFileError(
                     f"{self.path}: probe index {index} is out of range; the file has "
                     f"{self.total_probes} probes (0 to {self.total_probes - 1})")
+        else:
+            index = None
+        if index is not None:
+            if index >= self.data_probes:
+                raise SigrokFileError(
+                    f"{self.path}: probe {spec!r} (index {index}) holds no data: the file's "
+                    f"{self.unitsize}-byte samples carry probes 0 to {self.data_probes - 1} only")
             return index
         named = ", ".join(name for name in self.probes if name is not None)
         raise SigrokFileError(f"{self.path}: no probe named {spec!r}; the file has: {named}")
@@ -192,49 +208,6 @@ def _check_member_name(path, name):
         raise SigrokFileError(f"{path}: unsafe member name {name!r} in the zip archive "
                               f"(absolute path, '..' component, drive letter or control "
                               f"character); refusing the file")
-
-
-def _parse_keyfile(path, text):
-    """Parse GKeyFile text into ``[(group, [(key, value), ...]), ...]`` in file order, refusing
-    duplicate groups, duplicate keys and lines that are neither."""
-    groups = []
-    seen_groups = set()
-    keys = None
-    for number, raw in enumerate(text.splitlines(), 1):
-        line = raw.strip()
-        if not line or line.startswith("#"):
-            continue
-        if line.startswith("[") and line.endswith("]"):
-            name = line[1:-1]
-            if name in seen_groups:
-                raise SigrokFileError(f"{path}: metadata line {number}: group [{name}] appears "
-                                      f"twice")
-            seen_groups.add(name)
-            keys = []
-            groups.append((name, keys))
-            continue
-        if "=" not in line:
-            raise SigrokFileError(f"{path}: metadata line {number}: {raw!r} is neither "
-                                  f"'key=value' nor '[group]'")
-        if keys is None:
-            raise SigrokFileError(f"{path}: metadata line {number}: key before any [group]")
-        key, _, value = line.partition("=")
-        key, value = key.strip(), value.strip()
-        if any(k == key for k, _ in keys):
-            raise SigrokFileError(f"{path}: metadata line {number}: key {key!r} appears twice in "
-                                  f"[{groups[-1][0]}]")
-        keys.append((key, value))
-    return groups
-
-
-def _int_value(path, group, key, value, low, high):
-    if not re.fullmatch(r"[0-9]+", value or ""):
-        raise SigrokFileError(f"{path}: metadata [{group}] {key}={value!r} is not a whole number")
-    number = int(value)
-    if not low <= number <= high:
-        raise SigrokFileError(f"{path}: metadata [{group}] {key}={number} is out of range "
-                              f"({low} to {high})")
-    return number
 
 
 class SrReader:
@@ -337,7 +310,7 @@ class SrReader:
             text = raw_meta.decode("utf-8")
         except UnicodeDecodeError as error:
             raise SigrokFileError(f"{path}: metadata is not UTF-8 text ({error})") from None
-        groups = _parse_keyfile(path, text)
+        groups = parse_keyfile(path, text)
         return self._interpret(groups, members, version, samplerate_override, allow_truncated)
 
     def _check_overlaps(self, infos):
@@ -369,61 +342,21 @@ class SrReader:
         path = self.path
         glob = dict(next((keys for name, keys in groups if name == "global"), []))
         extra = dict(next((keys for name, keys in groups if name == "latscope"), []))
-        devices = [(name, keys) for name, keys in groups if name.startswith("device ")]
-        if not devices:
-            raise SigrokFileError(f"{path}: metadata has no [device N] group")
-        if len(devices) > 1:
-            raise SigrokFileError(f"{path}: metadata describes {len(devices)} devices; latscope "
-                                  f"imports files with one logic device")
-        group, keys = devices[0]
-        if not keys or keys[0][0] != "capturefile":
-            first = keys[0][0] if keys else "nothing"
-            raise SigrokFileError(f"{path}: metadata [{group}] must begin with 'capturefile' "
-                                  f"(sigrok refuses other keys before it), found {first!r}")
-        order = [key for key, _ in keys]
-        values = dict(keys)
-        for required in ("total probes", "unitsize"):
-            if required not in values:
-                raise SigrokFileError(f"{path}: metadata [{group}] has no {required!r} key "
-                                      f"(sigrok would load the file as empty)")
-        total_probes = _int_value(path, group, "total probes", values["total probes"], 1, 64)
-        unitsize = _int_value(path, group, "unitsize", values["unitsize"], 1, 8)
-        if unitsize * 8 < total_probes:
-            raise SigrokFileError(f"{path}: unitsize {unitsize} holds {unitsize * 8} probes but "
-                                  f"'total probes' is {total_probes}")
-        probes = [None] * total_probes
-        total_pos = order.index("total probes")
-        for position, (key, value) in enumerate(keys):
-            match = _PROBE_KEY.fullmatch(key)
-            if not match:
-                continue
-            if position < total_pos:
-                raise SigrokFileError(f"{path}: metadata [{group}] has {key!r} before "
-                                      f"'total probes' (sigrok fails to load such a file)")
-            number = int(match.group(1))
-            if not 1 <= number <= total_probes:
-                raise SigrokFileError(f"{path}: metadata [{group}] {key} is outside probe1.."
-                                      f"probe{total_probes}")
-            if not value:
-                raise SigrokFileError(f"{path}: metadata [{group}] {key} has an empty name")
-            probes[number - 1] = value
-        total_analog = 0
-        if "total analog" in values:
-            total_analog = _int_value(path, group, "total analog", values["total analog"], 0,
-                                      4096)
-        if samplerate_override is not None:
-            samplerate = int(samplerate_override)
-        elif "samplerate" in values:
-            try:
-                samplerate = parse_samplerate(values["samplerate"])
-            except ValueError as error:
-                raise SigrokFileError(f"{path}: metadata [{group}] samplerate: {error}") from None
-        else:
-            samplerate = None
-        capturefile = values["capturefile"]
-        if not _SAFE_CAPTUREFILE.fullmatch(capturefile):
-            raise SigrokFileError(f"{path}: metadata capturefile={capturefile!r} is not a plain "
-                                  f"member name")
+        device = read_device(path, groups, samplerate_override)
+        total_probes, unitsize = device.total_probes, device.unitsize
+        total_analog, samplerate = device.total_analog, device.samplerate
+        probes = list(device.probes)
+        capturefile = device.capturefile
+        if device.samplerate_text is not None and samplerate_override is None and \
+                re.search(r"[0-9.]\s*mHz", device.samplerate_text):
+            self.warnings.append(f"samplerate {device.samplerate_text!r} read as "
+                                 f"{samplerate:,} Hz, as libsigrok reads it ('m' is mega)")
+        named = [name for name in probes[unitsize * 8:] if name is not None]
+        if named:       # unnamed probes are disabled ones: nothing to say about them
+            self.warnings.append(
+                f"'total probes' is {total_probes} but {unitsize}-byte samples hold only "
+                f"{unitsize * 8}: probes {unitsize * 8}..{total_probes - 1}"
+                f" ({', '.join(named)}) hold no data")
         chunks = self._find_chunks(members, capturefile)
         chunk_bytes = tuple(members[name].file_size for name in chunks)
         total = sum(chunk_bytes)
@@ -446,8 +379,11 @@ class SrReader:
             self.warnings.append("the file holds no logic samples")
         sample_offset = 0
         if "sample offset" in extra:
-            sample_offset = _int_value(path, "latscope", "sample offset", extra["sample offset"],
-                                       0, 2**62)
+            text = extra["sample offset"]
+            if not re.fullmatch(r"[0-9]{1,19}", text) or int(text) > 2**62:
+                raise SigrokFileError(f"{path}: metadata [latscope] sample offset={text!r} is not "
+                                      f"a whole number from 0 to 2^62")
+            sample_offset = int(text)
         return SrInfo(path=path, version=version, sigrok_version=glob.get("sigrok version"),
                       samplerate=samplerate, total_probes=total_probes, probes=tuple(probes),
                       unitsize=unitsize, chunks=chunks, chunk_bytes=chunk_bytes,
@@ -598,7 +534,8 @@ def parse_channel_map(text, info):
         In the order given; the position is the latscope channel index.
     """
     if not text:
-        return [(name, k) for k, name in enumerate(info.probes) if name is not None]
+        return [(name, k) for k, name in enumerate(info.probes[:info.data_probes])
+                if name is not None]
     result = []
     for item in text.split(","):
         item = item.strip()

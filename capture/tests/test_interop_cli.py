@@ -78,12 +78,14 @@ HOSTILE_CASES = {
     "version3.sr": "sigrok session format version 3 is not supported",
     "no_metadata.sr": "no 'metadata' member",
     "probe_before_total.sr": "has 'probe1' before 'total probes'",
-    "samplerate_first.sr": "must begin with 'capturefile'.*found 'samplerate'",
     "no_unitsize.sr": "has no 'unitsize' key",
-    "unitsize_small.sr": "unitsize 1 holds 8 probes but 'total probes' is 12",
     "duplicate_key.sr": "key 'unitsize' appears twice in \\[device 1\\]",
     "two_devices.sr": "metadata describes 2 devices",
     "bad_samplerate.sr": "samplerate: not a sample rate: 'fast'",
+    "samplerate_1e30.sr": "samplerate '1000000000000000000000000000000' reads as 0 Hz is "
+                          "outside the range latscope accepts, 1 Hz to 1e\\+12 Hz.*--samplerate",
+    "samplerate_10THz.sr": "samplerate '10 THz' reads as 10,000,000,000,000 Hz is outside the "
+                           "range",
     "traversal.sr": "unsafe member name '../../etc/latscope-owned'",
     "absolute.sr": "unsafe member name '/tmp/latscope-owned'",
     "chunk_gap.sr": "chunk logic-1-2 is missing but logic-1-3 exists",

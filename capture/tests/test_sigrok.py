@@ -34,7 +34,7 @@ from latscope.capture.sigrok import (
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 FIXTURES = os.path.join(HERE, "..", "..", "fixtures", "sigrok")
-VALID = ("counter.sr", "wide16.sr", "demo.sr")
+VALID = ("counter.sr", "wide16.sr", "key_order.sr", "demo.sr")
 
 with open(os.path.join(FIXTURES, "expected.json")) as _handle:
     EXPECTED = json.load(_handle)
