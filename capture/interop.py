@@ -86,8 +86,9 @@ class Window:
         Their roles (``ch<N>`` for a channel the metadata does not name).
     initial : list of int
         Level (0 or 1) of each exported channel at ``start``, after every edge at or before it.
-        A channel's level before its first edge is the opposite of that edge; a channel without
-        edges is 0.
+        Before its first edge a channel is at the initial level the capture recorded (an import
+        records each probe's first sample); failing that, the opposite of that edge; a channel
+        with neither is 0.
     count : int
         Events with ``start < time < stop`` (the ones a level export can place).
     absorbed : int
@@ -204,7 +205,12 @@ def make_window(capture, start=None, stop=None, channels=None):
     names = [capture.channel_names.get(ch, f"ch{ch}") for ch in chosen]
     count = int(in_window[chosen].sum())
     absorbed = int(at_start[chosen].sum())
-    initial = [last_level.get(ch, first_after.get(ch, 0)) for ch in chosen]
+    # before its first edge a channel is at the level the capture recorded for it at its start
+    # (imports store the first sample's levels), else the opposite of that edge, else 0
+    recorded = (capture.note or {}).get("initial_levels") or {}
+    recorded = {index: int(recorded[name]) for index, name in capture.channel_names.items()
+                if isinstance(recorded.get(name), (bool, int))}
+    initial = [last_level.get(ch, recorded.get(ch, first_after.get(ch, 0))) for ch in chosen]
     warnings = []
     lost = [r for r in capture.losses if r.first_time < stop and r.first_time + r.span >= start]
     if lost:

@@ -125,13 +125,18 @@ def sigrok_samplerate(text):
     return size
 
 
-def check_samplerate(hz, what="sample rate"):
+def check_samplerate(hz, what="the sample rate is"):
     """Return ``hz`` if it lies in :data:`SAMPLERATE_RANGE`, else raise ``ValueError`` saying
-    why."""
+    why.
+
+    >>> check_samplerate(10**13, "--samplerate is")      # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ValueError: --samplerate is 10,000,000,000,000 Hz, outside the range latscope accepts (1 Hz ...
+    """
     low, high = SAMPLERATE_RANGE
     if not low <= hz <= high:
-        raise ValueError(f"{what} {hz:,} Hz is outside the range latscope accepts, {low} Hz to "
-                         f"{high:.0e} Hz (one sample per picosecond)")
+        raise ValueError(f"{what} {hz:,} Hz, outside the range latscope accepts ({low} Hz to "
+                         f"10^{len(str(high)) - 1} Hz, one sample per picosecond)")
     return hz
 
 
@@ -247,7 +252,7 @@ def read_device(path, groups, samplerate_override=None):
     text = values.get("samplerate")
     if samplerate_override is not None:
         samplerate = int(samplerate_override)
-        what = "--samplerate"
+        what = "--samplerate is"
     elif text is not None:
         try:
             samplerate = sigrok_samplerate(text)
@@ -260,8 +265,8 @@ def read_device(path, groups, samplerate_override=None):
         try:
             check_samplerate(samplerate, what)
         except ValueError as error:
-            hint = "" if samplerate_override is not None else "; give the true rate with " \
-                "--samplerate"
+            hint = "" if samplerate_override is not None else \
+                "; 'latscope import --samplerate' can supply the true rate"
             raise SigrokFileError(f"{path}: {error}{hint}") from None
     capturefile = values["capturefile"]
     if not _SAFE_CAPTUREFILE.fullmatch(capturefile):
