@@ -314,9 +314,12 @@ def register(subparsers):
         description="Import a sigrok session file (.sr, from any analyzer sigrok or PulseView "
                     "supports) as a latscope capture: one tick per sample (tick_hz = the file's "
                     "sample rate), one event per edge of each mapped probe. Streams in bounded "
-                    "memory (a few tens of MB for any file size). Malformed or hostile files "
-                    "(zip bombs, unsafe member names, inconsistent metadata, truncated chunks) "
-                    "are refused with a message and exit status 2.")
+                    "memory (a few tens of MB for any file size). The metadata is read as "
+                    "libsigrok reads it (version-1 files, any key order, 'samplerate=2 mHz' is "
+                    "2 MHz). Files without logic data (analog only), sample rates outside 1 Hz "
+                    "to 10^12 Hz, and malformed or hostile files (zip bombs, unsafe member names, "
+                    "inconsistent metadata, truncated chunks) are refused with a message and "
+                    "exit status 2.")
     p.add_argument("file", metavar="FILE.sr", help="sigrok session file")
     p.add_argument("-o", "--output", metavar="FILE", required=True,
                    help="capture file to create (.lsc)")
@@ -325,8 +328,8 @@ def register(subparsers):
                         "probe name or an index (0 = probe1, bit 0). Unmapped probes are "
                         "ignored. Default: every named probe under its own name")
     p.add_argument("--samplerate", metavar="HZ", type=parse_rate,
-                   help="sample rate to use instead of the file's (e.g. 100MHz); required when "
-                        "the file has none")
+                   help="sample rate to use instead of the file's (e.g. 100MHz; 1 Hz to "
+                        "10^12 Hz); required when the file has none")
     p.add_argument("--allow-truncated", action="store_true",
                    help="import a file whose last chunk ends with a partial sample, dropping "
                         "that sample (default: refuse the file)")

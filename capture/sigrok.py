@@ -9,8 +9,8 @@ read by GLib's ``GKeyFile``) and the logic samples in members ``logic-1-1``, ``l
 bit ``k`` is probe ``k + 1``. The file has no timestamps: sample ``n`` is at ``n / samplerate``.
 
 :class:`SrReader` validates everything before it reads a sample (member names, sizes against the
-central directory, compression ratio, the metadata keys and their order, ``unitsize`` against the
-probe count, chunk lengths) and raises :class:`SigrokFileError` with a message that names the
+central directory, compression ratio, the metadata as libsigrok reads it (see
+:mod:`latscope.capture.sigrok_metadata`), the sample rate's range, chunk lengths) and raises :class:`SigrokFileError` with a message that names the
 file, the member and the rule that was broken. It then streams samples in bounded blocks, so a
 capture of 10^9 samples imports in a few tens of megabytes. :func:`import_sr` turns the edges of
 mapped probes into a latscope capture (one tick per sample). :class:`SrWriter` and
