@@ -12,7 +12,8 @@ Expected values come from tools nobody here wrote:
 
 Every comparison is exact (``==``): samples, counts and rates are integers. The committed subset
 (``fixtures/sigrok/dumps/``, one small real file per quirk) always runs; the whole collection
-runs when ``LATSCOPE_SIGROK_DUMPS`` names a checkout of sigrok-dumps (marked slow).
+runs when ``LATSCOPE_SIGROK_DUMPS`` names a checkout of sigrok-dumps, or one sits beside the
+project as ``../sigrok-dumps`` (marked slow).
 """
 
 import collections
@@ -38,6 +39,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 FIXTURES = os.path.join(HERE, "..", "..", "fixtures", "sigrok")
 SUBSET = os.path.join(FIXTURES, "dumps")
 DUMPS_ENV = "LATSCOPE_SIGROK_DUMPS"
+#: Where the whole-collection test also looks: a checkout beside the project's directory.
+BESIDE = os.path.normpath(os.path.join(HERE, "..", "..", "..", "sigrok-dumps"))
 
 with open(os.path.join(FIXTURES, "dumps-golden.json")) as _handle:
     GOLDEN = json.load(_handle)["files"]
@@ -237,15 +240,19 @@ def test_probe_beyond_the_sample_width_holds_no_data(tmp_path, capsys):
 
 
 @pytest.mark.slow
-def test_whole_sigrok_dumps_collection(tmp_path, capsys):
-    """Every .sr of a sigrok-dumps checkout (``LATSCOPE_SIGROK_DUMPS``) that sigrok-cli opens
-    imports, or says it holds no logic data; each compared with sigrok-cli's reading."""
+def test_whole_collection_reads_as_sigrok_cli_reads_it(tmp_path, capsys):
+    """Every .sr of a sigrok-dumps checkout (``LATSCOPE_SIGROK_DUMPS``, else ``../sigrok-dumps``
+    beside the project) that sigrok-cli opens imports, or says it holds no logic data; each
+    compared with sigrok-cli's reading."""
     root = os.environ.get(DUMPS_ENV)
-    if not root:
-        pytest.skip(f"set {DUMPS_ENV} to a checkout of sigrokproject/sigrok-dumps to run the "
-                    f"whole collection (docs/sigrok.md says how)")
-    if not os.path.isdir(root):
+    if root and not os.path.isdir(root):
         pytest.fail(f"{DUMPS_ENV}={root!r} is not a directory")
+    if not root and os.path.isdir(BESIDE):
+        root = BESIDE
+    if not root:
+        pytest.skip(f"no sigrok-dumps checkout: set {DUMPS_ENV} to one, or clone "
+                    f"sigrokproject/sigrok-dumps beside the project as {BESIDE} "
+                    f"(docs/sigrok.md says how)")
     files = sorted(os.path.relpath(os.path.join(d, f), root)
                    for d, _, names in os.walk(root) for f in names if f.endswith(".sr"))
     known = [name for name in files if name in GOLDEN]
