@@ -10,8 +10,9 @@ bit ``k`` is probe ``k + 1``. The file has no timestamps: sample ``n`` is at ``n
 
 :class:`SrReader` validates everything before it reads a sample (member names, sizes against the
 central directory, compression ratio, the metadata as libsigrok reads it (see
-:mod:`latscope.capture.sigrok_metadata`), the sample rate's range, chunk lengths) and raises :class:`SigrokFileError` with a message that names the
-file, the member and the rule that was broken. It then streams samples in bounded blocks, so a
+:mod:`latscope.capture.sigrok_metadata`), the sample rate's range, chunk lengths) and raises
+:class:`SigrokFileError` with a message that names the file, the member and the rule that was
+broken. It then streams samples in bounded blocks, so a
 capture of 10^9 samples imports in a few tens of megabytes. :func:`import_sr` turns the edges of
 mapped probes into a latscope capture (one tick per sample). :class:`SrWriter` and
 :func:`export_sr` write a window of a capture back out, sample-exactly.
@@ -617,6 +618,11 @@ def import_sr(source, output, mapping=None, *, limits=None, samplerate=None,
             raise SigrokFileError(f"{info.path}: the metadata has no samplerate; give one with "
                                   f"--samplerate")
         pairs = mapping if isinstance(mapping, list) else parse_channel_map(mapping, info)
+        roles = [role for role, _ in pairs]
+        for role in sorted({r for r in roles if roles.count(r) > 1}):
+            shared = ", ".join(str(bit) for r, bit in pairs if r == role)
+            reader.warnings.append(f"probes {shared} are all named {role!r}: their channels "
+                                   f"share that name; --map them by index to tell them apart")
         offset = info.sample_offset if use_offset else 0
         metadata = {
             "tick_hz": info.samplerate,

@@ -330,3 +330,19 @@ def test_samplerate_range_is_what_the_docs_say():
         docs = handle.read()
     assert SAMPLERATE_RANGE == (1, 10**12)
     assert "1 Hz to 10^12 Hz" in docs
+
+
+def test_probes_sharing_a_name_are_pointed_out(tmp_path, capsys):
+    """sigrok-dumps led/hub75/hub75.sr names three probes 'NC'; the default map keeps each under
+    that name and the import says so."""
+    path = tmp_path / "nc.sr"
+    meta = ("[global]\nsigrok version=0.5.2\n[device 1]\ncapturefile=logic-1\ntotal probes=3\n"
+            "samplerate=1 MHz\ntotal analog=0\nprobe1=NC\nprobe2=CLK\nprobe3=NC\nunitsize=1\n")
+    with zipfile.ZipFile(path, "w") as archive:
+        archive.writestr("version", b"2")
+        archive.writestr("metadata", meta)
+        archive.writestr("logic-1-1", bytes([0, 7, 0]))
+    code, _, err = _import(str(path), tmp_path / "o.lsc", capsys)
+    assert code == 0
+    assert "warning: probes 0, 2 are all named 'NC': their channels share that name; --map them " \
+        "by index to tell them apart" in err
