@@ -1,5 +1,5 @@
-"""Real sigrok files, read as sigrok reads them (``latscope.capture.sigrok_metadata`` and the
-importer on files from sigrokproject/sigrok-dumps).
+"""sigrok files in every form the real ones take, read as sigrok reads them
+(``latscope.capture.sigrok_metadata`` and the importer on the forms of sigrokproject/sigrok-dumps).
 
 Expected values come from tools nobody here wrote:
 
@@ -8,21 +8,27 @@ Expected values come from tools nobody here wrote:
   binary``: the SHA-256 of the raw samples and, for files up to 2^22 samples, each probe's initial
   level and rising/falling edge counts from a plain NumPy ``np.diff`` of sigrok's bytes). Made by
   ``fixtures/sigrok/make_fixtures.py --dumps``; never edited by hand.
+- sigrok-cli run live (the same reading, ``make_fixtures.sigrok_cli_reading``) on the synthetic
+  files of ``fixtures/sigrok/quirks/``: one per quirk of real sigrok-dumps files, metadata in the
+  same form as the real file it mimics, samples of our own (``make_fixtures.py``, ``QUIRKS``).
 - libsigrok's own ``sr_parse_sizestring``, called through ctypes, for the sample-rate parser.
 
-Every comparison is exact (``==``): samples, counts and rates are integers. The committed subset
-(``fixtures/sigrok/dumps/``, one small real file per quirk) always runs; the whole collection
-runs when ``LATSCOPE_SIGROK_DUMPS`` names a checkout of sigrok-dumps, or one sits beside the
-project as ``../sigrok-dumps`` (marked slow).
+Every comparison is exact (``==``): samples, counts and rates are integers. The synthetic quirk
+files run whenever sigrok-cli is installed; the whole collection runs when
+``LATSCOPE_SIGROK_DUMPS`` names a checkout of sigrok-dumps, or one sits beside the project as
+``../sigrok-dumps`` (marked slow).
 """
 
 import collections
 import ctypes
 import ctypes.util
+import functools
 import hashlib
+import importlib.util
 import json
 import os
 import re
+import shutil
 import zipfile
 
 import numpy as np
@@ -37,7 +43,7 @@ from latscope.cli import main
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 FIXTURES = os.path.join(HERE, "..", "..", "fixtures", "sigrok")
-SUBSET = os.path.join(FIXTURES, "dumps")
+QUIRKS_DIR = os.path.join(FIXTURES, "quirks")
 DUMPS_ENV = "LATSCOPE_SIGROK_DUMPS"
 #: Where the whole-collection test also looks: a checkout beside the project's directory.
 BESIDE = os.path.normpath(os.path.join(HERE, "..", "..", "..", "sigrok-dumps"))
@@ -45,8 +51,24 @@ BESIDE = os.path.normpath(os.path.join(HERE, "..", "..", "..", "sigrok-dumps"))
 with open(os.path.join(FIXTURES, "dumps-golden.json")) as _handle:
     GOLDEN = json.load(_handle)["files"]
 
-SUBSET_FILES = sorted(os.path.relpath(os.path.join(d, f), SUBSET)
-                      for d, _, names in os.walk(SUBSET) for f in names if f.endswith(".sr"))
+_spec = importlib.util.spec_from_file_location("sigrok_make_fixtures",
+                                               os.path.join(FIXTURES, "make_fixtures.py"))
+MAKE_FIXTURES = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(MAKE_FIXTURES)
+#: synthetic file in fixtures/sigrok/quirks/ -> (the sigrok-dumps file whose form it has, quirk)
+QUIRKS = MAKE_FIXTURES.QUIRKS
+QUIRK_FILES = sorted(QUIRKS)
+
+needs_sigrok_cli = pytest.mark.skipif(
+    shutil.which("sigrok-cli") is None,
+    reason="sigrok-cli is not installed (apt-get install sigrok-cli): the synthetic quirk files "
+           "are compared with its live reading")
+
+
+@functools.cache
+def sigrok_cli_reads(name):
+    """sigrok-cli's reading of ``quirks/NAME``, run now: an entry as in dumps-golden.json."""
+    return MAKE_FIXTURES.sigrok_cli_reading(os.path.join(QUIRKS_DIR, name))
 
 #: Rate given to files that have none (any rate in range does; sigrok-cli reports 0).
 FALLBACK_RATE = 1_000_000
@@ -152,8 +174,8 @@ def _import(path, out, capsys, *extra):
 
 def check_against_sigrok(path, entry, out, capsys):
     """Import ``path`` with ``latscope import`` and compare it with sigrok-cli's reading
-    ``entry`` (from dumps-golden.json). Returns the outcome: ``"imported"``, ``"needs rate"``
-    (imported once ``--samplerate`` was given) or ``"no logic"``."""
+    ``entry`` (from dumps-golden.json, or run live). Returns the outcome: ``"imported"``,
+    ``"needs rate"`` (imported once ``--samplerate`` was given) or ``"no logic"``."""
     assert entry["opens"], path
     if not entry["logic"]:
         code, _, err = _import(path, out, capsys)
@@ -207,14 +229,57 @@ def check_against_sigrok(path, entry, out, capsys):
     return outcome
 
 
-@pytest.mark.parametrize("name", SUBSET_FILES)
-def test_committed_dumps_read_as_sigrok_reads_them(tmp_path, capsys, name):
-    check_against_sigrok(os.path.join(SUBSET, name), GOLDEN[name], tmp_path / "out.lsc", capsys)
+@needs_sigrok_cli
+@pytest.mark.parametrize("name", QUIRK_FILES)
+def test_quirk_files_read_as_sigrok_reads_them(tmp_path, capsys, name):
+    check_against_sigrok(os.path.join(QUIRKS_DIR, name), sigrok_cli_reads(name),
+                         tmp_path / "out.lsc", capsys)
 
 
-def test_committed_subset_covers_every_quirk():
-    """One real file per quirk the collection shows (see fixtures/sigrok/README.md)."""
-    outcomes = {name: GOLDEN[name] for name in SUBSET_FILES}
+@needs_sigrok_cli
+@pytest.mark.parametrize("name", QUIRK_FILES)
+def test_quirk_file_has_the_form_of_its_sigrok_dumps_file(name):
+    """sigrok-cli sees in each synthetic file what it saw in the real file it mimics
+    (dumps-golden.json): the same sample rate, channels and unitsize; only the samples differ."""
+    real = GOLDEN[QUIRKS[name][0]]
+    mine = sigrok_cli_reads(name)
+    for key in ("opens", "samplerate", "logic", "analog", "unitsize"):
+        assert mine[key] == real[key], (name, key)
+
+
+def test_quirk_files_are_what_the_script_makes(tmp_path):
+    """The committed quirks/ files are byte for byte what ``make_fixtures.py`` writes."""
+    MAKE_FIXTURES.make_quirks(str(tmp_path))
+    assert sorted(os.listdir(tmp_path)) == sorted(
+        f for f in os.listdir(QUIRKS_DIR) if f.endswith(".sr")) == QUIRK_FILES
+    for name in QUIRK_FILES:
+        with open(tmp_path / name, "rb") as made, \
+                open(os.path.join(QUIRKS_DIR, name), "rb") as committed:
+            assert made.read() == committed.read(), name
+
+
+def _metadata(name):
+    with zipfile.ZipFile(os.path.join(QUIRKS_DIR, name)) as archive:
+        return archive.read("version"), archive.read("metadata").decode()
+
+
+def test_quirk_files_keep_the_metadata_forms():
+    """The spellings and key orders that make these files quirky, as the real files have them."""
+    version, meta = _metadata("v1_ols_unitsize1_32probes.sr")
+    assert version == b"1"
+    assert "[device 1]\ndriver = ols\ncapturefile = logic-1\nunitsize = 1\ntotal probes = 32\n" \
+           "samplerate = 200 kHz\n" in meta and meta.endswith("\n trigger2 = 0\n")
+    version, meta = _metadata("v1_no_samplerate.sr")
+    assert version == b"1" and "samplerate" not in meta and "driver = ols" in meta
+    assert "samplerate=2 mHz\n" in _metadata("samplerate_2mHz.sr")[1]
+    assert "capturefile" not in _metadata("analog_only.sr")[1]
+
+
+@needs_sigrok_cli
+def test_quirk_files_cover_every_quirk():
+    """One synthetic file per quirk the collection shows (see fixtures/sigrok/README.md), as
+    sigrok-cli reads them."""
+    outcomes = {name: sigrok_cli_reads(name) for name in QUIRK_FILES}
     assert any(not e["logic"] for e in outcomes.values())                   # analog only
     assert any(e["logic"] and e["analog"] for e in outcomes.values())       # mixed
     assert any(e["logic"] and not e["samplerate"] for e in outcomes.values())
@@ -223,7 +288,7 @@ def test_committed_subset_covers_every_quirk():
 
 
 def test_2_mhz_is_read_as_libsigrok_reads_it_and_said(tmp_path, capsys):
-    code, stdout, err = _import(os.path.join(SUBSET, "spi/adxl345/adxl345_axis.sr"),
+    code, stdout, err = _import(os.path.join(QUIRKS_DIR, "samplerate_2mHz.sr"),
                                 tmp_path / "o.lsc", capsys)
     assert code == 0
     assert json.loads(stdout)["samplerate"] == 2_000_000
@@ -231,8 +296,9 @@ def test_2_mhz_is_read_as_libsigrok_reads_it_and_said(tmp_path, capsys):
 
 
 def test_probe_beyond_the_sample_width_holds_no_data(tmp_path, capsys):
-    """rtc_ds1307_200khz.sr declares 32 probes in 1-byte samples: probes 8..31 have no bits."""
-    path = os.path.join(SUBSET, "i2c/rtc_dallas_ds1307/rtc_ds1307_200khz.sr")
+    """v1_ols_unitsize1_32probes.sr (the form of sigrok-dumps rtc_ds1307_200khz.sr) declares 32
+    probes in 1-byte samples: probes 8..31 have no bits."""
+    path = os.path.join(QUIRKS_DIR, "v1_ols_unitsize1_32probes.sr")
     code, _, err = _import(path, tmp_path / "o.lsc", capsys, "--map", "a=SCL,b=12")
     assert code == 2
     assert "probe '12' (index 12) holds no data: the file's 1-byte samples carry probes 0 to 7" \
