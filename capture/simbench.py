@@ -813,7 +813,8 @@ class ModelEngine(_Engine):
         self.link = ms.LinkModel(channels=self.channels, lanes=self.lanes,
                                  counter_width=CORE_PARAMS["counter_width"])
         self.commands = ms.CommandModel(channels=self.channels,
-                                        max_glitch=CORE_PARAMS["max_glitch"], identify=identify)
+                                        max_glitch=CORE_PARAMS["max_glitch"], identify=identify,
+                                        lanes=self.lanes)
         self.parser = _HostCommands()
         self.cycle = 0                  # capture cycles since the last timestamp reset
         self._out = bytearray()
