@@ -35,8 +35,8 @@ Info: Max frequency for clock 'capture_clk': 47.89 MHz (FAIL at 48.00 MHz)
 
 
 def test_parse_report_ecp5():
-    s = build.parse_report(ECP5_REPORT, "ecpix5")
-    assert s["board"] == "ecpix5" and s["capture_clock_mhz"] == 160.0
+    s = build.parse_report(ECP5_REPORT, "ecpix5-x1")
+    assert s["board"] == "ecpix5-x1" and s["capture_clock_mhz"] == 160.0
     assert s["resolution_ns"] == 3.125
     assert s["fmax_mhz"] == 197.941                       # rounded to 1 kHz
     assert s["margin_pct"] == 23.71                       # 100 * (197.941 / 160 - 1), 2 decimals
@@ -50,7 +50,7 @@ def test_parse_report_ecp5():
 def test_parse_report_fails_timing_honestly():
     report = json.loads(json.dumps(ECP5_REPORT))
     report["fmax"]["$glbnet$capture_clk"]["achieved"] = 159.9
-    s = build.parse_report(report, "ecpix5")
+    s = build.parse_report(report, "ecpix5-x1")
     assert s["timing_met"] is False
     assert s["clocks"][0]["met"] is False and s["clocks"][1]["met"] is True
 
@@ -100,7 +100,8 @@ def test_programmer_commands():
 def test_boards_json(capsys):
     assert main(["gateware", "boards", "--json"]) == 0
     rows = json.loads(capsys.readouterr().out)
-    assert rows["ecpix5"]["resolution_ns"] == 3.125
+    assert rows["ecpix5"]["resolution_ns"] == 1.25
+    assert rows["ecpix5-x1"]["resolution_ns"] == 3.125
     assert [p["role"] for p in rows["icebreaker"]["pins"]][:3] == ["rx_dv", "tx_en", "crs_dv"]
 
 
@@ -110,7 +111,8 @@ SUMMARY_KEYS = {"board", "capture_clock_mhz", "fmax_mhz", "resolution_ns", "timi
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name,limit_ns,bitstream", [
-    ("ecpix5", 3.2, "latscope.bit"),
+    ("ecpix5", 1.25, "latscope.bit"),
+    ("ecpix5-x1", 3.2, "latscope.bit"),
     ("icebreaker", 10.5, "latscope.bin"),
 ])
 def test_real_bitstream(name, limit_ns, bitstream, tmp_path, capsys):
@@ -129,7 +131,9 @@ def test_real_bitstream(name, limit_ns, bitstream, tmp_path, capsys):
     assert Path(summary["bitstream"]).stat().st_size > 10_000
     assert json.loads((out / "summary.json").read_text())["fmax_mhz"] == summary["fmax_mhz"]
     used = summary["resources"]
-    assert used["plls"]["used"] == 1 and used["bram_blocks"]["used"] >= 1
+    # the x2 build has two PLLs (edge clock; link clock), the others one
+    assert used["plls"]["used"] == (2 if name == "ecpix5" else 1)
+    assert used["bram_blocks"]["used"] >= 1
 
 
 def test_verilog_export(tmp_path):
