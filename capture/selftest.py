@@ -504,8 +504,9 @@ def run_selftest(instrument, identity, *, channels, high_ticks, low_ticks, loopb
     channels : iterable of int
         Channels that take the internal pattern.
     high_ticks, low_ticks : int
-    loopback : int or None
-        Channel wired to the self-test output pin (keeps its pin; edges enabled).
+    loopback : int, iterable of int, or None
+        Channel(s) wired to the self-test output pin (keep their pins; edges enabled); several
+        for the per-channel calibration (``--calibrate``, a fan-out cable).
     edges : int or None
         Stop when every channel involved has more than this many edges.
     duration : float or None
@@ -520,7 +521,13 @@ def run_selftest(instrument, identity, *, channels, high_ticks, low_ticks, loopb
     from latscope.capture.transport import TransportClosed
     chans = sorted(set(channels))
     n = int(identity.get("channels") or protocol.NUM_CHANNELS)
-    involved = sorted(set(chans) | ({loopback} if loopback is not None else set()))
+    if loopback is None:
+        looped = set()
+    elif isinstance(loopback, (int, np.integer)):
+        looped = {int(loopback)}
+    else:
+        looped = {int(c) for c in loopback}
+    involved = sorted(set(chans) | looped)
     for ch in involved:
         if not 0 <= ch < n:
             raise LatscopeError(f"channel {ch} does not exist: the instrument has channels "
@@ -531,7 +538,7 @@ def run_selftest(instrument, identity, *, channels, high_ticks, low_ticks, loopb
     instrument.set_edges(enable, enable)
     for ch in involved:
         instrument.set_glitch(ch, 0)
-    instrument.selftest(True, drive_pin=loopback is not None, channels=mask,
+    instrument.selftest(True, drive_pin=bool(looped), channels=mask,
                         high_ticks=high_ticks, low_ticks=low_ticks)
     instrument.reset_time()
     instrument.discard()
@@ -766,6 +773,10 @@ def register(subparsers):
     p.add_argument("--reference", type=int, metavar="CHANNEL",
                    help="channel whose internal pattern the loop-back delay is measured against "
                         "(default: the lowest pattern channel)")
+    p.add_argument("--calibrate", metavar="FILE",
+                   help="measure per-channel timing offsets with the self-test output pin wired "
+                        "to every --channels input at once (equal-length fan-out cable) and write "
+                        "them to FILE for `latscope capture --calibration FILE`")
     p.add_argument("--json", action="store_true", help="print the result as JSON on stdout")
     p.set_defaults(func=cmd_selftest)
 
@@ -806,10 +817,41 @@ def _plan(args):
     return chans, loop, reference
 
 
+def _calibrate(args):
+    """``latscope selftest --calibrate FILE``: per-channel offsets through a fan-out cable."""
+    from latscope.capture import calibration, session
+    from latscope.capture.transport import SerialTransport
+    if args.sim:
+        raise LatscopeError("--calibrate needs a cable from the self-test output pin to every "
+                            "channel input, and the simulated bench has none; run it on a board "
+                            "with the cable fitted")
+    if args.loopback is not None:
+        raise LatscopeError("--calibrate and --loopback are separate runs: use one of them")
+    chans = _channel_list(args.channels) if args.channels else list(range(protocol.NUM_CHANNELS))
+    edges = args.edges if args.duration is None and args.edges is not None else \
+        (DEFAULT_EDGES if args.duration is None else None)
+    transport = SerialTransport(args.port, args.baud)
+    try:
+        instrument = session.Instrument(transport)
+        identity = instrument.identify()
+        cap = run_selftest(instrument, identity, channels=[], high_ticks=args.high,
+                           low_ticks=args.low, loopback=chans, edges=edges,
+                           duration=args.duration, timeout=args.timeout)
+    finally:
+        transport.close()
+    measured = calibration.measure_offsets(cap.time, cap.channel, cap.rising, channels=chans)
+    calibration.write_calibration(args.calibrate, measured, identity=identity)
+    return {"instrument": dict(identity), "simulated": False, "port": args.port,
+            "stopped": cap.reason, "calibration": measured.to_dict(), "file": args.calibrate,
+            "ok": True}
+
+
 def selftest(args):
     """Run ``latscope selftest`` with parsed ``args``; returns a JSON-ready result dict."""
     from latscope.capture import session
     from latscope.capture.transport import SerialTransport
+    if getattr(args, "calibrate", None):
+        return _calibrate(args)
     chans, loop, reference = _plan(args)
     if args.sim and loop is not None:
         raise LatscopeError("--loopback needs a cable from the self-test output pin to a channel "
@@ -875,6 +917,16 @@ def _range(lo, hi):
 def format_report(result):
     """The human-readable report of a :func:`selftest` result."""
     ident = result["instrument"]
+    if "calibration" in result:
+        c = result["calibration"]
+        tick_ns = 1e9 / ident["tick_hz"]
+        lines = [f"calibration {c['edges']} edges per channel; offsets (ticks late against the "
+                 f"median channel; {tick_ns:.3f} ns each):"]
+        for ch, off, spread in zip(c["channels"], c["offsets_ticks"], c["spread_ticks"],
+                                   strict=True):
+            lines.append(f"  channel {ch}: {off:+d} ticks (spread {spread})")
+        lines.append(f"written to {result['file']}")
+        return "\n".join(lines)
     pat = result["pattern"]
     tick_ns = 1e9 / ident["tick_hz"]
     names = ident.get("channel_names") or []

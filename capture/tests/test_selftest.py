@@ -289,6 +289,9 @@ def run_cli(capsys, *argv):
      "--loopback channel 3 must not be in --channels"),
     (["--port", "/dev/null", "--edges", "2"], "--edges must be at least 4, not 2"),
     (["--sim", "--loopback", "3"], "the simulated bench has none"),
+    (["--sim", "--calibrate", "cal.json"], "--calibrate needs a cable from the self-test output"),
+    (["--port", "/dev/null", "--calibrate", "c.json", "--loopback", "1"],
+     "--calibrate and --loopback are separate runs"),
 ])
 def test_cli_rejects_bad_options(capsys, argv, message):
     status, out, err = run_cli(capsys, *argv)
