@@ -15,7 +15,7 @@ Figures, per board where they depend on it:
 - the burst the capture FIFO absorbs at full input rate (an edge on every tick of one channel, so
   one FIFO entry per capture cycle): events accepted before the first overflow record.
 
-Simulated figures use the ECPIX-5 parameters (160 MHz capture, 3.125 ns ticks) in the
+Simulated figures use the ECPIX-5 parameters (200 MHz capture, 4 lanes, 1.25 ns ticks) in the
 single-clock simulation core; the link is modelled by its byte rate.
 """
 
@@ -118,7 +118,8 @@ def run(quick):
     rows = []
     for name, board in sorted(BOARDS.items()):
         rows.append((f"{name}: resolution", f"{board.resolution_ns:.3f}", "ns",
-                     f"{board.capture_hz / 1e6:g} MHz capture x {board.lanes} lanes (DDR)"))
+                     f"{board.capture_hz / 1e6:g} MHz capture x {board.lanes} lanes "
+                     f"({'IDDRX2F 2:1 gearing' if board.gearing == 'x2' else 'DDR'})"))
         # Without --quick every board is built now: a summary left by an earlier build may
         # describe other gateware.
         summary = load_summary(name) if quick else None

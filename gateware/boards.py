@@ -344,8 +344,9 @@ class BoardTop(Elaboratable):
         m.submodules.rst_sync = ResetSynchronizer(arst, domain="sync")
         m.submodules.gearing_start = start = GearingStart()
         eclk, sclk = edge_clocks(m, eclk_in=eclk_raw, start=start)
+        # (no explicit constraint: nextpnr derives 400 MHz through ECLKSYNCB and 200 MHz through
+        # CLKDIVF from the PLL's FREQUENCY_PIN_CLKOP)
         m.d.comb += ClockSignal("capture").eq(sclk)
-        platform.add_clock_constraint(sclk, board.capture_hz)
         m.submodules.rst_capture = ResetSynchronizer(arst | ~start.ready, domain="capture")
         return eclk, sclk, start.reset
 

@@ -144,3 +144,28 @@ def test_verilog_export(tmp_path):
     assert "module latscope_core(" in text
     for port in ("samples", "tx__payload", "rx__valid", "ff_skip", "quiescent", "ff_limit"):
         assert port in text, port
+
+
+# Four nets trimmed from the --detailed-timing-report of the ecpix5 (IDDRX2F) build of 2026-11-23:
+# I/O logic lane outputs of channels 0 and 7 to their synchroniser flip-flops, and a net that is
+# not a channel output (left out).
+DETAILED = {"detailed_net_timings": [
+    {"driver": "ch_x2.buf.buf.buf0$IOL", "port": "RXDATA0", "net": "ch_x2.q0_0",
+     "endpoints": [{"cell": "s0", "port": "M", "delay": [2.7019999027252197, 2.7019999027252197]}]},
+    {"driver": "ch_x2.buf.buf.buf0$IOL", "port": "RXDATA3", "net": "ch_x2.q3_0",
+     "endpoints": [{"cell": "s7", "port": "M", "delay": [1.9570000171661377, 1.9570000171661377]}]},
+    {"driver": "ch_x2.buf.buf.buf7$IOL", "port": "RXDATA1", "net": "ch_x2.q1_7",
+     "endpoints": [{"cell": "s29", "port": "M",
+                    "delay": [1.1330000162124634, 1.1330000162124634]}]},
+    {"driver": "st_x2.oddrx2f_D0_LUT4_Z", "port": "F", "net": "st_x2.oddrx2f_D0",
+     "endpoints": [{"cell": "st_x2.buf.buf.buf0$IOL", "port": "TXDATA0", "delay": [2.5, 3.3]}]},
+]}
+
+
+def test_channel_paths_from_the_detailed_report():
+    from latscope.gateware.skew import channel_paths
+    paths = channel_paths(DETAILED)
+    assert list(paths) == [0, 7]
+    assert paths[0]["lane_ns"] == [2.702, None, None, 1.957] and paths[0]["max_ns"] == 2.702
+    assert paths[7]["lane_ns"] == [None, 1.133] and paths[7]["pad_ns"] is None
+    assert channel_paths({}) == {}
