@@ -389,7 +389,7 @@ class LoopbackCheck:
 
 
 def analyse_loopback(time, channel, rising, *, loop_channel, high_ticks, low_ticks,
-                     reference=None, min_intervals=16):
+                     reference=None, min_intervals=16, lanes=2):
     """Analyse the self-test pattern that came back through a cable on ``loop_channel``.
 
     The loop-back channel takes its pin (not the internal pattern); the self-test output pin
@@ -412,6 +412,8 @@ def analyse_loopback(time, channel, rising, *, loop_channel, high_ticks, low_tic
         Channel carrying the internal pattern, or ``None``.
     min_intervals : int
         Fewer loop-back intervals give an inconclusive lane-order verdict.
+    lanes : int
+        Samples per capture clock of the instrument (2, or 4 on the ECP5 2:1 build).
 
     Returns
     -------
@@ -433,7 +435,8 @@ def analyse_loopback(time, channel, rising, *, loop_channel, high_ticks, low_tic
     problems = []
     if len(t) > 1 and np.any(np.diff(t) == 0):
         raise ValueError(f"Channel {loop} has two edges at one tick")
-    verdict = lane_order.check_loopback(t, r, high, low, min_intervals=min_intervals)
+    verdict = lane_order.check_loopback(t, r, high, low, min_intervals=min_intervals,
+                                        lanes=lanes)
     gaps = np.diff(t)
     alternating = r[1:] != r[:-1]
     want = np.where(r[:-1], high, low)
@@ -706,8 +709,9 @@ def open_simulated_instrument(engine="auto"):
 
 EPILOG = """\
 exit status: 0 pass; 1 fail (the table says which channel and why); 2 error (bad option, port,
-incompatible instrument). Times are in ticks of the instrument (1 / (capture_hz * lanes): 3.125 ns
-on the ECPIX-5, 10.417 ns on the iCEBreaker). Documentation: docs/selftest.md."""
+incompatible instrument). Times are in ticks of the instrument (1 / (capture_hz * lanes): 1.25 ns
+on the ECPIX-5, 3.125 ns on its x1 build, 10.417 ns on the iCEBreaker). On 4-lane instruments
+--high and --low must be at least 4 ticks. Documentation: docs/selftest.md."""
 
 
 def _channel_list(text):
@@ -870,6 +874,11 @@ def selftest(args):
         instrument = session.Instrument(transport)
         identity = instrument.identify()
         tick_hz = identity["tick_hz"]
+        least = max(2, int(identity.get("lanes") or 1))   # model_capture.selftest_min_ticks
+        if min(args.high, args.low) < least:
+            raise LatscopeError(f"--high and --low must be at least {least} ticks on this "
+                                f"{identity.get('lanes')}-lane instrument, not {args.high} and "
+                                f"{args.low}")
         involved = len(chans) + (loop is not None)
         rate = 2 * involved * tick_hz / (args.high + args.low)
         capacity = args.baud / 10 / BYTES_PER_EVENT
@@ -901,6 +910,7 @@ def selftest(args):
     ok = check.ok
     if loop is not None:
         lb = analyse_loopback(cap.time, cap.channel, cap.rising, loop_channel=loop,
+                              lanes=int(identity.get("lanes") or 2),
                               high_ticks=args.high, low_ticks=args.low, reference=reference)
         result["loopback"] = lb.to_dict()
         ok = ok and lb.ok
@@ -968,7 +978,7 @@ def format_report(result):
             f"            high {_range(lb['high_min'], lb['high_max'])} ticks, low "
             f"{_range(lb['low_min'], lb['low_max'])} ticks, {lb['exact']:.0%} exact",
             f"lane order  {lo['order']}: {lo['reason']} (edges per lane "
-            f"{lo['edges_per_lane'][0]}/{lo['edges_per_lane'][1]})",
+            f"{'/'.join(str(n) for n in lo['edges_per_lane'])})",
         ]
         for problem in lb["problems"]:
             lines.append(f"FAIL        {problem}")
