@@ -120,7 +120,8 @@ def run(quick):
     for name, board in sorted(BOARDS.items()):
         rows.append((f"{name}: resolution", f"{board.resolution_ns:.3f}", "ns",
                      f"{board.capture_hz / 1e6:g} MHz capture x {board.lanes} lanes "
-                     f"({'IDDRX2F 2:1 gearing' if board.gearing == 'x2' else 'DDR'})"))
+                     + (f"(IDDRX2F 2:1 gearing, {board.eclk_hz / 1e6:g} MHz edge clock)"
+                        if board.gearing == "x2" else "(DDR)")))
         # Without --quick every board is built now: a summary left by an earlier build may
         # describe other gateware.
         summary = load_summary(name) if quick else None

@@ -144,6 +144,8 @@ def parse_report(report, board, *, log_text=""):
         "capture_clock_mhz": capture_mhz,
         "link_clock_mhz": board.sync_hz / 1e6,
         "lanes": board.lanes,
+        # ECP5 2:1 gearing: the IDDRX2F edge clock (no fabric flip-flops, so no Fmax line)
+        "edge_clock_mhz": board.eclk_hz / 1e6 if board.eclk_hz else None,
         "resolution_ns": round(board.resolution_ns, 4),
         "uart_baud": int(board.baud),
         "fmax_mhz": capture[0]["fmax_mhz"] if capture else None,

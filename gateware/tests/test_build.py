@@ -45,6 +45,8 @@ def test_parse_report_ecp5():
     assert s["resources"]["luts"] == {"used": 272, "available": 83640}
     assert s["resources"]["bram_blocks"]["used"] == 5
     assert "TRELLIS_RAMW" not in s["resources_raw"]        # unused cells are left out
+    assert s["edge_clock_mhz"] is None                      # x1: no edge clock
+    assert build.parse_report({}, "ecpix5")["edge_clock_mhz"] == 400.0
 
 
 def test_parse_report_fails_timing_honestly():
