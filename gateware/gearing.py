@@ -11,8 +11,8 @@ Interface", generic DDR X2 receive) and LiteDRAM's ECP5 DDR PHY use them:
   every capture clock it presents four samples ``Q0..Q3`` taken on successive edges of ``eclk``.
 
 The order of ``Q0..Q3`` in time and their latency are established against Lattice's own
-simulation model in ``docs/lane-order.md`` (:mod:`latscope.gateware.lane_order`): ``Q0`` is the
-earliest sample, so lane ``j`` is ``Q<j>`` and ``tick = cycle * 4 + lane``.
+simulation models in ``docs/lane-order.md`` (:mod:`latscope.gateware.lane_order_x2`): ``Q0`` is
+the earliest sample, so lane ``j`` is ``Q<j>`` and ``tick = cycle * 4 + lane``.
 
 Start-up (:class:`GearingStart`). ``IDDRX2F`` groups edge-clock samples into words with a counter
 of its own, started by its reset. If two channels' counters started on different edges their
@@ -25,7 +25,7 @@ from amaranth.hdl import Const, Instance, Module, Signal
 from amaranth.lib import io, wiring
 from amaranth.lib.wiring import In, Out
 
-__all__ = ["LANES", "GearingStart", "GearedInput", "GearedOutput"]
+__all__ = ["LANES", "GearingStart", "GearedInput", "GearedOutput", "edge_clocks"]
 
 #: Samples per capture clock with X2 gearing.
 LANES = 4
@@ -129,6 +129,3 @@ def edge_clocks(m, *, eclk_in, start):
     m.submodules.clkdivf = Instance("CLKDIVF", p_DIV="2.0", i_CLKI=eclk, i_RST=start.reset,
                                     i_ALIGNWD=Const(0), o_CDIVX=sclk)
     return eclk, sclk
-
-
-__all__ += ["edge_clocks"]
