@@ -230,6 +230,14 @@ class Analyzer:
         self._lut = np.zeros(256, dtype=bool)
         for k in self._code_of.values():
             self._lut[k] = True
+        # Per-channel timing offsets measured by `latscope selftest --calibrate` (stored in the
+        # capture's metadata): each channel's edges are moved back by its offset before pairing.
+        # An edge may then land before edges of other channels already seen, so only the time
+        # up to the last event minus the largest positive offset counts as complete.
+        from latscope.capture.calibration import offsets_from_metadata
+        n_codes = max((c[0] for c in self.codes), default=-1) + 1
+        self._offsets = offsets_from_metadata(self.metadata, n_codes)
+        self._offset_lag = 0 if self._offsets is None else max(0, int(self._offsets.max(initial=0)))
         self.events = 0
         self.first_time = None
         self.last_time = None
@@ -257,8 +265,11 @@ class Analyzer:
         # keep only the edges some measurement uses, then split them by (channel, edge)
         wanted = self._lut[code]
         time, code = time[wanted], code[wanted]
-        edges = {c: time[code == k] for c, k in self._code_of.items()}
-        self._advance(edges, self.last_time)
+        if self._offsets is None:
+            edges = {c: time[code == k] for c, k in self._code_of.items()}
+        else:
+            edges = {c: time[code == k] - self._offsets[c[0]] for c, k in self._code_of.items()}
+        self._advance(edges, self.last_time - self._offset_lag)
 
     def _advance(self, edges, complete_time):
         for g in self.groups:

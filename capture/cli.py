@@ -47,6 +47,9 @@ def register(subparsers):
     p.add_argument("--baud", type=int, default=12_000_000,
                    help="serial rate in bit/s (default 12000000; ignored by ptys)")
     p.add_argument("--force", action="store_true", help="overwrite FILE if it exists")
+    p.add_argument("--calibration", metavar="FILE",
+                   help="per-channel offsets from `latscope selftest --calibrate FILE`, stored "
+                        "in the capture's metadata and applied by the analysis")
     p.add_argument("--quiet", action="store_true", help="no progress line")
     p.add_argument("--json", action="store_true",
                    help="print the outcome as JSON on stdout (reason, exit status, totals)")
@@ -151,6 +154,9 @@ def capture(args, stderr=None):
         identity = instrument.identify()
         session.configure(instrument, config, identity)
         extra = dict(getattr(handle, "metadata", None) or {})
+        if getattr(args, "calibration", None):
+            from latscope.capture.calibration import load_calibration
+            extra.update(load_calibration(args.calibration, identity=identity))
         meta = session.capture_metadata(identity, config, port=port, extra=extra)
         rx_dv = [int(k) for k, role in meta["channels"].items() if role == "rx_dv"]
         if limits.packets is not None and not rx_dv:

@@ -45,7 +45,7 @@ def register(subparsers):
                     "track; 64/256/1024-byte frames), drive the real gateware in simulation, "
                     "capture its bytes through a pseudo-terminal exactly as from a board, then "
                     "print a comparison table (latencies in µs; the instrument resolution is one "
-                    "tick, 3.125 ns) beside the paper's Table I and write the report.")
+                    "tick, 1.25 ns) beside the paper's Table I and write the report.")
     parser.add_argument("--packets", type=int, default=None,
                         help=f"packets over all configurations (default {DEFAULT_PACKETS:,}; "
                              f"--quick: {QUICK_PACKETS:,})")

@@ -389,7 +389,7 @@ class LoopbackCheck:
 
 
 def analyse_loopback(time, channel, rising, *, loop_channel, high_ticks, low_ticks,
-                     reference=None, min_intervals=16):
+                     reference=None, min_intervals=16, lanes=2):
     """Analyse the self-test pattern that came back through a cable on ``loop_channel``.
 
     The loop-back channel takes its pin (not the internal pattern); the self-test output pin
@@ -412,6 +412,8 @@ def analyse_loopback(time, channel, rising, *, loop_channel, high_ticks, low_tic
         Channel carrying the internal pattern, or ``None``.
     min_intervals : int
         Fewer loop-back intervals give an inconclusive lane-order verdict.
+    lanes : int
+        Samples per capture clock of the instrument (2, or 4 on the ECP5 2:1 build).
 
     Returns
     -------
@@ -433,7 +435,8 @@ def analyse_loopback(time, channel, rising, *, loop_channel, high_ticks, low_tic
     problems = []
     if len(t) > 1 and np.any(np.diff(t) == 0):
         raise ValueError(f"Channel {loop} has two edges at one tick")
-    verdict = lane_order.check_loopback(t, r, high, low, min_intervals=min_intervals)
+    verdict = lane_order.check_loopback(t, r, high, low, min_intervals=min_intervals,
+                                        lanes=lanes)
     gaps = np.diff(t)
     alternating = r[1:] != r[:-1]
     want = np.where(r[:-1], high, low)
@@ -504,8 +507,9 @@ def run_selftest(instrument, identity, *, channels, high_ticks, low_ticks, loopb
     channels : iterable of int
         Channels that take the internal pattern.
     high_ticks, low_ticks : int
-    loopback : int or None
-        Channel wired to the self-test output pin (keeps its pin; edges enabled).
+    loopback : int, iterable of int, or None
+        Channel(s) wired to the self-test output pin (keep their pins; edges enabled); several
+        for the per-channel calibration (``--calibrate``, a fan-out cable).
     edges : int or None
         Stop when every channel involved has more than this many edges.
     duration : float or None
@@ -520,7 +524,13 @@ def run_selftest(instrument, identity, *, channels, high_ticks, low_ticks, loopb
     from latscope.capture.transport import TransportClosed
     chans = sorted(set(channels))
     n = int(identity.get("channels") or protocol.NUM_CHANNELS)
-    involved = sorted(set(chans) | ({loopback} if loopback is not None else set()))
+    if loopback is None:
+        looped = set()
+    elif isinstance(loopback, (int, np.integer)):
+        looped = {int(loopback)}
+    else:
+        looped = {int(c) for c in loopback}
+    involved = sorted(set(chans) | looped)
     for ch in involved:
         if not 0 <= ch < n:
             raise LatscopeError(f"channel {ch} does not exist: the instrument has channels "
@@ -531,7 +541,7 @@ def run_selftest(instrument, identity, *, channels, high_ticks, low_ticks, loopb
     instrument.set_edges(enable, enable)
     for ch in involved:
         instrument.set_glitch(ch, 0)
-    instrument.selftest(True, drive_pin=loopback is not None, channels=mask,
+    instrument.selftest(True, drive_pin=bool(looped), channels=mask,
                         high_ticks=high_ticks, low_ticks=low_ticks)
     instrument.reset_time()
     instrument.discard()
@@ -699,8 +709,9 @@ def open_simulated_instrument(engine="auto"):
 
 EPILOG = """\
 exit status: 0 pass; 1 fail (the table says which channel and why); 2 error (bad option, port,
-incompatible instrument). Times are in ticks of the instrument (1 / (capture_hz * lanes): 3.125 ns
-on the ECPIX-5, 10.417 ns on the iCEBreaker). Documentation: docs/selftest.md."""
+incompatible instrument). Times are in ticks of the instrument (1 / (capture_hz * lanes): 1.25 ns
+on the ECPIX-5, 3.125 ns on its x1 build, 10.417 ns on the iCEBreaker). On 4-lane instruments
+--high and --low must be at least 4 ticks. Documentation: docs/selftest.md."""
 
 
 def _channel_list(text):
@@ -766,6 +777,10 @@ def register(subparsers):
     p.add_argument("--reference", type=int, metavar="CHANNEL",
                    help="channel whose internal pattern the loop-back delay is measured against "
                         "(default: the lowest pattern channel)")
+    p.add_argument("--calibrate", metavar="FILE",
+                   help="measure per-channel timing offsets with the self-test output pin wired "
+                        "to every --channels input at once (equal-length fan-out cable) and write "
+                        "them to FILE for `latscope capture --calibration FILE`")
     p.add_argument("--json", action="store_true", help="print the result as JSON on stdout")
     p.set_defaults(func=cmd_selftest)
 
@@ -806,10 +821,41 @@ def _plan(args):
     return chans, loop, reference
 
 
+def _calibrate(args):
+    """``latscope selftest --calibrate FILE``: per-channel offsets through a fan-out cable."""
+    from latscope.capture import calibration, session
+    from latscope.capture.transport import SerialTransport
+    if args.sim:
+        raise LatscopeError("--calibrate needs a cable from the self-test output pin to every "
+                            "channel input, and the simulated bench has none; run it on a board "
+                            "with the cable fitted")
+    if args.loopback is not None:
+        raise LatscopeError("--calibrate and --loopback are separate runs: use one of them")
+    chans = _channel_list(args.channels) if args.channels else list(range(protocol.NUM_CHANNELS))
+    edges = args.edges if args.duration is None and args.edges is not None else \
+        (DEFAULT_EDGES if args.duration is None else None)
+    transport = SerialTransport(args.port, args.baud)
+    try:
+        instrument = session.Instrument(transport)
+        identity = instrument.identify()
+        cap = run_selftest(instrument, identity, channels=[], high_ticks=args.high,
+                           low_ticks=args.low, loopback=chans, edges=edges,
+                           duration=args.duration, timeout=args.timeout)
+    finally:
+        transport.close()
+    measured = calibration.measure_offsets(cap.time, cap.channel, cap.rising, channels=chans)
+    calibration.write_calibration(args.calibrate, measured, identity=identity)
+    return {"instrument": dict(identity), "simulated": False, "port": args.port,
+            "stopped": cap.reason, "calibration": measured.to_dict(), "file": args.calibrate,
+            "ok": True}
+
+
 def selftest(args):
     """Run ``latscope selftest`` with parsed ``args``; returns a JSON-ready result dict."""
     from latscope.capture import session
     from latscope.capture.transport import SerialTransport
+    if getattr(args, "calibrate", None):
+        return _calibrate(args)
     chans, loop, reference = _plan(args)
     if args.sim and loop is not None:
         raise LatscopeError("--loopback needs a cable from the self-test output pin to a channel "
@@ -828,6 +874,11 @@ def selftest(args):
         instrument = session.Instrument(transport)
         identity = instrument.identify()
         tick_hz = identity["tick_hz"]
+        least = max(2, int(identity.get("lanes") or 1))   # model_capture.selftest_min_ticks
+        if min(args.high, args.low) < least:
+            raise LatscopeError(f"--high and --low must be at least {least} ticks on this "
+                                f"{identity.get('lanes')}-lane instrument, not {args.high} and "
+                                f"{args.low}")
         involved = len(chans) + (loop is not None)
         rate = 2 * involved * tick_hz / (args.high + args.low)
         capacity = args.baud / 10 / BYTES_PER_EVENT
@@ -859,6 +910,7 @@ def selftest(args):
     ok = check.ok
     if loop is not None:
         lb = analyse_loopback(cap.time, cap.channel, cap.rising, loop_channel=loop,
+                              lanes=int(identity.get("lanes") or 2),
                               high_ticks=args.high, low_ticks=args.low, reference=reference)
         result["loopback"] = lb.to_dict()
         ok = ok and lb.ok
@@ -875,6 +927,16 @@ def _range(lo, hi):
 def format_report(result):
     """The human-readable report of a :func:`selftest` result."""
     ident = result["instrument"]
+    if "calibration" in result:
+        c = result["calibration"]
+        tick_ns = 1e9 / ident["tick_hz"]
+        lines = [f"calibration {c['edges']} edges per channel; offsets (ticks late against the "
+                 f"median channel; {tick_ns:.3f} ns each):"]
+        for ch, off, spread in zip(c["channels"], c["offsets_ticks"], c["spread_ticks"],
+                                   strict=True):
+            lines.append(f"  channel {ch}: {off:+d} ticks (spread {spread})")
+        lines.append(f"written to {result['file']}")
+        return "\n".join(lines)
     pat = result["pattern"]
     tick_ns = 1e9 / ident["tick_hz"]
     names = ident.get("channel_names") or []
@@ -916,7 +978,7 @@ def format_report(result):
             f"            high {_range(lb['high_min'], lb['high_max'])} ticks, low "
             f"{_range(lb['low_min'], lb['low_max'])} ticks, {lb['exact']:.0%} exact",
             f"lane order  {lo['order']}: {lo['reason']} (edges per lane "
-            f"{lo['edges_per_lane'][0]}/{lo['edges_per_lane'][1]})",
+            f"{'/'.join(str(n) for n in lo['edges_per_lane'])})",
         ]
         for problem in lb["problems"]:
             lines.append(f"FAIL        {problem}")

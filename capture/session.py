@@ -211,9 +211,11 @@ class Instrument:
         if channels is None:
             count = int((self.identity or {}).get("channels") or protocol.NUM_CHANNELS)
             channels = (1 << count) - 1
-        if high_ticks < 2 or low_ticks < 2:
-            raise ValueError(f"Self-test high and low times must be at least 2 ticks, not "
-                             f"{high_ticks!r} and {low_ticks!r}")
+        lanes = int((self.identity or {}).get("lanes") or 1)
+        least = max(2, lanes)       # the generator's limit (model_capture.selftest_min_ticks)
+        if high_ticks < least or low_ticks < least:
+            raise ValueError(f"Self-test high and low times must be at least {least} ticks "
+                             f"with {lanes} lanes, not {high_ticks!r} and {low_ticks!r}")
         flags = int(bool(on)) | int(bool(drive_pin)) << 1
         self.command(protocol.Opcode.SELFTEST,
                      struct.pack("<BHHH", flags, channels, high_ticks, low_ticks))

@@ -164,17 +164,18 @@ class Traffic:
 @dataclasses.dataclass(frozen=True)
 class InstrumentTiming:
     """The simulated instrument's sampling: ``capture_hz`` capture clock, ``lanes`` samples per
-    clock (so a tick is ``1 / (capture_hz * lanes)`` s). Default: the ECPIX-5 build, 160 MHz DDR,
-    3.125 ns ticks. ``lead_ticks`` of idle precede the first edge."""
-    capture_hz: float = 160e6
-    lanes: int = 2
+    clock (so a tick is ``1 / (capture_hz * lanes)`` s). Default: the ECPIX-5 build, 200 MHz with
+    2:1 input gearing (4 lanes), 1.25 ns ticks (:data:`X1_TIMING` is the 3.125 ns ``ecpix5-x1``
+    build). ``lead_ticks`` of idle precede the first edge."""
+    capture_hz: float = 200e6
+    lanes: int = 4
     lead_ticks: int = 4096
 
     def __post_init__(self):
         if not self.capture_hz > 0:
             raise LatscopeError(f"capture clock must be above 0 Hz, not {self.capture_hz!r}")
-        if self.lanes not in (1, 2):
-            raise LatscopeError(f"lanes must be 1 or 2, not {self.lanes!r}")
+        if self.lanes not in (1, 2, 4):
+            raise LatscopeError(f"lanes must be 1, 2 or 4, not {self.lanes!r}")
 
     @property
     def tick_hz(self):
@@ -183,6 +184,20 @@ class InstrumentTiming:
     @property
     def tick_ns(self):
         return 1e9 / self.tick_hz
+
+    @classmethod
+    def for_tick_hz(cls, tick_hz):
+        """The timing of the board build whose ticks are ``tick_hz`` (8e8: ``ecpix5``, 3.2e8:
+        ``ecpix5-x1``); for re-simulating a capture made with either."""
+        for timing in (cls(), X1_TIMING):
+            if timing.tick_hz == tick_hz:
+                return timing
+        raise LatscopeError(f"no simulated-bench timing has {tick_hz!r} ticks per second")
+
+
+#: The 3.125 ns build (``ecpix5-x1``: 160 MHz, IDDRX1F, 2 lanes); the committed bench fixtures
+#: were made with it.
+X1_TIMING = InstrumentTiming(capture_hz=160e6, lanes=2)
 
 
 try:   # the gateware's own stimulus type, when its reference model is present
@@ -510,7 +525,8 @@ def simulate(profile, packets, *, seed=0, traffic=None, timing=None):
     traffic : Traffic, optional
         Arrival process; default one packet in flight (echo).
     timing : InstrumentTiming, optional
-        The instrument's sampling; default 160 MHz DDR (3.125 ns ticks).
+        The instrument's sampling; default :class:`InstrumentTiming` (200 MHz x 4 lanes,
+        1.25 ns ticks).
 
     Returns
     -------
@@ -768,7 +784,7 @@ def _chunks(stimulus, lanes, chunk=CHUNK_CHANGES):
             end = int(ticks[j]) // lanes * lanes
             while j > i and int(ticks[j - 1]) >= end:
                 j -= 1
-            if j == i:       # a whole chunk inside one cycle cannot happen (lanes <= 2)
+            if j == i:       # a whole chunk inside one cycle cannot happen (lanes <= 4)
                 j, end = i + 1, (int(ticks[i]) // lanes + 1) * lanes
         else:
             end = (int(ticks[-1]) // lanes + 2) * lanes
@@ -813,7 +829,8 @@ class ModelEngine(_Engine):
         self.link = ms.LinkModel(channels=self.channels, lanes=self.lanes,
                                  counter_width=CORE_PARAMS["counter_width"])
         self.commands = ms.CommandModel(channels=self.channels,
-                                        max_glitch=CORE_PARAMS["max_glitch"], identify=identify)
+                                        max_glitch=CORE_PARAMS["max_glitch"], identify=identify,
+                                        lanes=self.lanes)
         self.parser = _HostCommands()
         self.cycle = 0                  # capture cycles since the last timestamp reset
         self._out = bytearray()

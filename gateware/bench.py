@@ -15,7 +15,7 @@ Figures, per board where they depend on it:
 - the burst the capture FIFO absorbs at full input rate (an edge on every tick of one channel, so
   one FIFO entry per capture cycle): events accepted before the first overflow record.
 
-Simulated figures use the ECPIX-5 parameters (160 MHz capture, 3.125 ns ticks) in the
+Simulated figures use the ECPIX-5 parameters (200 MHz capture, 4 lanes, 1.25 ns ticks) in the
 single-clock simulation core; the link is modelled by its byte rate.
 """
 
@@ -79,7 +79,8 @@ def bytes_per_event(inst, board, packets):
     run = simulate("el-dm-64", packets, seed=1,
                    traffic=Traffic(host_turnaround_us=1.0, turnaround_jitter_us=0.0),
                    timing=InstrumentTiming(capture_hz=board.capture_hz, lanes=board.lanes))
-    data, result, stats = run_stimulus(inst, run.stimulus.ticks, run.stimulus.values)
+    data, result, stats = run_stimulus(inst, run.stimulus.ticks, run.stimulus.values,
+                                       lanes=board.lanes)
     events = len(result.time)
     span_s = (int(run.stimulus.ticks[-1]) - int(run.stimulus.ticks[0])) / board.tick_hz
     return {"bytes": len(data), "events": events, "expected": int(run.n_events),
@@ -92,18 +93,18 @@ def lossless(inst, board, rate, *, duration_s, throttle):
     period = max(1, round(board.tick_hz / rate))
     count = int(duration_s * rate)
     ticks, values = periodic_stimulus(period, count, channels=range(8))
-    _, result, _ = run_stimulus(inst, ticks, values, throttle=throttle)
+    _, result, _ = run_stimulus(inst, ticks, values, throttle=throttle, lanes=board.lanes)
     received = len(result.time)
     return result.overflow_lost_events + result.link_lost_events, received, count
 
 
 def fifo_burst(inst, board, *, throttle):
     """Events accepted before the first overflow at one FIFO entry per cycle (an edge on every
-    tick of channel 0, so two events per entry with two lanes)."""
+    tick of channel 0, so ``lanes`` events per entry)."""
     count = 8 * board.fifo_depth * board.lanes
     ticks = 4096 + np.arange(count, dtype=np.int64)
     values = (np.arange(count) + 1) & 1
-    _, result, _ = run_stimulus(inst, ticks, values, throttle=throttle)
+    _, result, _ = run_stimulus(inst, ticks, values, throttle=throttle, lanes=board.lanes)
     losses = [r for r in result.losses if r.cause == "overflow"]
     if not losses:
         return None
@@ -118,7 +119,9 @@ def run(quick):
     rows = []
     for name, board in sorted(BOARDS.items()):
         rows.append((f"{name}: resolution", f"{board.resolution_ns:.3f}", "ns",
-                     f"{board.capture_hz / 1e6:g} MHz capture x {board.lanes} lanes (DDR)"))
+                     f"{board.capture_hz / 1e6:g} MHz capture x {board.lanes} lanes "
+                     + (f"(IDDRX2F 2:1 gearing, {board.eclk_hz / 1e6:g} MHz edge clock)"
+                        if board.gearing == "x2" else "(DDR)")))
         # Without --quick every board is built now: a summary left by an earlier build may
         # describe other gateware.
         summary = load_summary(name) if quick else None

@@ -84,6 +84,15 @@ class Board:
         configuration when the timing margin depends on placement.
     core_overrides : dict
         Extra :class:`~latscope.gateware.top.LatscopeCore` parameters for this board.
+    lanes : int
+        Samples per capture clock: 2 with DDR input (``IDDRX1F``/``SB_IO``), 4 with ECP5 2:1
+        gearing (``IDDRX2F``).
+    gearing : str
+        ECP5 input gearing: ``"x1"`` (``amaranth.lib.io.DDRBuffer``, ``IDDRX1F``) or ``"x2"``
+        (:mod:`latscope.gateware.gearing`: ``IDDRX2F`` with ``ECLKSYNCB`` and ``CLKDIVF``; the
+        capture clock is the edge clock halved).
+    eclk_pll : dict
+        With ``gearing="x2"``: parameters of a second EHXPLLL making the edge clock (CLKOP).
     """
     name: str
     title: str
@@ -103,6 +112,13 @@ class Board:
     nextpnr_seed: int = None
     uart_rx_domain: str = "sync"
     core_overrides: dict = field(default_factory=dict)
+    gearing: str = "x1"
+    eclk_pll: dict = field(default_factory=dict)
+
+    @property
+    def eclk_hz(self):
+        """Edge clock frequency with ``gearing="x2"`` (twice the capture clock), else ``None``."""
+        return 2 * self.capture_hz if self.gearing == "x2" else None
 
     @property
     def tick_hz(self):
@@ -148,9 +164,26 @@ def _pmod(number, *pins):
 
 #: The supported boards, by name.
 BOARDS = {
+    # The default ECPIX-5 build: 2:1 input gearing, 4 samples per 200 MHz capture clock (1.25 ns).
     "ecpix5": Board(
         name="ecpix5", title="LambdaConcept ECPIX-5 (LFE5UM5G-85F-8BG554)", family="ecp5",
         platform_path="amaranth_boards.ecpix5:ECPIX585Platform",
+        input_hz=100e6, capture_hz=200e6, sync_hz=48e6, uart_divisor=4, async_fifo=True,
+        lanes=4, gearing="x2",
+        channel_pins=_pmod(0, 1, 2, 3, 4, 7, 8, 9, 10),
+        selftest_pin=("pmod", 1, 1),
+        io_attrs={"IO_TYPE": "LVCMOS33", "PULLMODE": "NONE"},
+        # Link clock: the PLL of the x1 build (CLKOS 48 MHz; its CLKOP only closes the loop).
+        pll=dict(CLKI_DIV=5, CLKFB_DIV=8, CLKOP_DIV=3, CLKOS_DIV=10),
+        # Edge clock: 100 MHz / CLKI_DIV 1 = 100 MHz PFD; CLKOP feedback x4 -> 400 MHz;
+        # VCO = 400 MHz * CLKOP_DIV 2 = 800 MHz. No VCO in 400..800 MHz divides to both 400 and
+        # 48 MHz, hence two PLLs. CLKDIVF halves 400 MHz to the 200 MHz capture clock.
+        eclk_pll=dict(CLKI_DIV=1, CLKFB_DIV=4, CLKOP_DIV=2),
+    ),
+    # The 3.125 ns build: IDDRX1F (amaranth DDRBuffer), 2 samples per 160 MHz capture clock.
+    "ecpix5-x1": Board(
+        name="ecpix5-x1", title="LambdaConcept ECPIX-5 (LFE5UM5G-85F-8BG554), x1 gearing",
+        family="ecp5", platform_path="amaranth_boards.ecpix5:ECPIX585Platform",
         input_hz=100e6, capture_hz=160e6, sync_hz=48e6, uart_divisor=4, async_fifo=True,
         # PMOD0 (J?) top row 1-4, bottom row 7-10: T25 U25 U24 V24 / T26 U26 V26 W26
         channel_pins=_pmod(0, 1, 2, 3, 4, 7, 8, 9, 10),
@@ -265,6 +298,58 @@ class BoardTop(Elaboratable):
                              f"{board.name!r}, not {len(core.samples)}")
         self.core = core
 
+    def _ehxplll(self, p, clki, clkop_hz, clkos_hz, clkop, clkos, locked):
+        """An EHXPLLL with CLKOP feedback (CLKOS unused when ``clkos_hz`` is None)."""
+        clkos_params = {} if clkos_hz is None else dict(
+            a_FREQUENCY_PIN_CLKOS=f"{clkos_hz / 1e6:g}", p_CLKOS_ENABLE="ENABLED",
+            p_CLKOS_DIV=p["CLKOS_DIV"], p_CLKOS_CPHASE=p["CLKOS_DIV"] - 1, p_CLKOS_FPHASE=0,
+            o_CLKOS=clkos)
+        return Instance(
+            "EHXPLLL",
+            a_FREQUENCY_PIN_CLKI=f"{self.board.input_hz / 1e6:g}",
+            a_FREQUENCY_PIN_CLKOP=f"{clkop_hz / 1e6:g}",
+            a_ICP_CURRENT="12", a_LPF_RESISTOR="8", a_MFG_ENABLE_FILTEROPAMP="1",
+            a_MFG_GMCREF_SEL="2",
+            p_PLLRST_ENA="DISABLED", p_INTFB_WAKE="DISABLED", p_STDBY_ENABLE="DISABLED",
+            p_DPHASE_SOURCE="DISABLED", p_OUTDIVIDER_MUXA="DIVA", p_OUTDIVIDER_MUXB="DIVB",
+            p_OUTDIVIDER_MUXC="DIVC", p_OUTDIVIDER_MUXD="DIVD",
+            p_CLKI_DIV=p["CLKI_DIV"], p_FEEDBK_PATH="CLKOP", p_CLKFB_DIV=p["CLKFB_DIV"],
+            p_CLKOP_ENABLE="ENABLED", p_CLKOP_DIV=p["CLKOP_DIV"],
+            p_CLKOP_CPHASE=p["CLKOP_DIV"] - 1, p_CLKOP_FPHASE=0,
+            i_RST=Const(0), i_STDBY=Const(0), i_CLKI=clki, i_CLKFB=clkop,
+            i_PHASESEL0=Const(0), i_PHASESEL1=Const(0), i_PHASEDIR=Const(1),
+            i_PHASESTEP=Const(1), i_PHASELOADREG=Const(1), i_PLLWAKESYNC=Const(0),
+            i_ENCLKOP=Const(0),
+            o_CLKOP=clkop, o_LOCK=locked, **clkos_params,
+        )
+
+    def _clocks_ecp5_x2(self, m, platform):
+        """Two PLLs (link clock; edge clock), ECLKSYNCB + CLKDIVF, the start-up sequence."""
+        from latscope.gateware.gearing import GearingStart, edge_clocks
+        board = self.board
+        clk_port = platform.request(platform.default_clk, dir="-")
+        m.submodules.clk_buf = clk_buf = io.Buffer("i", clk_port)
+        rst_port = platform.request(platform.default_rst, dir="-")
+        m.submodules.rst_buf = rst_buf = io.Buffer("i", rst_port)
+        loop, clk_sync, eclk_raw = Signal(), Signal(), Signal()
+        locked_sync, locked_eclk = Signal(), Signal()
+        m.submodules.pll = self._ehxplll(board.pll, clk_buf.i, 160e6, board.sync_hz, loop,
+                                         clk_sync, locked_sync)
+        m.submodules.eclk_pll = self._ehxplll(board.eclk_pll, clk_buf.i, board.eclk_hz, None,
+                                              eclk_raw, None, locked_eclk)
+        m.domains.capture = ClockDomain("capture")
+        m.domains.sync = ClockDomain("sync")
+        m.d.comb += ClockSignal("sync").eq(clk_sync)
+        arst = ~locked_sync | ~locked_eclk | rst_buf.i
+        m.submodules.rst_sync = ResetSynchronizer(arst, domain="sync")
+        m.submodules.gearing_start = start = GearingStart()
+        eclk, sclk = edge_clocks(m, eclk_in=eclk_raw, start=start)
+        # (no explicit constraint: nextpnr derives 400 MHz through ECLKSYNCB and 200 MHz through
+        # CLKDIVF from the PLL's FREQUENCY_PIN_CLKOP)
+        m.d.comb += ClockSignal("capture").eq(sclk)
+        m.submodules.rst_capture = ResetSynchronizer(arst | ~start.ready, domain="capture")
+        return eclk, sclk, start.reset
+
     def _clocks_ecp5(self, m, platform):
         clk_port = platform.request(platform.default_clk, dir="-")
         m.submodules.clk_buf = clk_buf = io.Buffer("i", clk_port)
@@ -342,12 +427,28 @@ class BoardTop(Elaboratable):
     def elaborate(self, platform):
         board = self.board
         m = Module()
-        if board.family == "ecp5":
+        if board.gearing == "x2":
+            eclk, sclk, gear_reset = self._clocks_ecp5_x2(m, platform)
+        elif board.family == "ecp5":
             self._clocks_ecp5(m, platform)
         else:
             self._clocks_ice40(m, platform)
 
         m.submodules.core = core = self.core
+
+        if board.gearing == "x2":
+            # Channels through IDDRX2F: lane j is Q<j>, Q0 the earliest (docs/lane-order.md).
+            from latscope.gateware.gearing import GearedInput, GearedOutput
+            ch_port = platform.request("latscope_ch", 0, dir="-")
+            m.submodules.ch_x2 = ch_x2 = GearedInput(ch_port, eclk=eclk, sclk=sclk,
+                                                     reset=gear_reset)
+            m.d.comb += core.samples.eq(ch_x2.i)
+            st_port = platform.request("latscope_selftest", 0, dir="-")
+            m.submodules.st_x2 = st_x2 = GearedOutput(st_port, eclk=eclk, sclk=sclk,
+                                                      reset=gear_reset)
+            m.d.comb += st_x2.o.eq(core.selftest_out)
+            self._uart(m, platform, core)
+            return m
 
         # Channels: DDR input, lane 0 is the sample taken at the rising edge (earlier in time).
         ch_port = platform.request("latscope_ch", 0, dir="-")
@@ -357,7 +458,11 @@ class BoardTop(Elaboratable):
         st_port = platform.request("latscope_selftest", 0, dir="-")
         m.submodules.st_ddr = st_ddr = io.DDRBuffer("o", st_port, o_domain="capture")
         m.d.comb += [st_ddr.o[0].eq(core.selftest_out[0]), st_ddr.o[1].eq(core.selftest_out[1])]
+        self._uart(m, platform, core)
+        return m
 
+    def _uart(self, m, platform, core):
+        board = self.board
         # UART on the board's USB-serial bridge (link domain "sync"). The TX pin is registered in
         # the I/O cell; the receiver synchronises its input itself.
         from latscope.gateware.uart import UART
@@ -370,4 +475,3 @@ class BoardTop(Elaboratable):
         m.d.comb += [tx_buf.o.eq(uart.tx), uart.rx.eq(rx_buf.i)]
         wiring.connect(m, core.tx, uart.tx_data)
         wiring.connect(m, uart.rx_data, core.rx)
-        return m

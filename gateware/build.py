@@ -144,6 +144,8 @@ def parse_report(report, board, *, log_text=""):
         "capture_clock_mhz": capture_mhz,
         "link_clock_mhz": board.sync_hz / 1e6,
         "lanes": board.lanes,
+        # ECP5 2:1 gearing: the IDDRX2F edge clock (no fabric flip-flops, so no Fmax line)
+        "edge_clock_mhz": board.eclk_hz / 1e6 if board.eclk_hz else None,
         "resolution_ns": round(board.resolution_ns, 4),
         "uart_baud": int(board.baud),
         "fmax_mhz": capture[0]["fmax_mhz"] if capture else None,
@@ -207,7 +209,7 @@ def build_bitstream(board, out_dir=None, *, core=None, timing_allow_fail=False, 
     top = BoardTop(board, core=core, **core_overrides)
     if seed is None:
         seed = board.nextpnr_seed
-    opts = ["--report", "report.json"]
+    opts = ["--report", "report.json", "--detailed-timing-report"]   # per-net delays: skew.py
     if timing_allow_fail:
         opts.append("--timing-allow-fail")
     if seed is not None:
@@ -248,6 +250,8 @@ def build_bitstream(board, out_dir=None, *, core=None, timing_allow_fail=False, 
     report_path = out_dir / "report.json"
     report = json.loads(report_path.read_text()) if report_path.exists() else {}
     summary = parse_report(report, board, log_text=tim_text)
+    from latscope.gateware.skew import channel_paths
+    summary["channel_paths"] = channel_paths(report, cell_prefix="ch_")
     summary.update({
         "bitstream": str(out_dir / _BITSTREAM[board.family]),
         "build_seconds": round(time.monotonic() - started, 1),

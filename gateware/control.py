@@ -23,6 +23,7 @@ from amaranth.utils import bits_for
 
 from .encoder import _check, _rejected
 from .framer import ReplyByte
+from .model_capture import selftest_min_ticks
 from .model_stream import MAX_COMMAND_PAYLOAD, check_names, identify_data
 from .protocol import (
     PROTOCOL_VERSION,
@@ -120,8 +121,10 @@ class Control(wiring.Component):
             board=board, channel_names=self.channel_names, source_hash=source_hash)
         self.config_layout = config_layout(channels=channels, max_glitch=max_glitch)
         every = (1 << channels) - 1
-        self.config_init = {"rise_en": every, "fall_en": every, "selftest_high": 2,
-                            "selftest_low": 2}
+        self.lanes = lanes
+        least = selftest_min_ticks(lanes)
+        self.config_init = {"rise_en": every, "fall_en": every, "selftest_high": least,
+                            "selftest_low": least}
         super().__init__({
             "rx": In(stream.Signature(8)),
             "replies": Out(stream.Signature(ReplyByte)),
@@ -323,7 +326,8 @@ class Control(wiring.Component):
                 m.d.sync += [status.eq(ok), cfg.glitch[arg[1][:3]].eq(arg[2])]
         elif opcode == Opcode.SELFTEST:
             mask, high, low = u16[1], u16[3], u16[5]
-            with m.If((arg[1] > 3) | beyond(mask) | (high < 2) | (low < 2)):
+            least = selftest_min_ticks(self.lanes)
+            with m.If((arg[1] > 3) | beyond(mask) | (high < least) | (low < least)):
                 m.d.sync += status.eq(bad)
             with m.Else():
                 m.d.sync += [status.eq(ok), cfg.selftest_on.eq(arg[1][0]),

@@ -33,6 +33,7 @@ On hardware the order is confirmed by the self-test loop-back, checked by :func:
 import enum
 import functools
 import hashlib
+import itertools
 import os
 import re
 import shutil
@@ -603,7 +604,7 @@ class LaneOrderResult:
     intervals : int
         High/low intervals compared.
     edges_per_lane : tuple of int
-        Measured edges on lane 0 (even ticks) and lane 1 (odd ticks).
+        Measured edges per lane (``tick % lanes``).
     reason : str
         One sentence explaining the verdict.
     """
@@ -626,24 +627,27 @@ def _intervals(times, rising, high, low):
     return float(np.mean((gaps == want) & alternating)), len(gaps)
 
 
-def _swap_lanes(times, rising):
-    """Edges of the level sequence with the two samples of every cycle exchanged."""
+def _swap_lanes(times, rising, order=(1, 0)):
+    """Edges of the level sequence with the samples of every cycle rearranged: lane ``j`` of the
+    result is lane ``order[j]`` of the input (default: the two lanes of a DDR cycle exchanged)."""
     if len(times) == 0:
         return times, rising
-    start = int(times[0]) & ~1
-    end = (int(times[-1]) | 1) + 3
+    lanes = len(order)
+    start = int(times[0]) // lanes * lanes
+    end = (int(times[-1]) // lanes + 2) * lanes
     levels = np.zeros(end - start, dtype=np.int8)
     before = 0 if rising[0] else 1
     idx = np.concatenate([[0], times - start, [end - start]])
     vals = np.concatenate([[before], rising.astype(np.int8)])
     for k in range(len(vals)):
         levels[idx[k]:idx[k + 1]] = vals[k]
-    swapped = levels.reshape(-1, 2)[:, ::-1].reshape(-1)
+    swapped = levels.reshape(-1, lanes)[:, list(order)].reshape(-1)
     change = np.flatnonzero(np.diff(swapped)) + 1
     return change + start, swapped[change].astype(bool)
 
 
-def check_loopback(times, rising, high_ticks, low_ticks, *, min_intervals=16, threshold=0.9):
+def check_loopback(times, rising, high_ticks, low_ticks, *, min_intervals=16, threshold=0.9,
+                   lanes=2):
     """Decide from a self-test loop-back capture whether the DDR lanes are in order.
 
     Route the self-test output pin to a channel input, run the self-test pattern (``high_ticks``
@@ -652,12 +656,14 @@ def check_loopback(times, rising, high_ticks, low_ticks, *, min_intervals=16, th
     pattern. If the input (or the output) lanes were exchanged, every edge that falls on an odd
     tick would instead appear as a one-tick glitch (three edges), so the intervals match only
     after undoing the swap. Both hypotheses are scored; the verdict needs one of them at
-    ``threshold`` or better and the other below it.
+    ``threshold`` or better and the other below it. With ``lanes = 4`` (ECP5 2:1 gearing) every
+    other order of the four samples of a cycle is a hypothesis; ``match_swapped`` is the best of
+    them, and a pattern whose high and low times are not multiples of 4 puts edges on every lane.
 
     Parameters
     ----------
     times : array of int
-        Edge times in ticks (``cycle * 2 + lane``), strictly increasing.
+        Edge times in ticks (``cycle * lanes + lane``), strictly increasing.
     rising : array of bool
         Edge polarity (True = rising), same length.
     high_ticks, low_ticks : int
@@ -666,6 +672,8 @@ def check_loopback(times, rising, high_ticks, low_ticks, *, min_intervals=16, th
         Fewer intervals than this give :attr:`LaneOrder.INCONCLUSIVE`.
     threshold : float
         Fraction of intervals that must match (0 < threshold <= 1).
+    lanes : int
+        Samples per capture cycle, 2 or 4.
 
     Returns
     -------
@@ -687,16 +695,23 @@ def check_loopback(times, rising, high_ticks, low_ticks, *, min_intervals=16, th
                              f"least 2 ticks, not {value!r}")
     if not 0 < threshold <= 1:
         raise ValueError(f"Threshold must be in (0, 1], not {threshold!r}")
-    per_lane = (int(np.sum(times % 2 == 0)), int(np.sum(times % 2 == 1)))
+    if lanes not in (2, 4):
+        raise ValueError(f"Lanes must be 2 or 4, not {lanes!r}")
+    per_lane = tuple(int(np.sum(times % lanes == j)) for j in range(lanes))
     ok, n = _intervals(times, rising, high_ticks, low_ticks)
-    sw_times, sw_rising = _swap_lanes(times, rising)
-    sw, _ = _intervals(sw_times, sw_rising, high_ticks, low_ticks)
+    sw = 0.0
+    for order in itertools.permutations(range(lanes)):
+        if order != tuple(range(lanes)):
+            sw_times, sw_rising = _swap_lanes(times, rising, order)
+            sw = max(sw, _intervals(sw_times, sw_rising, high_ticks, low_ticks)[0])
     if n < min_intervals:
         order, reason = LaneOrder.INCONCLUSIVE, (f"only {n} intervals measured, "
                                                  f"{min_intervals} needed")
     elif ok >= threshold and sw >= threshold:
-        order, reason = LaneOrder.INCONCLUSIVE, ("every edge is on one lane, so a swap would "
-                                                 "not show; use odd high/low tick counts")
+        order, reason = LaneOrder.INCONCLUSIVE, (
+            "every edge is on one lane, so a swap would not show; use odd high/low tick counts"
+            if lanes == 2 else "the edges fall on too few lanes for a swap to show; use "
+                               "high/low tick counts that are not multiples of 4")
     elif ok >= threshold:
         order, reason = LaneOrder.IN_ORDER, (f"{ok:.0%} of intervals match the pattern as "
                                              f"measured, {sw:.0%} with lanes swapped")
@@ -711,17 +726,21 @@ def check_loopback(times, rising, high_ticks, low_ticks, *, min_intervals=16, th
                            edges_per_lane=per_lane, reason=reason)
 
 
-def loopback_edges(high_ticks, low_ticks, *, periods, offset=0, swapped=False):
+def loopback_edges(high_ticks, low_ticks, *, periods, offset=0, swapped=False, lanes=2,
+                   order=None):
     """Synthetic loop-back edges: the self-test pattern delayed by ``offset`` ticks, optionally
-    with the two samples of every cycle exchanged. Returns ``(times, rising)``."""
+    with the samples of every cycle rearranged (``swapped``: the two lanes exchanged; ``order``:
+    lane ``j`` becomes lane ``order[j]``). Returns ``(times, rising)``."""
     period = high_ticks + low_ticks
     n = periods * period
-    levels = np.zeros(n + offset + 4, dtype=np.int8)
+    levels = np.zeros(n + offset + 2 * lanes, dtype=np.int8)
     ticks = np.arange(n)
     levels[offset + 2 + ticks] = (ticks % period) < high_ticks
-    if (len(levels)) % 2:
-        levels = np.concatenate([levels, [0]])
+    if len(levels) % lanes:
+        levels = np.concatenate([levels, np.zeros(lanes - len(levels) % lanes, np.int8)])
     if swapped:
-        levels = levels.reshape(-1, 2)[:, ::-1].reshape(-1)
+        order = (1, 0)
+    if order is not None:
+        levels = levels.reshape(-1, lanes)[:, list(order)].reshape(-1)
     change = np.flatnonzero(np.diff(levels)) + 1
     return change.astype(np.int64), levels[change].astype(bool)

@@ -30,6 +30,7 @@ import numpy as np
 __all__ = [
     "MAX_CHANNELS", "LOST_MAX", "EVENTS", "TICK", "OVERFLOW",
     "Config", "RESET_CONFIG", "Pipeline", "pipeline", "config_at", "check_parameters",
+    "selftest_min_ticks",
     "Stimulus", "Entry", "ENTRY_DTYPE", "entries_to_array",
     "capture_entries", "capture_entries_fast", "filtered_levels", "random_stimulus",
 ]
@@ -113,6 +114,16 @@ def pipeline(lanes, max_glitch):
     )
 
 
+def selftest_min_ticks(lanes):
+    """Shortest self-test high or low time, ticks: 2, and at least ``lanes``.
+
+    The generator computes each lane's pattern bit from lane 0's phase with one comparison per
+    lane, which holds while a lane's phase wraps at most once per cycle into the high part
+    (``period > lanes`` and every wrapped phase ``< high``): both widths ``>= lanes``.
+    """
+    return max(2, lanes)
+
+
 def check_parameters(*, channels, lanes, counter_width, max_glitch, heartbeat_shift):
     """Raise ``TypeError``/``ValueError`` with a precise message for bad front-end parameters.
 
@@ -125,8 +136,9 @@ def check_parameters(*, channels, lanes, counter_width, max_glitch, heartbeat_sh
     if not 1 <= channels <= MAX_CHANNELS:
         raise ValueError(f"Channel count must be from 1 to {MAX_CHANNELS}, not {channels!r}")
     integer("Lane count", lanes)
-    if lanes not in (1, 2):
-        raise ValueError(f"Lane count must be 1 (SDR) or 2 (DDR), not {lanes!r}")
+    if lanes not in (1, 2, 4):
+        raise ValueError(f"Lane count must be 1 (SDR), 2 (DDR) or 4 (DDR with 2:1 gearing), "
+                         f"not {lanes!r}")
     integer("Counter width", counter_width)
     if not 8 <= counter_width <= 64:
         raise ValueError(f"Counter width must be from 8 to 64 bits, not {counter_width!r}")
@@ -300,8 +312,10 @@ def _selftest_pattern(timeline, n_cycles, lanes):
                 phase = list(range(lanes))       # new widths while running: restart
             widths = (c.selftest_high, c.selftest_low)
             high, low = widths
-            if high < 2 or low < 2:
-                raise ValueError(f"self-test widths must be at least 2 ticks, not {high}/{low}")
+            least = selftest_min_ticks(lanes)
+            if high < least or low < least:
+                raise ValueError(f"self-test widths must be at least {least} ticks with "
+                                 f"{lanes} lanes, not {high}/{low}")
             period = high + low
             pat = sum(int(p < high) << j for j, p in enumerate(phase))
             phase = [(p + lanes - period if p + lanes >= period else p + lanes) & mask

@@ -276,12 +276,14 @@ class CommandModel:
     ``selftest_high``, ``selftest_low``; ``resets`` counts RESET_TIME commands.
     """
 
-    def __init__(self, *, channels=8, max_glitch=15, identify=b""):
+    def __init__(self, *, channels=8, max_glitch=15, identify=b"", lanes=2):
         self.channels, self.max_glitch, self.identify = channels, max_glitch, identify
+        # shortest self-test width: model_capture.selftest_min_ticks (not imported: no cycle)
+        self.min_width = max(2, lanes)
         every = (1 << channels) - 1
         self.config = {"armed": 0, "rise_en": every, "fall_en": every, "glitch": [0] * channels,
                        "selftest_on": 0, "selftest_drive": 0, "selftest_mask": 0,
-                       "selftest_high": 2, "selftest_low": 2}
+                       "selftest_high": self.min_width, "selftest_low": self.min_width}
         self.resets = 0
 
     def handle(self, payload, *, status_data=b""):
@@ -319,7 +321,7 @@ class CommandModel:
         elif opcode == Opcode.SELFTEST:
             flags = args[0]
             mask, high, low = (int.from_bytes(args[i:i + 2], "little") for i in (1, 3, 5))
-            if flags > 3 or mask >= limit or high < 2 or low < 2:
+            if flags > 3 or mask >= limit or high < self.min_width or low < self.min_width:
                 return opcode, Status.BAD_ARGUMENT, b""
             cfg.update(selftest_on=flags & 1, selftest_drive=flags >> 1 & 1, selftest_mask=mask,
                        selftest_high=high, selftest_low=low)

@@ -104,7 +104,7 @@ class Opcode(enum.IntEnum):
     SET_GLITCH = 0x04  # u8 channel, u8 minimum pulse width in capture cycles (0 = filter off)
     RESET_TIME = 0x05  # no arguments: timestamp counter, event index and lost count to zero
     SELFTEST   = 0x06  # u8 flags (bit0 on, bit1 drive output pin), u16 channel mask,
-                       # u16 high ticks, u16 low ticks (both >= 2)
+                       # u16 high ticks, u16 low ticks (both >= 2 and >= lanes)
     STATUS     = 0x07  # no arguments; reply data: Heartbeat layout with current values
 
 
@@ -132,7 +132,7 @@ class IdentifyReply(data.Struct):
     protocol_version: 8
     gateware_major:   8
     gateware_minor:   8
-    lanes:            8    # samples per capture clock (2 with DDR input)
+    lanes:            8    # samples per capture clock (2 with DDR input, 4 with 2:1 gearing)
     source_hash:      64   # first 16 hex digits of the gateware source tree's git hash
     capture_hz:       32   # capture clock frequency
     channels:         8

@@ -39,11 +39,12 @@ def test_analyze_json(captures, capsys):
     for key in ("n", "mean_ns", "std_ns", "min_ns", "max_ns", "p50_ns", "p99_ns", "p999_ns",
                 "p50_ci_ns", "p99_ci_ns", "p999_ci_ns", "resolution_ns"):
         assert key in m
-    truth_ns = run.truth["ticks/rx.udp"] * 3.125
+    tick_ns = 1e9 / run.meta["tick_hz"]                 # 1.25 ns on the default bench
+    truth_ns = run.truth["ticks/rx.udp"] * tick_ns
     assert m["n"] == 800
     assert m["min_ns"] == truth_ns.min() and m["max_ns"] == truth_ns.max()
     assert m["mean_ns"] == pytest.approx(truth_ns.mean(), rel=1e-12)
-    assert doc["resolution_ns"] == 3.125
+    assert doc["resolution_ns"] == tick_ns
     assert "rx.fast" in doc["unavailable"]
 
 
@@ -51,7 +52,7 @@ def test_analyze_table_and_measure(captures, capsys):
     path, _ = captures["gem-64"]
     assert main(["analyze", path, "--measure", "rx.isr", "tx.wire"]) == 0
     out = capsys.readouterr().out
-    assert "resolution 3.125 ns" in out and "rx.isr" in out and "tx.wire" in out
+    assert "resolution 1.250 ns" in out and "rx.isr" in out and "tx.wire" in out
     assert "rx.udp " not in out
 
 
@@ -64,7 +65,7 @@ def test_analyze_hlog(captures, tmp_path, capsys):
     assert set(hists) == {"rx.isr", "rx.copy", "rx.udp", "tx.wire", "tx.xmit"}
     assert hists["rx.udp"].get_total_count() == 800
     # median in ns within the histogram's 0.1 % (plus rounding to whole ns)
-    true_med = np.sort(run.truth["ticks/rx.udp"])[399] * 3.125
+    true_med = np.sort(run.truth["ticks/rx.udp"])[399] * 1e9 / run.meta["tick_hz"]
     assert hists["rx.udp"].get_value_at_percentile(50) == pytest.approx(true_med, rel=2e-3)
 
 

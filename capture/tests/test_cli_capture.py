@@ -206,3 +206,32 @@ def test_progress_line_on_a_terminal_only():
     quiet(out)
     quiet.done()
     assert plain.getvalue() == ""
+
+
+def test_calibration_goes_into_the_metadata_and_the_analysis(tmp_path, device, capsys):
+    """`capture --calibration FILE` stores the offsets; analysing the file subtracts them: m0 is
+    3 ticks late in the calibration, so rx.isr (rx_dv falling at +100 -> m0 rising at +300,
+    200 ticks = 1000 ns at 200 MHz ticks) becomes 197 ticks = 985 ns."""
+    from latscope.analysis import api
+    from latscope.capture import calibration as cal
+    config = tmp_path / "cfg.toml"
+    config.write_text(CONFIG)
+    calfile = tmp_path / "cal.json"
+    measured = cal.ChannelOffsets(channels=(0, 1, 3), offsets=(0, 0, 3), spread=(0, 0, 0),
+                                  edges=100)
+    dev = device()
+    cal.write_calibration(calfile, measured, identity={"channels": 8, "tick_hz": 200_000_000})
+    out = tmp_path / "c.lsc"
+    rc = main(["capture", "--port", dev.path, "-o", str(out), "--config", str(config),
+               "--packets", "50", "--quiet", "--calibration", str(calfile)])
+    capsys.readouterr()
+    assert rc == 0
+    with capfile.open_capture(out) as cap:
+        assert cap.metadata[cal.METADATA_KEY] == [0, 0, 0, 3, 0, 0, 0, 0]
+    result = api.analyze_file(str(out))
+    assert result.stats["rx.isr"].quantiles[50].value_ns == pytest.approx(985.0, abs=1e-9)
+    bad = tmp_path / "bad.json"
+    bad.write_text("{}")
+    rc = main(["capture", "--port", device().path, "-o", str(tmp_path / "d.lsc"),
+               "--quiet", "--calibration", str(bad)])
+    assert rc == 2 and "is not a latscope calibration file" in capsys.readouterr().err

@@ -289,6 +289,9 @@ def run_cli(capsys, *argv):
      "--loopback channel 3 must not be in --channels"),
     (["--port", "/dev/null", "--edges", "2"], "--edges must be at least 4, not 2"),
     (["--sim", "--loopback", "3"], "the simulated bench has none"),
+    (["--sim", "--calibrate", "cal.json"], "--calibrate needs a cable from the self-test output"),
+    (["--port", "/dev/null", "--calibrate", "c.json", "--loopback", "1"],
+     "--calibrate and --loopback are separate runs"),
 ])
 def test_cli_rejects_bad_options(capsys, argv, message):
     status, out, err = run_cli(capsys, *argv)
@@ -326,12 +329,21 @@ def test_sim_passes(capsys):
 
 @needs_verilator
 def test_sim_overflow_fails(capsys):
-    """A 2/3-tick pattern on 8 channels makes 8 events every 1.25 capture cycles, far more than
-    the simulated link's one byte per cycle: once more entries than the FIFO's 1,024 are pending
-    it overflows, so 2,000 edges per channel must FAIL (exit 1) and say why in the table."""
-    status, out, _ = run_cli(capsys, "--sim", "--high", "2", "--low", "3", "--edges", "2000")
+    """A 4/5-tick pattern (the shortest on the 4-lane simulated instrument) on 8 channels makes
+    16 events every 2.25 capture cycles, far more than the simulated link's one byte per cycle:
+    once more entries than the FIFO's 1,024 are pending it overflows, so 2,000 edges per channel
+    must FAIL (exit 1) and say why in the table."""
+    status, out, _ = run_cli(capsys, "--sim", "--high", "4", "--low", "5", "--edges", "2000")
     assert status == 1
     assert "events lost (overflow)" in out and out.rstrip().endswith("FAIL")
+
+
+@needs_verilator
+def test_sim_refuses_widths_below_the_lane_count(capsys):
+    """The simulated instrument has 4 lanes: the generator needs widths >= 4 ticks."""
+    status, out, err = run_cli(capsys, "--sim", "--high", "3", "--edges", "4")
+    assert status == 2 and out == ""
+    assert "--high and --low must be at least 4 ticks on this 4-lane instrument, not 3 and" in err
 
 
 @needs_verilator

@@ -171,7 +171,7 @@ def test_bad_arguments_are_rejected_with_clear_messages():
         sb.Traffic(mode="x")
     with pytest.raises(LatscopeError, match=r"paced traffic needs a rate above 0"):
         sb.Traffic(mode="paced")
-    with pytest.raises(LatscopeError, match=r"lanes must be 1 or 2, not 3"):
+    with pytest.raises(LatscopeError, match=r"lanes must be 1, 2 or 4, not 3"):
         sb.InstrumentTiming(lanes=3)
 
 

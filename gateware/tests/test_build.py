@@ -35,8 +35,8 @@ Info: Max frequency for clock 'capture_clk': 47.89 MHz (FAIL at 48.00 MHz)
 
 
 def test_parse_report_ecp5():
-    s = build.parse_report(ECP5_REPORT, "ecpix5")
-    assert s["board"] == "ecpix5" and s["capture_clock_mhz"] == 160.0
+    s = build.parse_report(ECP5_REPORT, "ecpix5-x1")
+    assert s["board"] == "ecpix5-x1" and s["capture_clock_mhz"] == 160.0
     assert s["resolution_ns"] == 3.125
     assert s["fmax_mhz"] == 197.941                       # rounded to 1 kHz
     assert s["margin_pct"] == 23.71                       # 100 * (197.941 / 160 - 1), 2 decimals
@@ -45,12 +45,14 @@ def test_parse_report_ecp5():
     assert s["resources"]["luts"] == {"used": 272, "available": 83640}
     assert s["resources"]["bram_blocks"]["used"] == 5
     assert "TRELLIS_RAMW" not in s["resources_raw"]        # unused cells are left out
+    assert s["edge_clock_mhz"] is None                      # x1: no edge clock
+    assert build.parse_report({}, "ecpix5")["edge_clock_mhz"] == 400.0
 
 
 def test_parse_report_fails_timing_honestly():
     report = json.loads(json.dumps(ECP5_REPORT))
     report["fmax"]["$glbnet$capture_clk"]["achieved"] = 159.9
-    s = build.parse_report(report, "ecpix5")
+    s = build.parse_report(report, "ecpix5-x1")
     assert s["timing_met"] is False
     assert s["clocks"][0]["met"] is False and s["clocks"][1]["met"] is True
 
@@ -100,7 +102,8 @@ def test_programmer_commands():
 def test_boards_json(capsys):
     assert main(["gateware", "boards", "--json"]) == 0
     rows = json.loads(capsys.readouterr().out)
-    assert rows["ecpix5"]["resolution_ns"] == 3.125
+    assert rows["ecpix5"]["resolution_ns"] == 1.25
+    assert rows["ecpix5-x1"]["resolution_ns"] == 3.125
     assert [p["role"] for p in rows["icebreaker"]["pins"]][:3] == ["rx_dv", "tx_en", "crs_dv"]
 
 
@@ -110,7 +113,8 @@ SUMMARY_KEYS = {"board", "capture_clock_mhz", "fmax_mhz", "resolution_ns", "timi
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name,limit_ns,bitstream", [
-    ("ecpix5", 3.2, "latscope.bit"),
+    ("ecpix5", 1.25, "latscope.bit"),
+    ("ecpix5-x1", 3.2, "latscope.bit"),
     ("icebreaker", 10.5, "latscope.bin"),
 ])
 def test_real_bitstream(name, limit_ns, bitstream, tmp_path, capsys):
@@ -129,7 +133,9 @@ def test_real_bitstream(name, limit_ns, bitstream, tmp_path, capsys):
     assert Path(summary["bitstream"]).stat().st_size > 10_000
     assert json.loads((out / "summary.json").read_text())["fmax_mhz"] == summary["fmax_mhz"]
     used = summary["resources"]
-    assert used["plls"]["used"] == 1 and used["bram_blocks"]["used"] >= 1
+    # the x2 build has two PLLs (edge clock; link clock), the others one
+    assert used["plls"]["used"] == (2 if name == "ecpix5" else 1)
+    assert used["bram_blocks"]["used"] >= 1
 
 
 def test_verilog_export(tmp_path):
@@ -140,3 +146,28 @@ def test_verilog_export(tmp_path):
     assert "module latscope_core(" in text
     for port in ("samples", "tx__payload", "rx__valid", "ff_skip", "quiescent", "ff_limit"):
         assert port in text, port
+
+
+# Four nets trimmed from the --detailed-timing-report of the ecpix5 (IDDRX2F) build of 2026-11-23:
+# I/O logic lane outputs of channels 0 and 7 to their synchroniser flip-flops, and a net that is
+# not a channel output (left out).
+DETAILED = {"detailed_net_timings": [
+    {"driver": "ch_x2.buf.buf.buf0$IOL", "port": "RXDATA0", "net": "ch_x2.q0_0",
+     "endpoints": [{"cell": "s0", "port": "M", "delay": [2.7019999027252197, 2.7019999027252197]}]},
+    {"driver": "ch_x2.buf.buf.buf0$IOL", "port": "RXDATA3", "net": "ch_x2.q3_0",
+     "endpoints": [{"cell": "s7", "port": "M", "delay": [1.9570000171661377, 1.9570000171661377]}]},
+    {"driver": "ch_x2.buf.buf.buf7$IOL", "port": "RXDATA1", "net": "ch_x2.q1_7",
+     "endpoints": [{"cell": "s29", "port": "M",
+                    "delay": [1.1330000162124634, 1.1330000162124634]}]},
+    {"driver": "st_x2.oddrx2f_D0_LUT4_Z", "port": "F", "net": "st_x2.oddrx2f_D0",
+     "endpoints": [{"cell": "st_x2.buf.buf.buf0$IOL", "port": "TXDATA0", "delay": [2.5, 3.3]}]},
+]}
+
+
+def test_channel_paths_from_the_detailed_report():
+    from latscope.gateware.skew import channel_paths
+    paths = channel_paths(DETAILED)
+    assert list(paths) == [0, 7]
+    assert paths[0]["lane_ns"] == [2.702, None, None, 1.957] and paths[0]["max_ns"] == 2.702
+    assert paths[7]["lane_ns"] == [None, 1.133] and paths[7]["pad_ns"] is None
+    assert channel_paths({}) == {}

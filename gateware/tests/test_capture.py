@@ -108,7 +108,8 @@ def random_ready(rng, n_cycles):
     ({"channels": 0}, ValueError, "Channel count must be from 1 to 16, not 0"),
     ({"channels": 17}, ValueError, "Channel count must be from 1 to 16, not 17"),
     ({"channels": 8.0}, TypeError, "Channel count must be an integer, not 8.0"),
-    ({"lanes": 4}, ValueError, "Lane count must be 1 (SDR) or 2 (DDR), not 4"),
+    ({"lanes": 3}, ValueError,
+     "Lane count must be 1 (SDR), 2 (DDR) or 4 (DDR with 2:1 gearing), not 3"),
     ({"lanes": True}, TypeError, "Lane count must be an integer, not True"),
     ({"counter_width": 7}, ValueError, "Counter width must be from 8 to 64 bits, not 7"),
     ({"counter_width": 65}, ValueError, "Counter width must be from 8 to 64 bits, not 65"),
@@ -158,7 +159,8 @@ def test_converts_to_verilog(monkeypatch):
 
 # --- Against the model on random stimulus --------------------------------------------------------
 
-@pytest.mark.parametrize("lanes, max_glitch, seed", [(2, 3, 1), (1, 2, 2), (2, 0, 3)])
+@pytest.mark.parametrize("lanes, max_glitch, seed",
+                         [(2, 3, 1), (1, 2, 2), (2, 0, 3), (4, 3, 4), (4, 0, 5)])
 def test_random_stimulus_matches_model(lanes, max_glitch, seed):
     """Random edges (independent, simultaneous, 1-sample pulses, RMII-like bursts), random
     enables and glitch widths, random FIFO-full stretches; a 10-bit counter wraps once."""
@@ -180,11 +182,14 @@ def test_random_stimulus_matches_model(lanes, max_glitch, seed):
     assert any(bin(e.edges).count("1") > 1 for e in want), "simultaneous edges expected"
 
 
-def test_config_history_time_reset_and_selftest_match_model():
+@pytest.mark.parametrize("lanes", [2, 4])
+def test_config_history_time_reset_and_selftest_match_model(lanes):
     """Arm/disarm, enable and glitch changes, self-test switched on and off on some channels,
-    and two time resets (one while the FIFO is full, dropping a pending overflow record)."""
+    and two time resets (one while the FIFO is full, dropping a pending overflow record).
+    With 4 lanes the self-test widths grow by 2 ticks (the generator needs widths >= lanes)."""
     rng = np.random.default_rng(7)
-    channels, lanes, n_cycles = 3, 2, 1200
+    channels, n_cycles = 3, 1200
+    wider = 0 if lanes == 2 else 2
     dut = CaptureFrontEnd(channels=channels, lanes=lanes, counter_width=12, max_glitch=2,
                           heartbeat_shift=6)
     stim = mc.random_stimulus(rng, channels=channels, n_ticks=n_cycles * lanes,
@@ -194,13 +199,13 @@ def test_config_history_time_reset_and_selftest_match_model():
         (0, base),
         (150, mc.Config(rise_en=0b101, fall_en=0b011, glitch=(2, 0, 1))),
         (260, mc.Config(armed=False)),
-        (300, mc.Config(selftest_on=True, selftest_mask=0b010, selftest_high=3,
+        (300, mc.Config(selftest_on=True, selftest_mask=0b010, selftest_high=3 + wider,
                         selftest_low=5)),
-        (420, mc.Config(selftest_on=True, selftest_mask=0b110, selftest_high=3,
+        (420, mc.Config(selftest_on=True, selftest_mask=0b110, selftest_high=3 + wider,
                         selftest_low=5, time_reset=True)),
         (500, base),
         (700, mc.Config(glitch=(1, 1, 1), time_reset=True)),
-        (900, mc.Config(selftest_on=True, selftest_mask=0b001, selftest_high=2,
+        (900, mc.Config(selftest_on=True, selftest_mask=0b001, selftest_high=2 + wider,
                         selftest_low=7)),
     ]
     ready = np.ones(n_cycles, bool)
@@ -441,7 +446,7 @@ def test_saturating_count_rejects_bad_parameters(kwargs, exc, message):
     assert str(info.value) == message
 
 
-@pytest.mark.parametrize("lanes", [1, 2])
+@pytest.mark.parametrize("lanes", [1, 2, 4])
 def test_selftest_pattern_restarts_on_new_widths(lanes):
     """The self-test generator (selftest_out and the injected channel) against the model while
     the widths change under it: odd and even widths, the smallest (2/2, where lane 1 wraps every
@@ -457,9 +462,14 @@ def test_selftest_pattern_restarts_on_new_widths(lanes):
         return mc.Config(selftest_on=True, selftest_mask=0b01, selftest_high=high,
                          selftest_low=low)
 
-    history = [(0, mc.Config()), (20, on(3, 5)), (61, on(4, 4)), (103, on(7, 2)),
-               (150, mc.Config()), (160, on(2, 2)), (190, on(3, 2)), (220, on(2, 3)),
-               (260, on(65535, 65535)), (300, on(5, 6))]
+    if lanes < 4:
+        history = [(0, mc.Config()), (20, on(3, 5)), (61, on(4, 4)), (103, on(7, 2)),
+                   (150, mc.Config()), (160, on(2, 2)), (190, on(3, 2)), (220, on(2, 3)),
+                   (260, on(65535, 65535)), (300, on(5, 6))]
+    else:   # widths >= lanes: the smallest is 4/4, where every lane wraps every cycle
+        history = [(0, mc.Config()), (20, on(5, 7)), (61, on(4, 4)), (103, on(9, 4)),
+                   (150, mc.Config()), (160, on(4, 5)), (190, on(5, 4)), (220, on(6, 7)),
+                   (260, on(65535, 65535)), (300, on(5, 6))]
     got, out = simulate(dut, stim, history, n_cycles=n_cycles)
     assert_same(got, model(dut, stim, history, n_cycles=n_cycles))
     pattern, _ = mc._selftest_pattern(mc._timeline(history), n_cycles, lanes)
@@ -467,12 +477,44 @@ def test_selftest_pattern_restarts_on_new_widths(lanes):
     # The change to 4/4 ticks in cycle 61 restarts at phase 0 in sample cycle 63: 4 ticks high,
     # 4 low. Had the phase run on from the 3/5 pattern started in cycle 20 (phase 0 in cycle 22),
     # cycle 63 would be tick (63 - 22) * lanes of it, a different place in the period.
-    fresh = {1: [1, 1, 1, 1, 0, 0, 0, 0], 2: [3, 3, 0, 0, 3, 3, 0, 0]}[lanes]
+    fresh = {1: [1, 1, 1, 1, 0, 0, 0, 0], 2: [3, 3, 0, 0, 3, 3, 0, 0],
+             4: [15, 0, 15, 0, 15, 0, 15, 0]}[lanes]
     assert out[63:71].tolist() == fresh
 
 
 def test_model_refuses_selftest_widths_below_2():
     history = [(0, mc.Config(selftest_on=True, selftest_mask=1, selftest_high=1,
                              selftest_low=5))]
-    with pytest.raises(ValueError, match=r"^self-test widths must be at least 2 ticks, not 1/5$"):
+    with pytest.raises(ValueError, match=r"^self-test widths must be at least 2 ticks with 2 "
+                                         r"lanes, not 1/5$"):
         mc._selftest_pattern(mc._timeline(history), 10, 2)
+
+
+def test_model_refuses_selftest_widths_below_lanes():
+    """With 4 lanes the generator needs widths >= 4 ticks (model_capture.selftest_min_ticks)."""
+    history = [(0, mc.Config(selftest_on=True, selftest_mask=1, selftest_high=5,
+                             selftest_low=3))]
+    with pytest.raises(ValueError, match=r"^self-test widths must be at least 4 ticks with 4 "
+                                         r"lanes, not 5/3$"):
+        mc._selftest_pattern(mc._timeline(history), 10, 4)
+
+
+def test_four_lane_simultaneous_edges_stay_distinct_and_ordered():
+    """4 lanes (1.25 ns ticks at 200 MHz): in sample cycle 50 channel 0 rises at lane 0, channel
+    1 at lane 1, channel 2 at lane 2 and channels 0 (falling) and 3 (rising) both at lane 3;
+    in cycle 60 all four channels change at lane 2. Expected by hand from the bit rule
+    ``lane*channels + ch``: one EVENTS entry per cycle with exactly those bits."""
+    dut = CaptureFrontEnd(channels=4, lanes=4, counter_width=16, max_glitch=0,
+                          heartbeat_shift=15)
+    t = 50 * 4
+    stim = mc.Stimulus.from_edges([[t, t + 3, 242], [t + 1, 242], [t + 2, 242], [t + 3, 242]])
+    n = 80
+    got, _ = simulate(dut, stim, mc.Config(), n_cycles=n)
+    events = [e for e in got if e.kind == mc.EVENTS]
+    bit = [[lane * 4 + ch for ch in range(4)] for lane in range(4)]
+    want_edges = (1 << bit[0][0]) | (1 << bit[1][1]) | (1 << bit[2][2]) | (1 << bit[3][0]) \
+        | (1 << bit[3][3])
+    assert [(e.cycle, e.edges) for e in events] == [(50, want_edges), (60, 0b1111 << 8)]
+    # levels at lane 3 of cycle 50: ch0 fell again, ch1..3 high
+    assert events[0].levels >> 12 == 0b1110
+    assert_same(got, model(dut, stim, mc.Config(), n_cycles=n))

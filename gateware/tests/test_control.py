@@ -26,9 +26,9 @@ async def until_high(ctx, signal, domain="sync"):
         if value:
             return
 
-def make():
-    return Control(channels=4, capture_hz=48_000_000, board="icebreaker", channel_names=NAMES,
-                   timeout=64, source_hash=0xDEADBEEF)
+def make(lanes=2):
+    return Control(channels=4, lanes=lanes, capture_hz=48_000_000, board="icebreaker",
+                   channel_names=NAMES, timeout=64, source_hash=0xDEADBEEF)
 
 
 def run(dut, stream, n_replies, *, gap=0, seed=0):
@@ -119,6 +119,25 @@ def test_every_command_matches_model():
     info = parse_identify(got[0][3])
     assert info["board"] == "icebreaker" and info["channel_names"] == NAMES
     assert info["source_hash"] == 0xDEADBEEF and info["capture_hz"] == 48_000_000
+
+
+def test_selftest_widths_below_lanes_rejected_with_four_lanes():
+    """With 4 lanes the self-test generator needs widths >= 4 ticks
+    (model_capture.selftest_min_ticks): 3 is refused, 4 accepted, as the model says."""
+    dut = make(lanes=4)
+    model = CommandModel(channels=4, max_glitch=15, identify=dut.identify, lanes=4)
+    commands = [(Opcode.SELFTEST, b"\x01\x01\x00\x03\x00\x06\x00"),
+                (Opcode.SELFTEST, b"\x01\x01\x00\x06\x00\x03\x00"),
+                (Opcode.SELFTEST, b"\x01\x01\x00\x04\x00\x04\x00")]
+    stream, expected = [], []
+    for seq, (opcode, args) in enumerate(commands, start=1):
+        stream.append(encode_command(seq, opcode, args))
+        expected.append((seq, *model.handle(bytes([opcode]) + args)))
+    got, state = run(dut, stream, len(expected))
+    assert got == expected
+    assert [s for _, _, s, _ in got] == [Status.BAD_ARGUMENT, Status.BAD_ARGUMENT, Status.OK]
+    state.pop("resets")
+    assert state == model.config and state["selftest_high"] == 4
 
 
 def test_broken_frames_get_bad_frame():

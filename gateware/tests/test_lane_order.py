@@ -242,3 +242,23 @@ def test_lane_order_with_lattice_style_models(tmp_path, monkeypatch):
     assert report.source.startswith("vendor models from")
     assert report.input.instant_delay == (2, 1) and report.input.earlier_lane == 0
     assert report.loopback_ticks == 9
+
+
+@pytest.mark.parametrize("order", [(1, 0, 2, 3), (3, 2, 1, 0), (0, 2, 1, 3)])
+def test_four_lane_loopback_detects_any_misordering(order):
+    """4 lanes (ECP5 2:1 gearing): a pattern of 5 high / 6 low ticks puts edges on every lane;
+    in order it is IN_ORDER, with the samples of each cycle rearranged it is SWAPPED (the best
+    rearrangement undoes it exactly)."""
+    t, r = lo.loopback_edges(5, 6, periods=40, offset=3, lanes=4)
+    res = lo.check_loopback(t, r, 5, 6, lanes=4)
+    assert res.order is lo.LaneOrder.IN_ORDER and res.match_in_order == 1.0
+    assert len(res.edges_per_lane) == 4 and min(res.edges_per_lane) > 0
+    t, r = lo.loopback_edges(5, 6, periods=40, offset=3, lanes=4, order=order)
+    res = lo.check_loopback(t, r, 5, 6, lanes=4)
+    assert res.order is lo.LaneOrder.SWAPPED and res.match_swapped == 1.0
+
+
+def test_four_lane_loopback_with_multiples_of_four_is_inconclusive():
+    t, r = lo.loopback_edges(8, 4, periods=40, lanes=4)
+    res = lo.check_loopback(t, r, 8, 4, lanes=4)
+    assert res.order is lo.LaneOrder.INCONCLUSIVE and "too few lanes" in res.reason

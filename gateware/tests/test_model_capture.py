@@ -119,7 +119,8 @@ def test_selftest_pattern_in_model():
     assert raw[start:].tolist() == [int(i % 5 < 3) for i in range(60 - start)]
 
 
-@pytest.mark.parametrize("seed, lanes, max_glitch", [(1, 2, 0), (2, 2, 3), (3, 1, 4), (4, 2, 7)])
+@pytest.mark.parametrize("seed, lanes, max_glitch",
+                         [(1, 2, 0), (2, 2, 3), (3, 1, 4), (4, 2, 7), (5, 4, 0), (6, 4, 3)])
 def test_fast_path_equals_exact(seed, lanes, max_glitch):
     rng = np.random.default_rng(seed)
     channels, n_cycles = 5, 3000
@@ -162,5 +163,6 @@ def test_fast_path_rejects_what_it_does_not_model():
         mc.capture_entries_fast(stim, mc.Config(selftest_on=True), **p)
     with pytest.raises(TypeError, match="takes one Config"):
         mc.capture_entries_fast(stim, [(0, mc.Config())], **p)
-    with pytest.raises(ValueError, match="Lane count must be 1 \\(SDR\\) or 2 \\(DDR\\), not 3"):
+    with pytest.raises(ValueError, match="Lane count must be 1 \\(SDR\\), 2 \\(DDR\\) or 4 .*, "
+                                         "not 3"):
         mc.capture_entries(stim, mc.Config(), **dict(p, lanes=3))

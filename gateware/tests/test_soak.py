@@ -24,24 +24,26 @@ from latscope.gateware.boards import CHANNEL_ROLES
 from latscope.gateware.protocol import Opcode
 from latscope.gateware.verilator import Commands, VerilatorInstrument, stimulus_commands
 
-LANES, CHANNELS = 2, 8
-CORE = dict(channels=CHANNELS, lanes=LANES, counter_width=24, max_glitch=7, heartbeat_shift=18,
+CHANNELS = 8
+CORE = dict(channels=CHANNELS, counter_width=24, max_glitch=7, heartbeat_shift=18,
             fifo_depth=256, capture_hz=48_000_000, channel_names=CHANNEL_ROLES)
-GLITCH = {2: 4}                 # crs_dv: pulses shorter than 4 cycles (8 ticks) are filtered
+GLITCH = {2: 4}                 # crs_dv: pulses shorter than 4 cycles (4 * lanes ticks) filtered
 THROTTLE = 40                   # cycles per byte: a 12 Mbaud 8N1 UART at 48 MHz
 SETTLE = 4096                   # cycles for the configuration commands before the first edge
 
 
-@pytest.fixture(scope="module")
-def instrument():
-    return VerilatorInstrument(**CORE)
+@pytest.fixture(scope="module", params=[2, 4], ids=lambda lanes: f"{lanes}lanes")
+def instrument(request):
+    """The core in Verilator with 2 lanes (DDR) and 4 lanes (the ECP5 2:1 gearing)."""
+    lanes = request.param
+    return VerilatorInstrument(lanes=lanes, **CORE), lanes
 
 
-def make_stimulus(rng, total_cycles):
+def make_stimulus(rng, total_cycles, lanes):
     """Random pin activity over ``total_cycles`` cycles, starting after :data:`SETTLE`."""
     toggles = [[] for _ in range(CHANNELS)]
-    t = SETTLE * LANES
-    end = total_cycles * LANES - 4 * (1 << CORE["heartbeat_shift"]) * LANES
+    t = SETTLE * lanes
+    end = total_cycles * lanes - 4 * (1 << CORE["heartbeat_shift"]) * lanes
     kinds = ("traffic", "storm", "glitchy", "idle")
     counts = dict.fromkeys(kinds, 0)
 
@@ -85,7 +87,7 @@ def make_stimulus(rng, total_cycles):
                 pulse(2, t + span + gap, width)
                 span += gap + width
         else:
-            span = int(rng.integers(100_000, 2_500_000)) * LANES
+            span = int(rng.integers(100_000, 2_500_000)) * lanes
         if t + span >= end:
             break
         counts[kind] += 1
@@ -93,19 +95,19 @@ def make_stimulus(rng, total_cycles):
     return mc.Stimulus.from_edges([np.asarray(x, np.int64) for x in toggles]), counts
 
 
-def expected_events(stimulus, n_cycles):
+def expected_events(stimulus, n_cycles, lanes):
     """(time, channel, rising) of every event the front-end writes with the FIFO always ready."""
     config = mc.Config(armed=True, rise_en=0xFF, fall_en=0xFF,
                        glitch=tuple(GLITCH.get(ch, 0) for ch in range(CHANNELS)))
     entries = mc.capture_entries_fast(
-        stimulus, config, channels=CHANNELS, lanes=LANES, counter_width=64,
+        stimulus, config, channels=CHANNELS, lanes=lanes, counter_width=64,
         max_glitch=CORE["max_glitch"], heartbeat_shift=CORE["heartbeat_shift"], n_cycles=n_cycles)
     entries = entries[entries["kind"] == mc.EVENTS]
     times, chans, rising = [], [], []
-    for bit in range(LANES * CHANNELS):
+    for bit in range(lanes * CHANNELS):
         sel = (entries["edges"] >> np.uint64(bit)) & np.uint64(1) == 1
         lane, ch = divmod(bit, CHANNELS)
-        times.append(entries["cycle"][sel].astype(np.int64) * LANES + lane)
+        times.append(entries["cycle"][sel].astype(np.int64) * lanes + lane)
         chans.append(np.full(int(sel.sum()), ch, np.int64))
         rising.append(((entries["levels"][sel] >> np.uint64(bit)) & np.uint64(1)).astype(np.int64))
     return np.concatenate(times), np.concatenate(chans), np.concatenate(rising)
@@ -124,12 +126,12 @@ def setup_commands():
     return Commands().throttle(THROTTLE).rx(host).run(SETTLE)
 
 
-def soak(instrument, total_cycles, seed):
+def soak(instrument, total_cycles, seed, lanes):
     rng = np.random.default_rng(seed)
-    stimulus, counts = make_stimulus(rng, total_cycles)
+    stimulus, counts = make_stimulus(rng, total_cycles, lanes)
     cmds = setup_commands()
-    cmds.raw(stimulus_commands(stimulus.ticks - SETTLE * LANES, stimulus.values, lanes=LANES,
-                               channels=CHANNELS, end_tick=total_cycles * LANES - SETTLE * LANES))
+    cmds.raw(stimulus_commands(stimulus.ticks - SETTLE * lanes, stimulus.values, lanes=lanes,
+                               channels=CHANNELS, end_tick=total_cycles * lanes - SETTLE * lanes))
     cmds.drain().run(2 << CORE["heartbeat_shift"]).drain()
     decoder = StreamDecoder()
     results = []
@@ -139,14 +141,14 @@ def soak(instrument, total_cycles, seed):
     return stimulus, counts, result, instrument.last_stats
 
 
-def check(stimulus, result, stats, total_cycles):
+def check(stimulus, result, stats, total_cycles, lanes):
     assert stats["cycles"] >= total_cycles
     c = result.counters
     for name in ("frames_bad", "frames_missing", "truncated", "bytes_skipped", "link_lost_events"):
         assert c[name] == 0, (name, c)
     assert np.all(np.diff(result.time) >= 0)
 
-    exp_t, exp_c, exp_r = expected_events(stimulus, total_cycles + 64)
+    exp_t, exp_c, exp_r = expected_events(stimulus, total_cycles + 64, lanes)
     expected = keys(exp_t, exp_c, exp_r)
     got = keys(result.time, result.channel, result.rising.astype(np.int64))
     assert len(np.unique(got)) == len(got)
@@ -169,9 +171,10 @@ def check(stimulus, result, stats, total_cycles):
 
 def test_short_soak(instrument):
     """2e7 cycles: one wrap of the 24-bit counter, storms, glitches, idle stretches."""
+    instrument, lanes = instrument
     total = 20_000_000
-    stimulus, counts, result, stats = soak(instrument, total, seed=7)
-    received, lost, records = check(stimulus, result, stats, total)
+    stimulus, counts, result, stats = soak(instrument, total, seed=7, lanes=lanes)
+    received, lost, records = check(stimulus, result, stats, total, lanes)
     assert received > 1000
     if counts["storm"]:
         assert lost > 0 and records > 0
@@ -179,14 +182,15 @@ def test_short_soak(instrument):
 
 @pytest.mark.slow
 def test_soak_1e8_cycles(instrument):
+    instrument, lanes = instrument
     total = 100_000_000
-    stimulus, counts, result, stats = soak(instrument, total, seed=2024)
-    received, lost, records = check(stimulus, result, stats, total)
+    stimulus, counts, result, stats = soak(instrument, total, seed=2024, lanes=lanes)
+    received, lost, records = check(stimulus, result, stats, total, lanes)
     wraps = total >> CORE["counter_width"]
     assert wraps >= 5
     assert counts["storm"] >= 5 and counts["glitchy"] >= 5 and lost > 0 and records >= 5
     # The counter wrapped: events were received beyond several wraps of the 24-bit counter.
-    assert result.time[-1] > 5 * (1 << CORE["counter_width"]) * LANES
+    assert result.time[-1] > 5 * (1 << CORE["counter_width"]) * lanes
     # Sanity floor, not a tolerance: storms are lost by design, the rest must come through
     # (the exact accounting is in check()).
     assert received > 30_000

@@ -177,14 +177,16 @@ def test_bench_quick_rows():
     pytest.importorskip("latscope.gateware.top", reason="needs the gateware core")
     from latscope.gateware import bench
     rows = {figure: (value, unit, note) for figure, value, unit, note in bench.run(quick=True)}
-    assert rows["ecpix5: resolution"][:2] == ("3.125", "ns")
+    assert rows["ecpix5: resolution"][:2] == ("1.250", "ns")
+    assert rows["ecpix5-x1: resolution"][:2] == ("3.125", "ns")
     value, unit, note = rows["bytes per event (64-byte echo, 100 Mb/s)"]
     assert unit == "B" and 1.0 <= value <= 4.0      # tokens are 1-4 bytes; framing adds a little
     assert "0 lost" in note
     burst = rows["FIFO burst at full input rate"][0]
-    # At least the FIFO's 1024 entries of 2 events each; beyond that only what the encoder and
-    # framer hold and the link drains meanwhile (2,340 measured when this test was written).
-    assert 2 * 1024 <= burst <= 3 * 1024
+    # At least the FIFO's 1024 entries of 4 events each (the ECPIX-5's 4 lanes); beyond that only
+    # what the encoder and framer hold and the link drains meanwhile (2,340 measured with 2 lanes
+    # when this test was written: 1024 * 2 + 292).
+    assert 4 * 1024 <= burst <= 5 * 1024
 
 
 @pytest.mark.slow
