@@ -144,19 +144,35 @@ def _panels(data):
     return [(p, [i for i in range(n) if data["panels"][i] == p]) for p in order]
 
 
-def _legend(ax, ncol=1):
+def _legend(ax, ncol=1, above=False):
+    """Legend outside the axes: to the right, or (small multiples) above the panel."""
     handles, labels = ax.get_legend_handles_labels()
-    if handles:
+    if not handles:
+        return
+    if above:
+        ax.legend(handles, labels, fontsize=7, loc="lower left", bbox_to_anchor=(0.0, 1.01),
+                  borderaxespad=0, frameon=False, ncol=min(3, len(handles)))
+    else:
         ax.legend(handles, labels, fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0),
                   borderaxespad=0, frameon=False, ncol=ncol)
 
 
 def _figure(data, height=2.4, width=8.5):
+    """A figure with one axes, or small multiples on a grid of two columns (one panel per
+    family) when there are more than MAX_SERIES_PER_PANEL series.
+    Returns ``fig, [(ax, panel title, series indices)], legend_above``."""
     plt = _plt()
     panels = _panels(data)
-    fig, axes = plt.subplots(len(panels), 1, figsize=(width, 0.6 + height * len(panels)),
+    if len(panels) == 1:
+        fig, ax = plt.subplots(figsize=(width, 0.6 + height), layout="constrained")
+        return fig, [(ax, panels[0][0], panels[0][1])], False
+    rows = (len(panels) + 1) // 2
+    fig, axes = plt.subplots(rows, 2, figsize=(11.0, 0.6 + (height - 0.2) * rows),
                              squeeze=False, sharex=True, layout="constrained")
-    return fig, [(ax, title, idx) for ax, (title, idx) in zip(axes[:, 0], panels, strict=True)]
+    flat = list(axes.flat)
+    for ax in flat[len(panels):]:
+        ax.set_visible(False)
+    return fig, [(ax, title, idx) for ax, (title, idx) in zip(flat, panels, strict=False)], True
 
 
 def _plain_log_axis(axis):
@@ -165,6 +181,16 @@ def _plain_log_axis(axis):
     axis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
     axis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
     axis.set_minor_formatter(NullFormatter())
+
+
+def _xlabel(panels, text):
+    """The x label: under the axes, or once under a grid of small multiples."""
+    if len(panels) == 1:
+        panels[0][0].set_xlabel(text, fontsize=8)
+        return
+    for ax, _, _ in panels:
+        ax.xaxis.set_tick_params(labelbottom=True)
+    panels[0][0].figure.supxlabel(text, fontsize=8)
 
 
 def _style_kwargs(i):
@@ -184,14 +210,14 @@ def _step_path(low, high, count):
     return np.array(xs, dtype=float), np.array(ys, dtype=float)
 
 
-def _draw_histogram(data, per_decade=40):
+def _draw_histogram(data, per_decade=100):
     unit = time_unit([v for s in data["series"] for v in s["high_ns"]])
     lo = min(max(s["low_ns"].min(), 1e-3) for s in data["series"])
     hi = max(s["high_ns"].max() for s in data["series"]) * 1.0001
     # one set of log-spaced bins for every series (shapes comparable), mass kept per bin
     edges = np.geomspace(lo, hi, max(2, int(np.log10(hi / lo) * per_decade) + 2))
-    fig, panels = _figure(data)
-    for ax, title, idx in panels:
+    fig, panels, above = _figure(data)
+    for ax, _title, idx in panels:
         for i in idx:
             s = data["series"][i]
             weights, _ = np.histogram((s["low_ns"] + s["high_ns"]) / 2, bins=edges,
@@ -209,11 +235,9 @@ def _draw_histogram(data, per_decade=40):
                         ms=3.5, color=line.get_color(), mfc="none")
         ax.set(xscale="log", yscale="log", ylabel="packets per bin")
         _plain_log_axis(ax.xaxis)
-        if title:
-            ax.set_title(title, fontsize=9, loc="left")
-        _legend(ax)
-    panels[-1][0].set_xlabel(f"{data['name']} latency ({unit.name}), log scale; "
-                             f"{per_decade} bins per decade; circles: isolated bins")
+        _legend(ax, above=above)
+    _xlabel(panels, f"{data['name']} latency ({unit.name}), log scale; {per_decade} bins per "
+                    f"decade; circles: isolated bins")
     fig.suptitle(f"{data['name']}: histogram (empty bins not drawn)", fontsize=10, x=0.01,
                  ha="left")
     _mark_simulated(fig, data["simulated"])
@@ -223,10 +247,10 @@ def _draw_histogram(data, per_decade=40):
 def _draw_spectrum(data):
     from matplotlib.ticker import FixedFormatter, FixedLocator, NullFormatter, NullLocator
     unit = time_unit([np.median(s["value_ns"]) for s in data["series"]])
-    fig, panels = _figure(data)
+    fig, panels, above = _figure(data)
     top = max(s["x"].max() for s in data["series"])
     ticks = [p for p in SPECTRUM_PERCENTILES if 1 / (1 - p / 100) <= top * 1.5]
-    for ax, title, idx in panels:
+    for ax, _title, idx in panels:
         for i in idx:
             s = data["series"][i]
             kw = _style_kwargs(i)
@@ -240,11 +264,9 @@ def _draw_spectrum(data):
         ax.xaxis.set_minor_formatter(NullFormatter())
         ax.grid(True, which="major", color="0.88", lw=0.6)
         ax.set_ylabel(f"latency ({unit.name})")
-        if title:
-            ax.set_title(title, fontsize=9, loc="left")
-        _legend(ax)
-    panels[-1][0].set_xlabel("percentile (x = 1/(1-p), log scale: each step right is a tenfold "
-                             "rarer packet)")
+        _legend(ax, above=above)
+    _xlabel(panels, "percentile (x = 1/(1-p), log scale: each step right is a tenfold rarer "
+                    "packet)")
     fig.suptitle(f"{data['name']}: percentile spectrum (the tail, as HdrHistogram plots it)",
                  fontsize=10, x=0.01, ha="left")
     _mark_simulated(fig, data["simulated"])
@@ -288,8 +310,8 @@ def _draw_percentiles(data):
 
 def _draw_series(data):
     unit = time_unit([np.median(s["mean_ns"]) for s in data["series"] if s is not None])
-    fig, panels = _figure(data, height=2.2)
-    for ax, title, idx in panels:
+    fig, panels, above = _figure(data, height=1.9)
+    for ax, _title, idx in panels:
         for i in idx:
             s = data["series"][i]
             if s is None:
@@ -297,10 +319,8 @@ def _draw_series(data):
             ax.plot(s["time_s"], unit.scale(s["mean_ns"]), label=data["labels"][i], lw=1,
                     **_style_kwargs(i))
         ax.set_ylabel(f"mean ({unit.name})")
-        if title:
-            ax.set_title(title, fontsize=9, loc="left")
-        _legend(ax)
-    panels[-1][0].set_xlabel("capture time (s)")
+        _legend(ax, above=above)
+    _xlabel(panels, "capture time (s)")
     fig.suptitle(f"{data['name']}: windowed mean over capture time (drift, warm-up)",
                  fontsize=10, x=0.01, ha="left")
     _mark_simulated(fig, data["simulated"])

@@ -23,8 +23,8 @@ import dataclasses
 import math
 
 import numpy as np
-from scipy import stats as sps
 
+from latscope.analysis import distributions as dist
 from latscope.analysis.hdr import RELATIVE_ERROR, LogLinearHistogram
 
 __all__ = ["PERCENTILES", "quantile_ci_ranks", "n_required", "Quantile", "Drift", "Warmup",
@@ -88,8 +88,8 @@ def quantile_ci_ranks(n, q, confidence=0.95):
         raise ValueError(f"confidence must be in (0, 1), not {confidence!r}")
     alpha = 1 - confidence
     point = max(1, math.ceil(q * n - 1e-9))
-    lower = int(sps.binom.ppf(alpha / 2, n, q))
-    upper = int(sps.binom.ppf(1 - alpha / 2, n, q)) + 1
+    lower = dist.binom_ppf(alpha / 2, n, q)
+    upper = dist.binom_ppf(1 - alpha / 2, n, q) + 1
     return point, lower, min(upper, n + 1)
 
 
@@ -398,8 +398,8 @@ class LatencyAccumulator:
         if filled.sum() < 4:
             return None, None, series
         x, y = centers[filled], means[filled]
-        fit = sps.linregress(x, y)
-        t = sps.t.ppf(0.975, len(x) - 2)
+        fit = dist.linregress(x, y)
+        t = dist.t_ppf(0.975, len(x) - 2)
         drift = Drift(float(fit.slope) * 1.0, float(fit.slope - t * fit.stderr),
                       float(fit.slope + t * fit.stderr), float(fit.pvalue), int(len(x)),
                       float(width_s))

@@ -30,6 +30,7 @@ from fractions import Fraction
 import numpy as np
 
 from latscope import LatscopeError, __version__
+from latscope.capture.zipread import open_member
 
 __all__ = [
     "SigrokFileError", "SrLimits", "SrInfo", "SrReader", "SrWriter", "ImportSummary",
@@ -495,7 +496,7 @@ class SrReader:
             whole = size - size % unit
             remaining = whole
             try:
-                with self._zip.open(name) as handle:
+                with open_member(self._zip, name) as handle:   # zlib-ng when present
                     while remaining:
                         want = min(remaining, block_samples * unit)
                         data = handle.read(want)
