@@ -521,7 +521,7 @@ class SrReader:
                 raise SigrokFileError(f"{self.path}: chunk {name!r} is damaged: "
                                       f"{error}") from None
 
-    def iter_edges(self, bits, block_samples=1 << 19):
+    def iter_edges(self, bits, block_samples=1 << 17):   # blocks that stay in the CPU cache
         """Yield edge blocks ``(time, channel, rising)`` of the probes ``bits``.
 
         Parameters

@@ -86,8 +86,10 @@ def build_parser(command=_ALL):
         _register(subparsers, name)
     registered = set(subparsers.choices)
     for name, (module, text) in COMMAND_INDEX.items():
-        if name not in registered and module in PART_CLI_MODULES:
-            subparsers.add_parser(name, help=text)      # listed only; never run from here
+        # listed for --help only (each parser costs argparse's gettext lookups): a command
+        # that runs needs no sibling, an unknown one took the full path above
+        if command is None and name not in registered and module in PART_CLI_MODULES:
+            subparsers.add_parser(name, help=text)
     order = {name: k for k, name in enumerate(COMMAND_INDEX)}
     subparsers._choices_actions.sort(key=lambda a: order.get(a.dest, len(order)))
     return parser
