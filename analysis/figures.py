@@ -124,14 +124,15 @@ def _plt():
 
 def _png(fig):
     buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=100, bbox_inches="tight", pad_inches=0.15)
+    # constrained layout already fits titles and outside legends: no second "tight" draw
+    fig.savefig(buf, format="png", dpi=96)
     _plt().close(fig)
     return buf.getvalue()
 
 
 def _mark_simulated(fig, simulated):
     if simulated:
-        fig.text(1.0, 1.0, "SIMULATED", ha="right", va="bottom", fontsize=10, weight="bold",
+        fig.text(0.995, 0.995, "SIMULATED", ha="right", va="top", fontsize=10, weight="bold",
                  color="#b00020", transform=fig.transFigure)
 
 
@@ -151,7 +152,7 @@ def _legend(ax, ncol=1, above=False):
         return
     if above:
         ax.legend(handles, labels, fontsize=7, loc="lower left", bbox_to_anchor=(0.0, 1.01),
-                  borderaxespad=0, frameon=False, ncol=min(3, len(handles)))
+                  borderaxespad=0, frameon=False, ncol=min(4, len(handles)))
     else:
         ax.legend(handles, labels, fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0),
                   borderaxespad=0, frameon=False, ncol=ncol)
@@ -176,9 +177,9 @@ def _figure(data, height=2.4, width=8.5):
 
 
 def _plain_log_axis(axis):
-    """Log-axis ticks at 1, 2, 5 x 10^k labelled as plain numbers (no 10^k notation)."""
+    """Log-axis ticks at 1, 2, 3, 5 x 10^k labelled as plain numbers (no 10^k notation)."""
     from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
-    axis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+    axis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 3.0, 5.0)))
     axis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
     axis.set_minor_formatter(NullFormatter())
 
@@ -301,8 +302,8 @@ def _draw_percentiles(data):
     _plain_log_axis(ax.xaxis)
     ax.set_xlabel(f"{data['name']} latency ({unit.name}), log scale; bars: 95 % CI (to the "
                   f"maximum where the sample has no upper bound)", fontsize=8)
-    ax.set_title(f"{data['name']}: percentiles with 95 % confidence intervals", fontsize=10,
-                 loc="left")
+    fig.suptitle(f"{data['name']}: percentiles with 95 % confidence intervals", fontsize=10,
+                 x=0.01, ha="left")
     _legend(ax)
     _mark_simulated(fig, data["simulated"])
     return _png(fig)
@@ -345,28 +346,44 @@ def _draw_waterfall(data):
                                              if any(st == stage for st, _, _ in rw)) else None)
     ax.set_yticks(range(n), list(reversed(data["labels"])), fontsize=7)
     ax.set_xlabel(f"mean time after RX_DV falls ({unit.name})")
-    ax.set_title("receive path: stage waterfall (mean of each stage)", fontsize=10, loc="left")
+    fig.suptitle("receive path: stage waterfall (mean of each stage)", fontsize=10, x=0.01,
+                 ha="left")
     _legend(ax)
     _mark_simulated(fig, data["simulated"])
     return _png(fig)
 
 
 def _draw_size(data):
-    """data: fits [(label, sizes, means_ns, fixed_ns, per_byte_ns)], simulated."""
+    """data: fits [(family, measurement, sizes, means_ns, fixed_ns, per_byte_ns)], simulated.
+    One panel per measurement (configurations as series), two columns."""
     plt = _plt()
-    unit = time_unit([m for f in data["fits"] for m in f[2]])
-    fig, ax = plt.subplots(figsize=(8.5, 4.0), layout="constrained")
-    for i, (label, sizes, means, fixed, per_byte) in enumerate(data["fits"]):
-        colour, style, marker = series_style(i)
-        ax.plot(sizes, unit.scale(np.asarray(means)), marker=marker or "o", linestyle="none",
-                color=colour)
-        grid = np.array([min(sizes), max(sizes)], dtype=float)
-        ax.plot(grid, unit.scale(fixed + per_byte * grid), linestyle=style, color=colour,
-                lw=1.1, marker=marker or "o", markevery=[], label=label)
-    ax.set(xlabel="frame size (bytes)", ylabel=f"mean latency ({unit.name})")
-    ax.set_title("packet-size regression: fixed + per-byte cost (points: means; lines: fit)",
-                 fontsize=10, loc="left")
-    _legend(ax, ncol=1 if len(data["fits"]) <= 16 else 2)
+    unit = time_unit([m for f in data["fits"] for m in f[3]])
+    names = list(dict.fromkeys(f[1] for f in data["fits"]))
+    families = list(dict.fromkeys(f[0] for f in data["fits"]))
+    rows = (len(names) + 1) // 2 if len(names) > 1 else 1
+    cols = 2 if len(names) > 1 else 1
+    fig, axes = plt.subplots(rows, cols, figsize=(11.0 if cols == 2 else 8.5, 0.6 + 2.3 * rows),
+                             squeeze=False, sharex=True, layout="constrained")
+    flat = list(axes.flat)
+    for ax in flat[len(names):]:
+        ax.set_visible(False)
+    for ax, name in zip(flat, names, strict=False):
+        for fam, measurement, sizes, means, fixed, per_byte in data["fits"]:
+            if measurement != name:
+                continue
+            colour, style, marker = series_style(families.index(fam))
+            ax.plot(sizes, unit.scale(np.asarray(means)), marker=marker or "o",
+                    linestyle="none", color=colour, ms=4)
+            grid = np.array([min(sizes), max(sizes)], dtype=float)
+            ax.plot(grid, unit.scale(fixed + per_byte * grid), linestyle=style, color=colour,
+                    lw=1.2, label=fam)
+        ax.set_ylabel(f"{name} mean ({unit.name})", fontsize=8)
+        ax.xaxis.set_tick_params(labelbottom=True)
+        _legend(ax, above=True)
+    fig.supxlabel("frame size (bytes)", fontsize=8)
+    fig.suptitle("packet-size regression: fixed + per-byte cost per measurement (points: "
+                 "means; lines: least-squares fit over every packet)", fontsize=10, x=0.01,
+                 ha="left")
     _mark_simulated(fig, data["simulated"])
     return _png(fig)
 

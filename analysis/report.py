@@ -10,6 +10,7 @@ drawn by :mod:`latscope.analysis.figures`.
 import dataclasses
 import html
 import math
+import re
 
 import numpy as np
 
@@ -68,12 +69,25 @@ class Table:
         out.append("</tr></thead><tbody>")
         for row in self.rows:
             out.append("<tr>" + "".join(
-                f"<td class='{'num' if _numeric(c) else 'txt'}'>{html.escape(str(c))}</td>"
+                f"<td class='{'num' if _numeric(c) else 'txt'}'>{_cell_html(c)}</td>"
                 for c in row) + "</tr>")
         out.append("</tbody></table>")
         if self.note:
             out.append(f"<p class='note'>{html.escape(self.note)}</p>")
         return "".join(out)
+
+
+_INTERVAL = re.compile(r"^(\S+) (\[[^\]]*\])$")
+
+
+def _cell_html(cell):
+    """A value with its interval (``7.480 [7.46, 7.50]``) on two lines, the interval smaller,
+    so wide interval tables fit the page."""
+    text = str(cell)
+    m = _INTERVAL.match(text)
+    if m:
+        return f"{html.escape(m.group(1))}<br><span class='ci'>{html.escape(m.group(2))}</span>"
+    return html.escape(text)
 
 
 def _numeric(cell):
@@ -523,7 +537,7 @@ def size_data(analyses, fits):
     for fam, name, f in fits:
         members = [a for a in analyses if family(a) == fam and name in a.stats
                    and a.stats[name].n]
-        out.append((f"{fam} {name}", [a.size for a in members],
+        out.append((fam, name, [a.size for a in members],
                     [a.stats[name].mean_ns for a in members], f.fixed_ns, f.per_byte_ns))
     return {"fits": out, "simulated": any(simulated)}
 

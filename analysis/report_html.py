@@ -46,7 +46,8 @@ h1{margin-top:72px}h2{border-bottom:1px solid #ddd;padding-bottom:4px;margin-top
 .scroll{overflow-x:auto;margin:12px 0}
 table{border-collapse:collapse;font-size:12px;font-variant-numeric:tabular-nums}
 caption{text-align:left;font-weight:600;padding:4px 0;font-size:13px}
-th,td{border:1px solid #ddd;padding:3px 7px;white-space:nowrap}
+th,td{border:1px solid #ddd;padding:3px 7px}td{white-space:nowrap}
+th{font-size:11px;max-width:110px}.ci{color:#666;font-size:10.5px}
 th{background:#f3f3f3;position:sticky;top:0}tr:nth-child(even) td{background:#fafafa}
 td.num{text-align:right}td.txt{text-align:left}
 .note{font-size:12px;color:#555;max-width:1000px}
