@@ -91,7 +91,7 @@ def _cell_html(cell):
 
 
 def _numeric(cell):
-    text = str(cell).replace(",", "").replace("−", "-").split(" ")[0].lstrip("+-±")
+    text = str(cell).replace(",", "").replace("−", "-").split(" ")[0].lstrip("+-±<")
     try:
         float(text)
         return True
