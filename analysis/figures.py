@@ -405,3 +405,10 @@ def draw_job(job):
     """``draw`` for a ``(stem, kind, data, alt)`` job; returns ``(stem, png)`` (for pools)."""
     stem, kind, data, _alt = job
     return stem, draw(kind, data)
+
+
+if __name__ == "__main__":           # a drawing worker for report_html: jobs in, PNGs out
+    import pickle
+    import sys
+
+    pickle.dump([draw_job(job) for job in pickle.load(sys.stdin.buffer)], sys.stdout.buffer)

@@ -10,10 +10,11 @@ of each capture. Figures are drawn in parallel worker processes when there are s
 """
 
 import base64
-import concurrent.futures
 import html
-import multiprocessing
 import os
+import pickle
+import subprocess
+import sys
 
 from latscope import LatscopeError
 from latscope.analysis import figures
@@ -108,14 +109,38 @@ def _detail_text(a):
 
 
 def _draw_all(jobs, workers):
-    """PNG bytes per job stem; in ``workers`` processes when that pays (several figures)."""
+    """PNG bytes per job stem, drawn in ``workers`` child interpreters when there are several
+    figures (``python -m latscope.analysis.figures``, jobs in and PNGs out as pickles on the
+    pipes). Children rather than a multiprocessing pool: a pool's "spawn" re-runs the caller's
+    main script (a script without a ``__main__`` guard would recurse) and "fork" is unsafe in
+    threaded callers. A child that fails leaves its share to this process."""
     if workers <= 1 or len(jobs) < 4:
         return dict(figures.draw_job(job) for job in jobs)
-    context = multiprocessing.get_context("spawn")
-    with concurrent.futures.ProcessPoolExecutor(workers, mp_context=context) as pool:
-        # longest first (many series) so the pool ends together
-        order = sorted(jobs, key=lambda j: -len(j[2].get("labels", j[2].get("fits", []))))
-        return dict(pool.map(figures.draw_job, order))
+    order = sorted(jobs, key=lambda j: -len(j[2].get("labels", j[2].get("fits", []))))
+    shares = [order[k::workers] for k in range(workers)]
+    children = []
+    for share in shares:
+        child = subprocess.Popen([sys.executable, "-m", "latscope.analysis.figures"],
+                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                 stderr=subprocess.DEVNULL)
+        children.append((child, share))
+    # feed every child before reading any, so they draw at the same time
+    for child, share in children:
+        try:
+            pickle.dump(share, child.stdin)
+            child.stdin.close()
+        except OSError:
+            pass
+    out = {}
+    for child, share in children:
+        try:
+            result = pickle.load(child.stdout)
+        except Exception:            # the child died: draw its share here
+            result = [figures.draw_job(job) for job in share]
+        child.stdout.close()
+        child.wait()
+        out.update(result)
+    return out
 
 
 def write_report(analyses, out_dir, *, warnings=None, workers=None):
