@@ -196,3 +196,23 @@ def test_units_are_chosen_per_table():
     assert "mean ns" in report.stats_table({"rx.isr": s})
     s.mean_ns = 5000.0
     assert "mean µs" in report.stats_table({"rx.isr": s})
+
+
+def test_parallel_figures_from_a_script_without_main_guard(tmp_path):
+    """A script fed on stdin (no __main__ guard, no file) writes a report with two drawing
+    workers: the workers never re-run the caller's script."""
+    import subprocess
+    import sys
+    script = f"""
+from latscope.analysis import api, report
+from latscope.analysis.synth import synthetic_chunks
+t, c, r = next(iter(synthetic_chunks(20_000, chunk_events=1 << 20, seed=4)))
+a = api.from_events(t, c, r, tick_hz=320_000_000, label="x",
+                    markers={{"m0": "rx.isr", "m2": "rx.udp", "m4": "tx.send"}})
+print(len(report.write_report([a], {str(tmp_path)!r}, workers=2)))
+"""
+    out = subprocess.run([sys.executable, "-"], input=script, capture_output=True, text=True,
+                         timeout=600)
+    assert out.returncode == 0, out.stderr[-2000:]
+    pngs = sorted(p.name for p in tmp_path.glob("*.png"))
+    assert int(out.stdout.split()[-1]) == 2 + len(pngs) and len(pngs) >= 4
