@@ -237,6 +237,7 @@ def _draw_histogram(data, per_decade=100):
                 ax.plot(unit.scale(centre), weights[alone], linestyle="none", marker="o",
                         ms=3.5, color=line.get_color(), mfc="none")
         ax.set(xscale="log", yscale="log", ylabel="packets per bin")
+        ax.set_ylim(bottom=0.6)            # bins holding one packet stay above the axis line
         _plain_log_axis(ax.xaxis)
         ax.yaxis.set_minor_locator(NullLocator())
         _legend(ax, above=above)
