@@ -96,10 +96,13 @@ def build_parser(command=_ALL):
 
 
 def _command_in(argv):
-    """The command named in ``argv`` (the first word not starting with '-'), or ``None``."""
+    """The command named in ``argv`` (the first word not starting with '-'), or ``None`` when
+    there is none or a top-level option (``-h``, ``--version``) comes first."""
     for word in argv:
         if not word.startswith("-"):
             return word
+        if word in ("-h", "--help", "--version"):
+            return None
     return None
 
 

@@ -32,7 +32,7 @@ def _imported(*argv):
     return set(json.loads(out.strip().splitlines()[-1]))
 
 
-@pytest.mark.parametrize("argv", [["--help"], ["--version"], []])
+@pytest.mark.parametrize("argv", [["--help"], ["--version"], [], ["-h", "analyze"]])
 def test_help_and_version_import_no_heavy_library(argv):
     imported = _imported(*argv)
     assert not imported & set(HEAVY), sorted(imported & set(HEAVY))
@@ -74,3 +74,10 @@ def test_lazy_parser_runs_commands_like_the_full_one(tmp_path, capsys):
     """A real command through main(): the lazy parser is what users run."""
     assert cli.main(["info", str(tmp_path / "missing.lsc")]) == 2
     assert "missing.lsc" in capsys.readouterr().err
+
+
+def test_top_level_help_lists_every_command_whatever_follows(capsys):
+    with pytest.raises(SystemExit):
+        cli.main(["-h", "analyze"])
+    text = capsys.readouterr().out
+    assert all(name in text for name in cli.COMMAND_INDEX)
