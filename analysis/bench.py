@@ -2,6 +2,11 @@
 peak memory against capture length, and a sigrok ``.sr`` file to statistics against sigrok-cli's
 ``jitter`` decoder on the same file (which must agree packet for packet).
 
+The sigrok comparison is also run as a user runs it: ``latscope import`` then ``latscope
+analyze``, and ``latscope analyze FILE.sr --map``, each a new process with its start-up, CPU and
+wall time side by side with sigrok-cli's. ``latscope --help`` and ``--version`` are timed from
+start to exit against ``python -c pass``.
+
 Streams come from :mod:`latscope.analysis.synth` (10 events per packet: RX_DV, three markers,
 TX_EN; rx.isr, rx.udp and tx.wire measured). Each size runs in a fresh interpreter so its peak
 resident memory is its own; generating the events is timed apart from analysing them. Times are
@@ -19,7 +24,7 @@ import time
 
 import numpy as np
 
-SECTION = "analysis: pairing, statistics, sigrok comparison"
+SECTION = "analysis: pairing, statistics, sigrok comparison, start-up"
 
 _CHILD = r"""
 import json, resource, sys, time
@@ -58,6 +63,101 @@ def _child(n):
     return json.loads(out.strip().splitlines()[-1])
 
 
+def _timed_child(cmd):
+    """Run ``cmd`` as a user would (a new process, start-up included, output discarded); returns
+    ``(exit status, wall s, CPU s (user + system), ru_maxrss MB (includes this process's size
+    at the fork: see :func:`_peak_mb`), stdout)``."""
+    started = time.monotonic()
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    out = proc.stdout.read()
+    proc.stdout.close()
+    _, status, usage = os.wait4(proc.pid, 0)
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    wall = time.monotonic() - started
+    return (proc.returncode, wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024,
+            out.decode(errors="replace"))
+
+
+_PEAK = r"""
+import sys
+from latscope.cli import main
+status = main(sys.argv[1:])
+with open("/proc/self/status") as f:
+    print(next(int(line.split()[1]) for line in f if line.startswith("VmHWM:")), status)
+"""
+
+
+def _peak_mb(argv):
+    """Peak resident memory (MB) of ``latscope ARGV`` run in a fresh interpreter (VmHWM: the
+    process image's own peak; a parent's rusage would carry the bench's own size)."""
+    out = subprocess.run([sys.executable, "-c", _PEAK, *argv], capture_output=True, text=True)
+    try:
+        kib, status = out.stdout.split()[-2:]
+        return int(kib) / 1024 if status == "0" else float("nan")
+    except ValueError:
+        return float("nan")
+
+
+def _latscope_command():
+    """The installed ``latscope`` script next to this interpreter, else ``python -m latscope``."""
+    script = os.path.join(os.path.dirname(sys.executable), "latscope")
+    return [script] if os.path.exists(script) else [sys.executable, "-m", "latscope"]
+
+
+def _median_child(cmd, runs):
+    results = [_timed_child(cmd) for _ in range(runs)]
+    walls = sorted(r[1] for r in results)
+    cpus = sorted(r[2] for r in results)
+    return results[0][0], walls[runs // 2], cpus[runs // 2]
+
+
+def startup_rows(runs=5):
+    """``latscope --help`` and ``--version`` as a user starts them, against ``python -c pass``
+    (the interpreter's own start-up) in the same run; medians of ``runs``."""
+    latscope = _latscope_command()
+    _, base_wall, base_cpu = _median_child([sys.executable, "-c", "pass"], runs)
+    rows = []
+    for arg in ("--help", "--version"):
+        status, wall, cpu = _median_child(latscope + [arg], runs)
+        rows.append((f"latscope {arg}, start to exit", wall, "s",
+                     f"median of {runs}; CPU {cpu:.3f} s; python -c pass: {base_wall:.3f} s "
+                     f"wall, {base_cpu:.3f} s CPU; target < 0.3 s"
+                     + ("" if status == 0 else f"; EXIT STATUS {status}")))
+    return rows
+
+
+def _user_path_rows(path, sigrok_cpu, sigrok_wall, expected):
+    """The .sr -> statistics path as a user runs it, in separate processes: ``latscope import``
+    then ``latscope analyze``, and ``latscope analyze FILE.sr --map`` directly."""
+    latscope = _latscope_command()
+    mapping = ["--map", "rx_dv=rx_dv,m_udp=m_udp"]
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        lsc = os.path.join(tmp, "imported.lsc")
+        s1, w1, c1, _, _ = _timed_child(latscope + ["import", path, *mapping, "-o", lsc])
+        rss1 = _peak_mb(["import", path, *mapping, "-o", lsc, "--force"])
+        s2, w2, c2, _, out2 = _timed_child(latscope + ["analyze", lsc, "--measure", "rx.udp",
+                                                       "--json"])
+        s3, w3, c3, _, out3 = _timed_child(latscope + ["analyze", path, *mapping,
+                                                       "--measure", "rx.udp", "--json"])
+        rss3 = _peak_mb(["analyze", path, *mapping, "--measure", "rx.udp"])
+    for status, out, what in ((s2, out2, "import + analyze"), (s3, out3, "analyze .sr")):
+        n = json.loads(out)["measurements"]["rx.udp"]["n"] if status == 0 else None
+        if n != expected:
+            rows.append((f"  {what}: WRONG RESULT", float(n or -1), "packets",
+                         f"expected {expected:,} (exit status {status})"))
+    for label, wall, cpu, note in (
+            ("latscope import + latscope analyze (2 processes)", w1 + w2, c1 + c2,
+             f"import {w1:.2f} s, analyze {w2:.2f} s; import peak memory {rss1:.0f} MB"),
+            ("latscope analyze FILE.sr --map (1 process)", w3, c3,
+             f"peak memory {rss3:.0f} MB")):
+        ratio = (f"sigrok-cli {sigrok_cpu / cpu:.1f}x the CPU time, "
+                 f"{sigrok_wall / wall:.1f}x the wall time" if sigrok_cpu else "no sigrok-cli")
+        rows.append((f"as a user runs it: {label}", wall, "s",
+                     f"CPU {cpu:.2f} s; {ratio}; {note}; target >= 10x"))
+    return rows
+
+
 def _sigrok_rows(packets):
     from latscope.analysis import api
     from latscope.analysis.sigrokref import have_sigrok_cli, sigrok_jitter, write_sr
@@ -81,16 +181,21 @@ def _sigrok_rows(packets):
         rows.append(("  sample rate processed", samples / ours / 1e6, "M samples/s", ""))
         if not have_sigrok_cli():
             rows.append(("sigrok-cli jitter decoder", float("nan"), "s", "sigrok-cli not found"))
+            rows += _user_path_rows(path, None, None, len(lat))
             return rows
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        wall_started = time.monotonic()
         s_start, s_stop = sigrok_jitter(path, "rx_dv", "m_udp")
+        theirs_wall = time.monotonic() - wall_started
         after = resource.getrusage(resource.RUSAGE_CHILDREN)
         theirs = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
         same = (len(s_start) == len(start) and np.array_equal(s_start, start)
                 and np.array_equal(s_stop - s_start, lat))
         rows.append(("sigrok-cli jitter decoder, same latencies", theirs, "s",
                      f"latscope {theirs / ours:.1f}x faster; per-packet latencies "
-                     f"{'identical' if same else 'DIFFER'} ({len(s_start):,} vs {len(lat):,})"))
+                     f"{'identical' if same else 'DIFFER'} ({len(s_start):,} vs {len(lat):,}); "
+                     f"wall {theirs_wall:.2f} s"))
+        rows += _user_path_rows(path, theirs, theirs_wall, len(lat))
     return rows
 
 
@@ -110,6 +215,7 @@ def run(quick):
     rows.append((f"peak memory, {big:.0e} events", results[big]["rss"] / 1024, "MB",
                  f"{ratio:.2f}x the {small:.0e}-event run: independent of capture length"))
     rows += _sigrok_rows(2_000 if quick else 20_000)
+    rows += startup_rows(3 if quick else 5)
     return rows
 
 

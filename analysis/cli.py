@@ -45,15 +45,21 @@ def register(subparsers):
 
     p = subparsers.add_parser(
         "compare", help="compare captures or configurations",
-        description="Compare captures. --by config (default): each capture against the first: "
-                    "difference of means (Welch 95 % interval), of p50/p99/p99.9 (distribution-"
-                    "free intervals), Mann-Whitney rank test with effect sizes. --by size: fit "
+        description="Compare captures. --by group (default): as the captures are organised: "
+                    "configurations (MACs) at equal frame size, frame sizes within a "
+                    "configuration (against the smallest), the fast track against the stack "
+                    "(rx.fast against rx.udp), repeated captures of one configuration; --by "
+                    "first: each capture against the first. Each table gives the difference of "
+                    "means (Welch 95 % interval), of p50/p99/p99.9 (distribution-free "
+                    "intervals), the Mann-Whitney rank test with effect sizes. --by size: fit "
                     "latency = fixed + per-byte cost per configuration over frame sizes (from the "
-                    "captures' metadata) and give the effective bandwidth in MB/s.",
+                    "captures' metadata) and give the effective bandwidth in MB/s. Captures "
+                    "with the same label are told apart by their paths.",
         epilog=_UNITS)
     p.add_argument("files", nargs="+", metavar="FILE")
-    p.add_argument("--by", choices=("config", "size"), default="config",
-                   help="what varies between the captures (default: config)")
+    p.add_argument("--by", choices=("group", "first", "size", "config"), default="group",
+                   help="how to pair the captures (default: group; config is the former name "
+                        "of first)")
     p.add_argument("--definitions", metavar="FILE.toml", help=_DEFS_HELP)
     p.add_argument("--json", action="store_true", help="print JSON (figures in ns)")
     p.set_defaults(func=cmd_compare)
@@ -61,10 +67,14 @@ def register(subparsers):
     p = subparsers.add_parser(
         "report", help="write an HTML and Markdown report of captures",
         description="Write DIR/report.html (self-contained, plots embedded) and DIR/report.md "
-                    "(with PNG files): Table-I-style mean ± 3σ, percentile tables with confidence "
-                    "intervals, log-scale histograms, CDF/CCDF, time series, per-configuration "
-                    "distributions, stage waterfall, differences, and the packet-size regression "
-                    "when the captures span several frame sizes.",
+                    "(with PNG files): Table-I-style mean ± 3σ (and the paper's Table I beside it "
+                    "for the simulated bench's paper profiles), percentile tables with "
+                    "confidence intervals, log-scale histograms, percentile spectra (latency "
+                    "against 1/(1-p)), time series, per-configuration percentiles, stage "
+                    "waterfall, comparisons grouped as the captures are organised, and the "
+                    "packet-size regression when the captures span several frame sizes. "
+                    "Captures from the simulated bench are marked SIMULATED on the page and on "
+                    "every figure.",
         epilog=_UNITS)
     p.add_argument("files", nargs="+", metavar="FILE")
     p.add_argument("-o", "--output", required=True, metavar="DIR", help="directory to write into")
@@ -106,8 +116,8 @@ def cmd_analyze(args):
     r = a.result
     print(f"{a.path}: {a.label}, {r.events:,} events over {r.duration_s:.3f} s, "
           f"{len(r.losses)} loss span(s)")
-    print(f"times in µs; resolution {r.resolution_ns:.3f} ns per tick (each latency exact to "
-          f"±1 tick)")
+    print(f"resolution {r.resolution_ns:.3f} ns per tick (each latency exact to ±1 tick); "
+          f"each table's unit is in its headers")
     print()
     if r.stats:
         print(report.stats_table(r.stats))
@@ -153,17 +163,26 @@ def cmd_compare(args):
             print()
             print(report.size_table(fits))
         return 0
-    comps = report.compare_analyses(analyses)
+    grouped = report.compare_grouped(analyses, by="first" if args.by in ("first", "config")
+                                     else "group")
     if args.json:
-        print(json.dumps({"baseline": analyses[0].label,
-                          "comparisons": [{"configuration": label, "measurement": name,
-                                           **c.to_dict()} for label, name, c in comps]},
-                         indent=2))
+        groups = [{"title": group.title, "kind": group.kind, "baseline": rows[0].base,
+                   "comparisons": [{"configuration": r.other, "baseline": r.base,
+                                    "measurement": r.measurement, "baseline_measurement":
+                                    r.base_name, "other_measurement": r.other_name,
+                                    **r.comparison.to_dict()} for r in rows]}
+                  for group, rows in grouped]
+        print(json.dumps({"baseline": groups[0]["baseline"] if groups else None,
+                          "groups": groups,
+                          "comparisons": [dict(c, group=g["title"]) for g in groups
+                                          for c in g["comparisons"]]}, indent=2))
         return 0
     print(report.table_one(analyses))
-    print()
-    print(f"differences against {analyses[0].label} (µs; 95 % intervals):")
-    print(report.comparison_table(comps, analyses[0].label))
+    for table in report.grouped_comparison_tables(grouped):
+        print()
+        print(table.markdown())
+    if not grouped:
+        print("\nno two captures share a measurement to compare")
     return 0
 
 

@@ -1,25 +1,29 @@
-"""Text tables and the HTML/Markdown report (plots with Matplotlib).
+"""Tables (as text for the terminal and as structured :class:`Table` objects for the HTML report)
+and the grouped comparisons behind ``latscope compare`` and ``latscope report``.
 
-All figures come from the analysis results; this module only formats and draws. The HTML report is
-self-contained (images embedded as base64 PNG); the Markdown report links PNG files written next to
-it.
+All figures come from the analysis results; this module only arranges and formats them. Every
+table states its time unit, chosen for its data (:mod:`latscope.analysis.units`). The report
+itself (HTML + Markdown) is written by :mod:`latscope.analysis.report_html`; the figures are
+drawn by :mod:`latscope.analysis.figures`.
 """
 
-import base64
+import dataclasses
 import html
-import io
 import math
-import os
+import re
 
 import numpy as np
 
 from latscope import LatscopeError
-from latscope.analysis.compare import compare_samples, family_of, size_regression, waterfall
+from latscope.analysis.grouping import comparison_groups, display_labels, family
 from latscope.analysis.stats import PERCENTILES
+from latscope.analysis.units import US, time_unit
 
-__all__ = ["fmt_ns", "stats_table", "table_one", "percentile_table", "comparison_table",
-           "size_table", "stage_table", "summary_text", "compare_analyses", "size_fits",
-           "write_report"]
+__all__ = ["Table", "fmt_ns", "stats_table", "table_one", "percentile_table", "comparison_table",
+           "size_table", "stage_table", "summary_text", "compare_analyses", "compare_grouped",
+           "grouped_comparison_tables", "paper_table", "size_fits", "write_report",
+           "plot_histograms", "plot_spectrum", "plot_series", "plot_distributions",
+           "plot_waterfall", "plot_size"]
 
 
 def fmt_ns(value, unit="us"):
@@ -35,34 +39,97 @@ def fmt_ns(value, unit="us"):
     return f"{value / 1000:.3f}"
 
 
-def _table(headers, rows):
-    cells = [list(map(str, headers))] + [[str(c) for c in r] for r in rows]
-    widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
-    lines = ["| " + " | ".join(c.ljust(w) for c, w in zip(cells[0], widths, strict=True)) + " |",
-             "|" + "|".join("-" * (w + 2) for w in widths) + "|"]
-    for r in cells[1:]:
-        lines.append("| " + " | ".join(c.rjust(w) for c, w in zip(r, widths, strict=True)) + " |")
-    return "\n".join(lines)
+@dataclasses.dataclass
+class Table:
+    """A titled table: ``headers`` and ``rows`` of cell text; ``unit`` names the time unit of its
+    time columns (stated in the title); ``note`` is a sentence shown under it."""
+    title: str
+    headers: list
+    rows: list
+    unit: str = ""
+    note: str = ""
+
+    def markdown(self, title=True):
+        """Aligned Markdown table (numbers right-aligned), optionally under its title."""
+        cells = [list(map(str, self.headers))] + [[str(c) for c in r] for r in self.rows]
+        widths = [max(len(r[i]) for r in cells) for i in range(len(self.headers))]
+        lines = ["| " + " | ".join(c.ljust(w) for c, w in zip(cells[0], widths, strict=True))
+                 + " |", "|" + "|".join("-" * (w + 2) for w in widths) + "|"]
+        for r in cells[1:]:      # numbers right-aligned, words left-aligned
+            lines.append("| " + " | ".join(c.rjust(w) if _numeric(c) else c.ljust(w)
+                                           for c, w in zip(r, widths, strict=True)) + " |")
+        head = [f"{self.title}:", ""] if title and self.title else []
+        tail = ["", self.note] if self.note else []
+        return "\n".join(head + lines + tail)
+
+    def html(self):
+        """An HTML ``<table>`` with the title as its caption; numeric cells right-aligned."""
+        out = [f"<table><caption>{html.escape(self.title)}</caption><thead><tr>"]
+        out += [f"<th>{html.escape(str(h))}</th>" for h in self.headers]
+        out.append("</tr></thead><tbody>")
+        for row in self.rows:
+            out.append("<tr>" + "".join(
+                f"<td class='{'num' if _numeric(c) else 'txt'}'>{_cell_html(c)}</td>"
+                for c in row) + "</tr>")
+        out.append("</tbody></table>")
+        if self.note:
+            out.append(f"<p class='note'>{html.escape(self.note)}</p>")
+        return "".join(out)
 
 
-def _ci(q):
-    return f"[{fmt_ns(q.lower_ns)}, {fmt_ns(q.upper_ns)}]"
+_INTERVAL = re.compile(r"^(\S+) (\[[^\]]*\])$")
 
 
-def stats_table(stats):
-    """Markdown table of one capture's measurements (µs), percentiles with their intervals."""
+def _cell_html(cell):
+    """A value with its interval (``7.480 [7.46, 7.50]``) on two lines, the interval smaller,
+    so wide interval tables fit the page."""
+    text = str(cell)
+    m = _INTERVAL.match(text)
+    if m:
+        return f"{html.escape(m.group(1))}<br><span class='ci'>{html.escape(m.group(2))}</span>"
+    return html.escape(text)
+
+
+def _numeric(cell):
+    text = str(cell).replace(",", "").replace("−", "-").split(" ")[0].lstrip("+-±<")
+    try:
+        float(text)
+        return True
+    except ValueError:
+        return text == "-"
+
+
+def _ci(q, unit):
+    return f"[{unit.fmt(q.lower_ns)}, {unit.fmt(q.upper_ns)}]"
+
+
+def _unit_of_stats(stats):
+    return time_unit([s.mean_ns for s in stats.values() if s.n])
+
+
+def stats_table(stats, unit=None):
+    """Markdown table of one capture's measurements, percentiles with their intervals; the unit
+    (chosen for the data unless given) is in every time column's header."""
+    return _stats_table(stats, unit).markdown(title=False)
+
+
+def _stats_table(stats, unit=None, title="measurements"):
+    unit = unit or _unit_of_stats(stats)
     rows = []
     for name, s in stats.items():
-        row = [name, s.n, fmt_ns(s.mean_ns), fmt_ns(s.three_sigma_ns), fmt_ns(s.min_ns)]
+        row = [name, f"{s.n:,}", unit.fmt(s.mean_ns), unit.fmt(s.three_sigma_ns),
+               unit.fmt(s.min_ns)]
         for p in (50.0, 99.0, 99.9):
             q = s.quantiles[p]
-            row.append(f"{fmt_ns(q.value_ns)} {_ci(q)}")
-        row += [fmt_ns(s.max_ns), fmt_ns(s.pdv_ns),
-                s.counts.get("missed", 0), s.counts.get("spurious", 0),
-                s.counts.get("lost_gap", 0)]
+            row.append(f"{unit.fmt(q.value_ns)} {_ci(q, unit)}")
+        row += [unit.fmt(s.max_ns), unit.fmt(s.pdv_ns), s.counts.get("missed", 0),
+                s.counts.get("spurious", 0), s.counts.get("lost_gap", 0)]
         rows.append(row)
-    return _table(["measurement", "n", "mean", "3σ", "min", "p50 [95% CI]", "p99 [95% CI]",
-                   "p99.9 [95% CI]", "max", "PDV", "missed", "spurious", "lost-gap"], rows)
+    u = unit.name
+    return Table(f"{title} ({u})", ["measurement", "n", f"mean {u}", f"3σ {u}", f"min {u}",
+                                    f"p50 {u} [95% CI]", f"p99 {u} [95% CI]",
+                                    f"p99.9 {u} [95% CI]", f"max {u}", f"PDV {u}", "missed",
+                                    "spurious", "lost-gap"], rows, u)
 
 
 def _resolution_note(stats):
@@ -75,36 +142,6 @@ def _resolution_note(stats):
     return "; ".join(sorted(notes))
 
 
-def table_one(analyses, names=None):
-    """The origin paper's Table I form: mean ± 3σ (µs) per configuration and measurement."""
-    names = names or _common_names(analyses)
-    rows = []
-    for a in analyses:
-        row = [a.label]
-        for name in names:
-            s = a.stats.get(name)
-            row.append(f"{fmt_ns(s.mean_ns)} ± {fmt_ns(s.three_sigma_ns)}" if s and s.n else "-")
-        rows.append(row)
-    return _table(["configuration"] + list(names), rows)
-
-
-def percentile_table(analyses, name):
-    """Percentiles of one measurement per configuration, µs, with 95 % intervals."""
-    rows = []
-    for a in analyses:
-        s = a.stats.get(name)
-        if not s or not s.n:
-            continue
-        row = [a.label, s.n, fmt_ns(s.min_ns)]
-        for p in PERCENTILES:
-            q = s.quantiles[p]
-            row.append(f"{fmt_ns(q.value_ns)} {_ci(q)}")
-        row.append(fmt_ns(s.max_ns))
-        rows.append(row)
-    return _table(["configuration", "n", "min"] + [f"p{p:g}" for p in PERCENTILES] + ["max"],
-                  rows)
-
-
 def _common_names(analyses):
     names = []
     for a in analyses:
@@ -114,57 +151,240 @@ def _common_names(analyses):
     return names
 
 
+def _table_one(analyses, names=None, labels=None):
+    names = names or _common_names(analyses)
+    labels = labels or display_labels(analyses)
+    unit = time_unit([s.mean_ns for a in analyses for s in a.stats.values() if s.n])
+    rows = []
+    for a, label in zip(analyses, labels, strict=True):
+        row = [label]
+        for name in names:
+            s = a.stats.get(name)
+            row.append(f"{unit.fmt(s.mean_ns)} ± {unit.fmt(s.three_sigma_ns)}"
+                       if s and s.n else "-")
+        rows.append(row)
+    return Table(f"mean ± 3σ ({unit.name}), the origin paper's Table I form",
+                 ["configuration"] + list(names), rows, unit.name)
+
+
+def table_one(analyses, names=None):
+    """The origin paper's Table I form: mean ± 3σ per configuration and measurement (the unit,
+    chosen for the data, is in the title)."""
+    return _table_one(analyses, names).markdown()
+
+
+def _percentile_table(analyses, name, labels=None):
+    labels = labels or display_labels(analyses)
+    unit = time_unit([a.stats[name].quantiles[50.0].value_ns for a in analyses
+                      if name in a.stats and a.stats[name].n])
+    rows = []
+    for a, label in zip(analyses, labels, strict=True):
+        s = a.stats.get(name)
+        if not s or not s.n:
+            continue
+        row = [label, f"{s.n:,}", unit.fmt(s.min_ns)]
+        for p in PERCENTILES:
+            q = s.quantiles[p]
+            row.append(f"{unit.fmt(q.value_ns)} {_ci(q, unit)}")
+        row.append(unit.fmt(s.max_ns))
+        rows.append(row)
+    return Table(f"{name}: percentiles ({unit.name}) with 95 % distribution-free intervals",
+                 ["configuration", "n", "min"] + [f"p{p:g}" for p in PERCENTILES] + ["max"],
+                 rows, unit.name)
+
+
+def percentile_table(analyses, name):
+    """Percentiles of one measurement per configuration with 95 % intervals (unit in title)."""
+    return _percentile_table(analyses, name).markdown()
+
+
 def summary_text(analyses):
     """Table I (mean ± 3σ) plus percentile tables of every measurement, as Markdown text."""
     if not analyses:
         raise LatscopeError("no captures to summarise")
-    parts = ["Mean ± 3σ (µs), the origin paper's Table I form:", "", table_one(analyses), ""]
+    parts = [table_one(analyses), ""]
     for name in _common_names(analyses):
-        parts += [f"{name}: percentiles (µs) with 95 % distribution-free intervals:", "",
-                  percentile_table(analyses, name), ""]
+        parts += [percentile_table(analyses, name), ""]
     parts.append(_resolution_note({f"{a.label}/{k}": s for a in analyses
                                    for k, s in a.stats.items()}))
     return "\n".join(parts)
 
 
+# --- comparisons --------------------------------------------------------------------------------
 def compare_analyses(analyses, *, baseline=0, confidence=0.95):
-    """Every measurement of every analysis against the baseline analysis.
+    """Every measurement of every analysis against one baseline analysis.
 
     Returns
     -------
     list of (label, measurement, Comparison)
     """
+    from latscope.analysis.compare import compare_samples
     if len(analyses) < 2:
         raise LatscopeError("compare needs at least two captures")
+    labels = display_labels(analyses)
     base = analyses[baseline]
     out = []
-    for a in analyses:
+    for a, label in zip(analyses, labels, strict=True):
         if a is base:
             continue
         for name in _common_names([base]):
             if name in a.stats and a.stats[name].n >= 2 and base.stats[name].n >= 2:
-                out.append((a.label, name, compare_samples(base.latencies_ns(name),
-                                                           a.latencies_ns(name),
-                                                           confidence=confidence)))
+                out.append((label, name, compare_samples(base.latencies_ns(name),
+                                                         a.latencies_ns(name),
+                                                         confidence=confidence)))
     return out
 
 
-def comparison_table(comparisons, base_label):
-    """Markdown table of :func:`compare_analyses` output (differences in µs)."""
-    rows = []
-    for label, name, c in comparisons:
-        row = [f"{label} − {base_label}", name,
-               f"{fmt_ns(c.mean_diff_ns)} [{fmt_ns(c.mean_lower_ns)}, {fmt_ns(c.mean_upper_ns)}]"]
+@dataclasses.dataclass
+class GroupComparison:
+    """One row of a grouped comparison: ``other`` against ``base`` (display labels), measurement
+    ``base_name`` of the baseline against ``other_name`` of the other capture."""
+    other: str
+    base: str
+    base_name: str
+    other_name: str
+    comparison: object
+
+    @property
+    def measurement(self):
+        return self.base_name if self.base_name == self.other_name else \
+            f"{self.other_name} vs {self.base_name}"
+
+
+def compare_grouped(analyses, *, confidence=0.95, by="group"):
+    """Comparisons organised like the captures (:func:`latscope.analysis.grouping.
+    comparison_groups`): MACs at equal frame size, sizes within a MAC, the fast track against
+    the stack, repeats. ``by="first"``: one group, each capture against the first.
+
+    Returns
+    -------
+    list of (ComparisonGroup, list of GroupComparison)
+    """
+    from latscope.analysis.compare import compare_samples
+    from latscope.analysis.grouping import ComparisonGroup
+    if len(analyses) < 2:
+        raise LatscopeError("compare needs at least two captures")
+    labels = display_labels(analyses)
+    if by == "first":
+        groups = [ComparisonGroup(f"each capture against {labels[0]}", "first",
+                                  tuple(range(len(analyses))))]
+    else:
+        groups = comparison_groups(analyses)
+
+    def names_of(i):
+        return [n for n, s in analyses[i].stats.items() if s.n >= 2]
+    out = []
+    for group in groups:
+        b = group.members[0]
+        base = analyses[b]
+        rows = []
+        for o in group.members[1:]:
+            for base_name, other_name in group.measurement_pairs(names_of):
+                rows.append(GroupComparison(
+                    labels[o], labels[b], base_name, other_name,
+                    compare_samples(base.latencies_ns(base_name),
+                                    analyses[o].latencies_ns(other_name),
+                                    confidence=confidence)))
+        if rows:
+            out.append((group, rows))
+    return out
+
+
+def _comparison_rows(rows, unit):
+    out = []
+    for r in rows:
+        c = r.comparison
+        row = [f"{r.other} − {r.base}", r.measurement,
+               f"{unit.fmt(c.mean_diff_ns)} [{unit.fmt(c.mean_lower_ns)}, "
+               f"{unit.fmt(c.mean_upper_ns)}]"]
         for p in (50.0, 99.0, 99.9):
             q = c.percentiles[p]
-            row.append(f"{fmt_ns(q.diff_ns)} [{fmt_ns(q.lower_ns)}, {fmt_ns(q.upper_ns)}]")
+            row.append(f"{unit.fmt(q.diff_ns)} [{unit.fmt(q.lower_ns)}, {unit.fmt(q.upper_ns)}]")
         p = f"{c.p_value:.2g}" if c.p_value > 0 else "<1e-300"
         row += [p, f"{c.prob_superiority:.3f}", f"{c.cliffs_delta:+.3f}"]
-        rows.append(row)
-    return _table(["comparison", "measurement", "Δmean [95% CI]", "Δp50", "Δp99", "Δp99.9",
-                   "Mann-Whitney p", "P(other>base)", "Cliff's δ"], rows)
+        out.append(row)
+    return out
 
 
+def _comparison_headers(u):
+    return ["comparison", "measurement", f"Δmean {u} [95% CI]", f"Δp50 {u} [95% CI]",
+            f"Δp99 {u} [95% CI]", f"Δp99.9 {u} [95% CI]", "Mann-Whitney p",
+            "P(other > base)", "Cliff's δ"]
+
+
+def grouped_comparison_tables(grouped):
+    """One :class:`Table` per group of :func:`compare_grouped`, titled by the group."""
+    tables = []
+    for group, rows in grouped:
+        unit = time_unit([r.comparison.mean_diff_ns for r in rows])
+        base = rows[0].base
+        note = ""
+        if group.kind == "fast":
+            note = ("rx.fast (fast track) is compared with rx.udp (stack): both mark the "
+                    "payload reaching the application.")
+        tables.append(Table(f"{group.title}: differences against {base} ({unit.name}; "
+                            f"95 % intervals)", _comparison_headers(unit.name),
+                            _comparison_rows(rows, unit), unit.name, note))
+    return tables
+
+
+def comparison_table(comparisons, base_label):
+    """Markdown table of :func:`compare_analyses` output (differences; unit in the headers)."""
+    rows = [GroupComparison(label, base_label, name, name, c) for label, name, c in comparisons]
+    unit = time_unit([r.comparison.mean_diff_ns for r in rows])
+    return Table("", _comparison_headers(unit.name), _comparison_rows(rows, unit),
+                 unit.name).markdown(title=False)
+
+
+# --- the paper's Table I next to ours -----------------------------------------------------------
+def _profile_of(metadata):
+    sim = (metadata or {}).get("simbench")
+    if not isinstance(sim, dict) or not sim.get("profile"):
+        return None
+    try:
+        from latscope.capture import simbench
+        return simbench.load_profile(str(sim["profile"]))
+    except Exception:        # a profile this installation does not ship: no paper column
+        return None
+
+
+def paper_table(analyses, labels=None):
+    """For captures of the shipped paper profiles: the paper's Table I x̄ ± 3σ next to ours, or
+    ``None`` when no capture comes from such a profile. The note says why 3σ differs."""
+    labels = labels or display_labels(analyses)
+    rows, tails = [], {}
+    for a, label in zip(analyses, labels, strict=True):
+        profile = _profile_of(a.metadata)
+        if profile is None:
+            continue
+        for tail in profile.tails:
+            tails[tail.name] = tail
+        for name, spec in profile.stages.items():
+            s = a.stats.get(name)
+            if s is None or not s.n or spec.source.startswith("assumption"):
+                continue
+            rows.append([label, name, f"{spec.mean_us:.2f} ± {spec.three_sigma_us:.2f}",
+                         f"{s.mean_ns / 1e3:.2f} ± {s.three_sigma_ns / 1e3:.2f}",
+                         _signed(s.mean_ns / 1e3 - spec.mean_us, 3),
+                         US.fmt(s.quantiles[50.0].value_ns), US.fmt(s.quantiles[99.9].value_ns),
+                         US.fmt(s.max_ns), f"{s.n:,}"])
+    if not rows:
+        return None
+    tail_text = "; ".join(f"{t.name}: probability {t.probability:g} per packet, "
+                          f"+{t.min_us:g} µs + Exponential(mean {t.mean_extra_us:g} µs)"
+                          for t in tails.values())
+    note = ("Each profile sets the body of every stage to the paper's mean and 3σ (512 samples "
+            "per cell). Our 3σ is larger because the profiles also model rare tails the paper's "
+            f"512 samples would rarely contain ({tail_text}): a tail of probability p adds "
+            "about p·(delay)² to the variance, so a few slow packets widen 3σ while mean and "
+            "median stay at the paper's values. The percentiles show the body and the tail "
+            "separately.")
+    return Table("the paper's Table I next to ours (µs; x̄ ± 3σ)",
+                 ["configuration", "measurement", "paper x̄ ± 3σ", "ours x̄ ± 3σ", "Δmean",
+                  "ours p50", "ours p99.9", "ours max", "n"], rows, "µs", note)
+
+
+# --- sizes and stages ---------------------------------------------------------------------------
 def size_fits(analyses, *, confidence=0.95):
     """Packet-size regressions per configuration family and measurement.
 
@@ -172,14 +392,15 @@ def size_fits(analyses, *, confidence=0.95):
     -------
     list of (family, measurement, SizeFit)
     """
+    from latscope.analysis.compare import size_regression
     families = {}
     for a in analyses:
         if a.size is None:
             raise LatscopeError(f"{a.path or a.label}: the capture does not state its frame size "
                                 f"(metadata 'frame_bytes'), so it cannot join a size regression")
-        families.setdefault(family_of(a.label, a.size), []).append(a)
+        families.setdefault(family(a), []).append(a)
     out = []
-    for family, members in families.items():
+    for fam, members in families.items():
         if len({m.size for m in members}) < 2:
             continue
         for name in _common_names(members):
@@ -190,275 +411,145 @@ def size_fits(analyses, *, confidence=0.95):
                     xs.append(np.full(len(lat), m.size))
                     ys.append(lat)
             if len({int(x[0]) for x in xs}) >= 2:
-                out.append((family, name, size_regression(np.concatenate(xs), np.concatenate(ys),
-                                                          confidence=confidence)))
+                out.append((fam, name, size_regression(np.concatenate(xs), np.concatenate(ys),
+                                                       confidence=confidence)))
     if not out:
         raise LatscopeError("no configuration has captures at two or more frame sizes")
     return out
 
 
-def size_table(fits):
+def _size_table(fits):
+    unit = time_unit([f.fixed_ns for _, _, f in fits])
     rows = []
-    for family, name, f in fits:
+    for fam, name, f in fits:
         if f.per_byte_lower_ns <= 0:       # the interval holds 0: no per-byte cost to invert
             bw = "no size dependence"
         else:
             bw = f"{f.bandwidth_mb_s:.1f} [{_num(f.bandwidth_lower_mb_s)}, " \
                  f"{_num(f.bandwidth_upper_mb_s)}]"
-        rows.append([family, name, ",".join(map(str, f.sizes)), f.n,
-                     f"{fmt_ns(f.fixed_ns)} [{fmt_ns(f.fixed_lower_ns)}, "
-                     f"{fmt_ns(f.fixed_upper_ns)}]",
+        rows.append([fam, name, ",".join(map(str, f.sizes)), f"{f.n:,}",
+                     f"{unit.fmt(f.fixed_ns)} [{unit.fmt(f.fixed_lower_ns)}, "
+                     f"{unit.fmt(f.fixed_upper_ns)}]",
                      f"{f.per_byte_ns:.3f} [{f.per_byte_lower_ns:.3f}, "
                      f"{f.per_byte_upper_ns:.3f}]", bw, f"{f.r_squared:.3f}"])
-    return _table(["configuration", "measurement", "sizes (B)", "n", "fixed cost µs [95% CI]",
-                   "per-byte ns [95% CI]", "bandwidth MB/s [95% CI]", "R²"], rows)
+    return Table(f"latency = fixed + per-byte cost × frame size (fixed cost in {unit.name}; "
+                 f"95 % intervals)",
+                 ["configuration", "measurement", "sizes (B)", "n",
+                  f"fixed cost {unit.name} [95% CI]", "per-byte ns/B [95% CI]",
+                  "bandwidth MB/s [95% CI]", "R²"], rows, unit.name)
+
+
+def size_table(fits):
+    """Markdown table of :func:`size_fits` output."""
+    return _size_table(fits).markdown(title=False)
+
+
+def _signed(value, decimals):
+    """``+0.012`` / ``-0.004``; a value that rounds to zero prints as ``0.000`` (no sign)."""
+    text = f"{value:+.{decimals}f}"
+    return text[1:] if float(text) == 0 else text
 
 
 def _num(v):
     return "-" if v is None else f"{v:.1f}"
 
 
-# --- figures ------------------------------------------------------------------------------------
-def _figure():
-    import matplotlib
-    matplotlib.use("Agg", force=True)
-    import matplotlib.pyplot as plt
-    return plt
-
-
-def _plain_log_ticks(*axes):
-    from matplotlib.ticker import NullFormatter
-    for ax in axes:
-        ax.xaxis.set_minor_formatter(NullFormatter())
-
-
-def _png(fig):
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=90, bbox_inches="tight")
-    _figure().close(fig)
-    return buf.getvalue()
-
-
-def plot_histograms(analyses, name):
-    """Log-scale histogram (log x bins, log counts) of one measurement per configuration."""
-    plt = _figure()
-    fig, ax = plt.subplots(figsize=(7, 3.5))
-    for a in analyses:
-        s = a.stats.get(name)
-        if not s or not s.n:
-            continue
-        low, high, count = s.histogram.nonzero()
-        lo_ns, hi_ns = low * s.tick_ns, (high + 1) * s.tick_ns
-        edges = np.geomspace(max(lo_ns.min(), s.tick_ns), hi_ns.max(), 80)
-        weights, _ = np.histogram((lo_ns + hi_ns) / 2, bins=edges, weights=count)
-        ax.stairs(np.maximum(weights, 0.5), edges, label=a.label)
-    ax.set(xscale="log", yscale="log", xlabel=f"{name} latency (ns)", ylabel="packets",
-           title=f"{name}: histogram (log-log)")
-    _plain_log_ticks(ax)
-    ax.legend(fontsize=7)
-    return _png(fig)
-
-
-def plot_ccdf(analyses, name):
-    """CDF and CCDF (log y) of one measurement per configuration."""
-    plt = _figure()
-    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(9, 3.5))
-    for a in analyses:
-        s = a.stats.get(name)
-        if not s or not s.n:
-            continue
-        low, high, count = s.histogram.nonzero()
-        x = (high + 1) * s.tick_ns
-        cdf = np.cumsum(count) / s.n
-        ax1.step(x, cdf, where="post", label=a.label)
-        ccdf = np.maximum(1 - cdf, 0.5 / s.n)
-        ax2.step(x, ccdf, where="post", label=a.label)
-    ax1.set(xscale="log", xlabel=f"{name} (ns)", ylabel="CDF", title="CDF")
-    ax2.set(xscale="log", yscale="log", xlabel=f"{name} (ns)", ylabel="P(latency > x)",
-            title="CCDF (tail)")
-    _plain_log_ticks(ax1, ax2)
-    ax1.legend(fontsize=7)
-    return _png(fig)
-
-
-def plot_series(analyses, name):
-    """Windowed mean latency over capture time (drift, warm-up)."""
-    plt = _figure()
-    fig, ax = plt.subplots(figsize=(7, 3))
-    for a in analyses:
-        s = a.stats.get(name)
-        if not s or not s.n or not s.series:
-            continue
-        ax.plot(s.series["time_s"], s.series["mean_ns"], ".-", ms=3, lw=0.8, label=a.label)
-    ax.set(xlabel="capture time (s)", ylabel=f"{name} mean (ns)",
-           title=f"{name}: windowed mean over time")
-    ax.legend(fontsize=7)
-    return _png(fig)
-
-
-def plot_distributions(analyses, name):
-    """Per-configuration percentiles (p50 ... p99.99) with their confidence intervals."""
-    plt = _figure()
-    fig, ax = plt.subplots(figsize=(7, 0.6 + 0.45 * len(analyses)))
-    marks = {50.0: "o", 90.0: "s", 99.0: "^", 99.9: "D", 99.99: "*"}
-    labelled = set()
-    for i, a in enumerate(analyses):
-        s = a.stats.get(name)
-        if not s or not s.n:
-            continue
-        ax.plot([s.min_ns, s.max_ns], [i, i], color="0.7", lw=1)
-        for p, m in marks.items():
-            q = s.quantiles[p]
-            lo = q.lower_ns if q.lower_ns is not None else q.value_ns
-            hi = q.upper_ns if q.upper_ns is not None else s.max_ns
-            ax.errorbar(q.value_ns, i, xerr=[[q.value_ns - lo], [hi - q.value_ns]], fmt=m,
-                        ms=5, capsize=2, color=f"C{list(marks).index(p)}",
-                        label=None if p in labelled else f"p{p:g}")
-            labelled.add(p)
-    ax.set_yticks(range(len(analyses)), [a.label for a in analyses])
-    ax.set(xscale="log", xlabel=f"{name} (ns); bars: 95 % CI (to the maximum where the sample "
-                                f"has no upper bound)")
-    ax.set_title(f"{name}: percentiles with 95 % CIs", pad=26)
-    _plain_log_ticks(ax)
-    ax.legend(fontsize=7, ncol=5, loc="lower center", bbox_to_anchor=(0.5, 1.08))
-    return _png(fig)
-
-
-def plot_waterfall(analyses):
-    """Stage waterfall of the receive path per configuration (mean increments)."""
-    plt = _figure()
-    fig, ax = plt.subplots(figsize=(7, 0.6 + 0.45 * len(analyses)))
-    colours = {}
-    for i, a in enumerate(analyses):
-        rx = {k: s for k, s in a.stats.items() if k.startswith("rx.") and s.n}
-        for name, start, width in waterfall(rx):
-            colour = colours.setdefault(name, f"C{len(colours)}")     # one colour per stage
-            ax.barh(i, width / 1000, left=start / 1000, edgecolor="k", lw=0.5, color=colour)
-            ax.text((start + width / 2) / 1000, i, name, ha="center", va="center", fontsize=6)
-    ax.set_yticks(range(len(analyses)), [a.label for a in analyses])
-    ax.set(xlabel="mean time after RX_DV falls (µs)", title="receive path: stage waterfall")
-    return _png(fig)
-
-
-def plot_size(analyses, fits):
-    """Latency against frame size with the fitted line per configuration."""
-    plt = _figure()
-    fig, ax = plt.subplots(figsize=(7, 4))
-    for family, name, f in fits:
-        members = [a for a in analyses if family_of(a.label, a.size) == family]
-        xs = [a.size for a in members if name in a.stats]
-        ys = [a.stats[name].mean_ns / 1000 for a in members if name in a.stats]
-        line = ax.plot(xs, ys, "o", label=f"{family} {name}")[0]
-        grid = np.array([min(f.sizes), max(f.sizes)])
-        ax.plot(grid, (f.fixed_ns + f.per_byte_ns * grid) / 1000, "-", color=line.get_color(),
-                lw=0.8)
-    ax.set(xlabel="frame size (bytes)", ylabel="mean latency (µs)",
-           title="packet-size regression: fixed + per-byte cost")
-    ax.legend(fontsize=6)
-    return _png(fig)
-
-
-def write_report(analyses, out_dir):
-    """Write ``report.html`` (self-contained) and ``report.md`` (+ PNGs) into ``out_dir``.
-
-    Returns
-    -------
-    list of str
-        The files written.
-    """
-    if not analyses:
-        raise LatscopeError("no captures to report on")
-    os.makedirs(out_dir, exist_ok=True)
-    sections = []     # (title, markdown text or None, [(figure name, png bytes)])
-    sections.append(("Summary: mean ± 3σ (µs), Table I form", table_one(analyses), []))
-    for name in _common_names(analyses):
-        figs = [(f"{name}-hist", plot_histograms(analyses, name)),
-                (f"{name}-cdf", plot_ccdf(analyses, name)),
-                (f"{name}-series", plot_series(analyses, name)),
-                (f"{name}-percentiles", plot_distributions(analyses, name))]
-        sections.append((f"{name}: percentiles (µs) with 95 % intervals",
-                         percentile_table(analyses, name), figs))
-    sections.append(("Receive path: stage waterfall", stage_table(analyses),
-                     [("waterfall", plot_waterfall(analyses))]))
-    if len(analyses) >= 2 and all(a.result.packets is not None for a in analyses):
-        comps = compare_analyses(analyses)
-        sections.append((f"Differences against {analyses[0].label}",
-                         comparison_table(comps, analyses[0].label), []))
-    sized = [a for a in analyses if a.size is not None and a.result.packets is not None]
-    if len({a.size for a in sized}) >= 2:
-        try:
-            fits = size_fits(sized)
-        except LatscopeError:
-            fits = None
-        if fits:
-            sections.append(("Packet-size regression", size_table(fits),
-                             [("size", plot_size(sized, fits))]))
-    for a in analyses:
-        sections.append((f"{a.label}: every figure", _detail_text(a), []))
-    note = _resolution_note({f"{a.label}/{k}": s for a in analyses for k, s in a.stats.items()})
-    md = ["# latscope report", "", f"Captures: {', '.join(a.label for a in analyses)}.", "",
-          note, ""]
-    body = [f"<h1>latscope report</h1><p>Captures: "
-            f"{html.escape(', '.join(a.label for a in analyses))}.</p>"
-            f"<p>{html.escape(note)}</p>"]
-    written = []
-    for title, text, figs in sections:
-        md += [f"## {title}", ""]
-        body.append(f"<h2>{html.escape(title)}</h2>")
-        if text:
-            md += [text, ""]
-            body.append(f"<pre>{html.escape(text)}</pre>")
-        for fname, png in figs:
-            safe = fname.replace("/", "_")
-            path = os.path.join(out_dir, f"{safe}.png")
-            with open(path, "wb") as f:
-                f.write(png)
-            written.append(path)
-            md += [f"![{fname}]({safe}.png)", ""]
-            body.append(f'<img alt="{html.escape(fname)}" src="data:image/png;base64,'
-                        f'{base64.b64encode(png).decode()}">')
-    md_path = os.path.join(out_dir, "report.md")
-    with open(md_path, "w", encoding="utf-8") as f:
-        f.write("\n".join(md))
-    html_path = os.path.join(out_dir, "report.html")
-    with open(html_path, "w", encoding="utf-8") as f:
-        f.write("<!DOCTYPE html><html><head><meta charset='utf-8'><title>latscope report</title>"
-                "<style>body{font-family:sans-serif;max-width:1100px;margin:auto}"
-                "pre{font-size:12px;overflow-x:auto}img{max-width:100%}</style></head><body>"
-                + "\n".join(body) + "</body></html>")
-    return [html_path, md_path] + written
+def _stage_table(analyses, labels=None):
+    labels = labels or display_labels(analyses)
+    unit = time_unit([s.mean_ns for a in analyses for s in a.stages.values() if s.n])
+    rows = []
+    for a, label in zip(analyses, labels, strict=True):
+        for name, s in a.stages.items():
+            if s.n:
+                rows.append([label, name, f"{s.n:,}", unit.fmt(s.mean_ns),
+                             unit.fmt(s.three_sigma_ns), unit.fmt(s.quantiles[50.0].value_ns),
+                             unit.fmt(s.quantiles[99.0].value_ns)])
+    if not rows:
+        return None
+    u = unit.name
+    return Table(f"stage differences on the same packet ({u})",
+                 ["configuration", "stage", "n", f"mean {u}", f"3σ {u}", f"p50 {u}",
+                  f"p99 {u}"], rows, u)
 
 
 def stage_table(analyses):
-    """Markdown table of every stage difference (µs) per configuration."""
+    """Markdown table of every stage difference per configuration (unit in the headers)."""
+    table = _stage_table(analyses)
+    return table.markdown(title=False) if table else \
+        "No stage differences defined for these captures."
+
+
+# --- figures (for notebooks; the report draws the same through analysis.figures) ---------------
+def _figure_input(analyses):
+    from latscope.analysis.grouping import is_simulated
+    return (display_labels(analyses), [family(a) for a in analyses],
+            [is_simulated(a.metadata) for a in analyses])
+
+
+def _one_figure(analyses, name, kind):
+    from latscope.analysis import figures
+    labels, groups, simulated = _figure_input(analyses)
+    for _stem, k, data, _ in figures.figure_jobs(analyses, labels, [name], groups, simulated):
+        if k == kind:
+            return figures.draw(k, data)
+    raise LatscopeError(f"no capture has measurement {name!r}")
+
+
+def plot_histograms(analyses, name):
+    """PNG: log-log histogram of one measurement per capture (empty bins not drawn)."""
+    return _one_figure(analyses, name, "histogram")
+
+
+def plot_spectrum(analyses, name):
+    """PNG: latency against percentile, x = 1/(1-p) on a log scale (HdrHistogram's view)."""
+    return _one_figure(analyses, name, "spectrum")
+
+
+def plot_series(analyses, name):
+    """PNG: windowed mean latency over capture time (drift, warm-up)."""
+    return _one_figure(analyses, name, "series")
+
+
+def plot_distributions(analyses, name):
+    """PNG: percentiles with their 95 % intervals per capture."""
+    return _one_figure(analyses, name, "percentiles")
+
+
+def waterfall_data(analyses):
+    from latscope.analysis.compare import waterfall
+    labels, _, simulated = _figure_input(analyses)
     rows = []
     for a in analyses:
-        for name, s in a.stages.items():
-            if s.n:
-                rows.append([a.label, name, s.n, fmt_ns(s.mean_ns), fmt_ns(s.three_sigma_ns),
-                             fmt_ns(s.quantiles[50.0].value_ns),
-                             fmt_ns(s.quantiles[99.0].value_ns)])
-    if not rows:
-        return "No stage differences defined for these captures."
-    return _table(["configuration", "stage", "n", "mean", "3σ", "p50", "p99"], rows)
+        rx = {k: s for k, s in a.stats.items() if k.startswith("rx.") and s.n}
+        rows.append(waterfall(rx))
+    return {"labels": labels, "rows": rows, "simulated": any(simulated)}
 
 
-def _detail_text(a):
-    lines = [stats_table(a.stats), ""]
-    for name, s in a.stats.items():
-        if not s.n:
-            continue
-        bits = [f"{name}: IQR {fmt_ns(s.iqr_ns, 'ns')} ns, MAD {fmt_ns(s.mad_ns, 'ns')} ns, "
-                f"peak-to-peak {fmt_ns(s.peak_to_peak_ns, 'ns')} ns"]
-        if s.drift:
-            bits.append(f"drift {s.drift.slope_ns_per_s:.3g} ns/s "
-                        f"[{s.drift.lower_ns_per_s:.3g}, {s.drift.upper_ns_per_s:.3g}]")
-        if s.warmup:
-            bits.append(f"warm-up {s.warmup.packets} packets")
-        if s.worst:
-            bits.append("worst: " + ", ".join(f"{v / 1000:.3f} µs at {t:.6f} s"
-                                              for t, v in s.worst[:3]))
-        lines.append("; ".join(bits))
-    for name, why in a.result.unavailable.items():
-        lines.append(f"{name}: not computed ({why})")
-    return "\n".join(lines)
+def plot_waterfall(analyses):
+    """PNG: the receive path's stages (mean increments) per capture."""
+    from latscope.analysis import figures
+    return figures.draw("waterfall", waterfall_data(analyses))
+
+
+def size_data(analyses, fits):
+    _, _, simulated = _figure_input(analyses)
+    out = []
+    for fam, name, f in fits:
+        members = [a for a in analyses if family(a) == fam and name in a.stats
+                   and a.stats[name].n]
+        out.append((fam, name, [a.size for a in members],
+                    [a.stats[name].mean_ns for a in members], f.fixed_ns, f.per_byte_ns))
+    return {"fits": out, "simulated": any(simulated)}
+
+
+def plot_size(analyses, fits):
+    """PNG: mean latency against frame size with the fitted line per configuration."""
+    from latscope.analysis import figures
+    return figures.draw("size", size_data(analyses, fits))
+
+
+def write_report(analyses, out_dir, **kwargs):
+    """Write ``report.html`` and ``report.md`` (see :func:`latscope.analysis.report_html.
+    write_report`)."""
+    from latscope.analysis.report_html import write_report as _write
+    return _write(analyses, out_dir, **kwargs)

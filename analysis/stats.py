@@ -23,8 +23,8 @@ import dataclasses
 import math
 
 import numpy as np
-from scipy import stats as sps
 
+from latscope.analysis import distributions as dist
 from latscope.analysis.hdr import RELATIVE_ERROR, LogLinearHistogram
 
 __all__ = ["PERCENTILES", "quantile_ci_ranks", "n_required", "Quantile", "Drift", "Warmup",
@@ -88,8 +88,8 @@ def quantile_ci_ranks(n, q, confidence=0.95):
         raise ValueError(f"confidence must be in (0, 1), not {confidence!r}")
     alpha = 1 - confidence
     point = max(1, math.ceil(q * n - 1e-9))
-    lower = int(sps.binom.ppf(alpha / 2, n, q))
-    upper = int(sps.binom.ppf(1 - alpha / 2, n, q)) + 1
+    lower = dist.binom_ppf(alpha / 2, n, q)
+    upper = dist.binom_ppf(1 - alpha / 2, n, q) + 1
     return point, lower, min(upper, n + 1)
 
 
@@ -398,21 +398,29 @@ class LatencyAccumulator:
         if filled.sum() < 4:
             return None, None, series
         x, y = centers[filled], means[filled]
-        fit = sps.linregress(x, y)
-        t = sps.t.ppf(0.975, len(x) - 2)
+        fit = dist.linregress(x, y)
+        t = dist.t_ppf(0.975, len(x) - 2)
         drift = Drift(float(fit.slope) * 1.0, float(fit.slope - t * fit.stderr),
                       float(fit.slope + t * fit.stderr), float(fit.pvalue), int(len(x)),
                       float(width_s))
         # warm-up: steady state from the second half of the windows, band = median +- 5 MAD
         steady = y[len(y) // 2:]
-        med = float(np.median(steady))
-        spread = max(5 * 1.4826 * float(np.median(np.abs(steady - med))), 2 * tick_ns)
+        med = _median(steady)
+        spread = max(5 * 1.4826 * _median(np.abs(steady - med)), 2 * tick_ns)
         outside = np.abs(y - med) > spread
         lead = int(np.argmin(outside)) if not outside.all() else len(y)
         packets = int(self._w_count[filled][:lead].sum())
         seconds = float(x[lead] - x[0]) if lead < len(x) else float(x[-1] - x[0])
         warmup = Warmup(packets, seconds if packets else 0.0, (med - spread, med + spread))
         return drift, warmup, series
+
+
+def _median(values):
+    """Median of a non-empty array, as ``np.median`` (whose NaN check imports numpy.ma, a tenth
+    of a second at every start of the command line)."""
+    v = np.sort(values)
+    half = len(v) // 2
+    return float(v[half]) if len(v) % 2 else float((v[half - 1] + v[half]) / 2)
 
 
 def _order_stat(values, q):

@@ -163,7 +163,8 @@ def capture(args, stderr=None):
             raise LatscopeError("--packets needs a channel whose role is rx_dv in the channel "
                                 "map")
         writer = capfile.CaptureWriter(args.output, meta, overwrite=args.force)
-        progress = CaptureProgress(stderr, enabled=False if args.quiet else None)
+        progress = CaptureProgress(stderr, enabled=False if args.quiet else None,
+                                   limits=limits)
         with _StopFlag() as stop:
             outcome = session.run_capture(instrument, writer, limits=limits,
                                           rx_dv_channel=rx_dv[0] if rx_dv else None,

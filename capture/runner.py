@@ -1,5 +1,5 @@
 """``latscope run EXPERIMENT.toml``: a matrix of paths x sizes x configurations, one capture per
-cell, plus a summary.
+cell, plus a summary. A commented example ships as ``docs/experiment.toml``.
 
 EXPERIMENT.toml::
 

@@ -364,6 +364,13 @@ class Limits:
             if value is not None and not value > 0:
                 raise LatscopeError(f"--{name} must be positive, not {value!r}")
 
+    def reached(self, name):
+        """The stop reason naming the limit: ``"packet limit reached (20,000 packets)"``."""
+        if name == "duration":
+            return f"duration limit reached ({self.duration:g} s)"
+        value = getattr(self, name)
+        return f"{name[:-1]} limit reached ({value:,} {name})"
+
 
 @dataclasses.dataclass
 class CaptureOutcome:
@@ -519,19 +526,19 @@ def run_capture(instrument, writer, *, limits=None, rx_dv_channel=None, progress
                 out.reason = reason
                 break
             if consume(instrument.read(0.1)):
-                out.reason = ("event" if limits.events is not None
-                              and out.events >= limits.events else "packet") + " limit reached"
+                out.reason = limits.reached("events" if limits.events is not None
+                                            and out.events >= limits.events else "packets")
                 break
             if limits.events is not None and out.events >= limits.events:
-                out.reason = "event limit reached"
+                out.reason = limits.reached("events")
                 break
             if limits.packets is not None and out.packets >= limits.packets:
-                out.reason = "packet limit reached"
+                out.reason = limits.reached("packets")
                 break
             out.seconds = clock() - start
             out.bytes = instrument.bytes_received
             if limits.duration is not None and out.seconds >= limits.duration:
-                out.reason = "duration limit reached"
+                out.reason = limits.reached("duration")
                 break
             if progress:
                 progress(out)

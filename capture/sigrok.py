@@ -40,6 +40,7 @@ from latscope.capture.sigrok_metadata import (
     read_device,
     sigrok_samplerate,
 )
+from latscope.capture.zipread import open_member
 
 __all__ = [
     "SigrokFileError", "NoLogicDataError", "SAMPLERATE_RANGE", "sigrok_samplerate",
@@ -432,7 +433,7 @@ class SrReader:
             whole = size - size % unit
             remaining = whole
             try:
-                with self._zip.open(name) as handle:
+                with open_member(self._zip, name) as handle:   # zlib-ng when present
                     while remaining:
                         want = min(remaining, block_samples * unit)
                         data = handle.read(want)
@@ -457,7 +458,7 @@ class SrReader:
                 raise SigrokFileError(f"{self.path}: chunk {name!r} is damaged: "
                                       f"{error}") from None
 
-    def iter_edges(self, bits, block_samples=1 << 19):
+    def iter_edges(self, bits, block_samples=1 << 17):   # blocks that stay in the CPU cache
         """Yield edge blocks ``(time, channel, rising)`` of the probes ``bits``.
 
         Parameters

@@ -22,26 +22,93 @@ PART_CLI_MODULES = (
 )
 
 
-def build_parser():
+#: Every command's module and one-line help, so that ``latscope --help`` and ``--version`` list
+#: them without importing any part (importing them all costs ~2 s of scipy, pandas, amaranth) and
+#: ``latscope CMD`` imports only CMD's module. ``latscope/tests/test_cli_startup.py`` checks this
+#: against what the modules register. A command missing here still works (its module is imported,
+#: as before), only more slowly.
+COMMAND_INDEX = {
+    "demo": ("latscope.capture.demo",
+             "capture the 2018 paper's configurations on the simulated bench and compare"),
+    "capture": ("latscope.capture.cli", "record events from the instrument into a capture file"),
+    "info": ("latscope.capture.cli", "describe a capture file"),
+    "verify": ("latscope.capture.cli", "check a capture file's integrity and report its gaps"),
+    "import": ("latscope.capture.interop", "turn a sigrok .sr capture into a latscope capture"),
+    "export": ("latscope.capture.interop", "write a capture window as sigrok .sr, VCD or CSV"),
+    "traffic": ("latscope.capture.traffic",
+                "send paced UDP test frames to the DUT and record the echoes"),
+    "run": ("latscope.capture.runner", "run an experiment matrix (paths x sizes x configurations)"),
+    "analyze": ("latscope.analysis.cli", "per-packet latencies and statistics of a capture"),
+    "compare": ("latscope.analysis.cli", "compare captures or configurations"),
+    "report": ("latscope.analysis.cli", "write an HTML and Markdown report of captures"),
+    "selftest": ("latscope.capture.selftest",
+                 "check the instrument with its internal pattern (no DUT needed)"),
+    "gateware": ("latscope.gateware.cli",
+                 "build and program the FPGA gateware, export Verilog, show pin maps"),
+    "bench": ("latscope.bench", "run the benchmarks and print a table of figures"),
+}
+
+_ALL = object()
+
+
+def _register(subparsers, name):
+    try:
+        module = importlib.import_module(name)
+    except ModuleNotFoundError as error:
+        if error.name != name:   # a real missing dependency, not a part not written yet
+            raise
+        return
+    module.register(subparsers)
+
+
+def build_parser(command=_ALL):
+    """The ``latscope`` argument parser.
+
+    ``command``: by default every part's module is imported and registers its commands in full.
+    With the name of the command about to run (or ``None`` for no command: ``--help``,
+    ``--version``), only the module that command needs is imported; the other commands appear
+    by name and help text from :data:`COMMAND_INDEX`.
+    """
     parser = argparse.ArgumentParser(
         prog="latscope",
         description="Measure the latency inside an embedded Ethernet node, from the wire to its "
                     "software and back, with nanosecond timestamps on every packet.")
     parser.add_argument("--version", action="version", version=f"latscope {__version__}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for name in PART_CLI_MODULES:
-        try:
-            module = importlib.import_module(name)
-        except ModuleNotFoundError as error:
-            if error.name != name:   # a real missing dependency, not a part not written yet
-                raise
-            continue
-        module.register(subparsers)
+    indexed = {module for module, _ in COMMAND_INDEX.values()}
+    if command is _ALL or (command is not None and command not in COMMAND_INDEX):
+        needed = PART_CLI_MODULES
+    else:
+        needed = [m for m in PART_CLI_MODULES if m not in indexed]
+        if command is not None:
+            needed.insert(0, COMMAND_INDEX[command][0])
+    for name in needed:
+        _register(subparsers, name)
+    registered = set(subparsers.choices)
+    for name, (module, text) in COMMAND_INDEX.items():
+        # listed for --help only (each parser costs argparse's gettext lookups): a command
+        # that runs needs no sibling, an unknown one took the full path above
+        if command is None and name not in registered and module in PART_CLI_MODULES:
+            subparsers.add_parser(name, help=text)
+    order = {name: k for k, name in enumerate(COMMAND_INDEX)}
+    subparsers._choices_actions.sort(key=lambda a: order.get(a.dest, len(order)))
     return parser
 
 
+def _command_in(argv):
+    """The command named in ``argv`` (the first word not starting with '-'), or ``None`` when
+    there is none or a top-level option (``-h``, ``--version``) comes first."""
+    for word in argv:
+        if not word.startswith("-"):
+            return word
+        if word in ("-h", "--help", "--version"):
+            return None
+    return None
+
+
 def main(argv=None):
-    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else list(argv)
+    parser = build_parser(_command_in(argv))
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
         parser.print_help()

@@ -22,12 +22,13 @@ for name, s in a.stats.items():
 
 # %% [markdown]
 # ## The tail, on log scales
-# The CCDF (probability that a packet is slower than x) makes rare slow packets visible.
+# The percentile spectrum (latency against 1/(1-p) on a log axis, as HdrHistogram users plot it)
+# gives every tenfold rarer packet the same room, so rare slow packets are visible.
 
 # %%
 from IPython.display import Image, display
 
-display(Image(report.plot_ccdf([a], "tx.wire")))
+display(Image(report.plot_spectrum([a], "tx.wire")))
 display(Image(report.plot_histograms([a], "tx.wire")))
 
 # %% [markdown]

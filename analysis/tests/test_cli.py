@@ -93,8 +93,23 @@ def test_compare_config(captures, capsys):
     rx = next(c for c in doc["comparisons"] if c["measurement"] == "rx.udp")
     # paper Table I: Rx UDP 64 B GEM 7.48 µs vs EL DM 2.95 µs: EL DM is ~4.5 µs faster
     assert rx["mean_upper_ns"] < -4000 and rx["cliffs_delta"] < -0.9
+    assert doc["groups"][0]["title"] == "MACs at 64 B frames"
     assert main(["compare", *paths]) == 0
-    assert "Cliff" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "Cliff" in out and "MACs at 64 B frames: differences against gem-64 (µs" in out
+    assert "Δmean µs [95% CI]" in out
+
+
+def test_compare_tells_same_labelled_inputs_apart(captures, tmp_path, capsys):
+    """Two captures labelled gem-64 in different folders: the tables name their paths."""
+    import shutil
+    (tmp_path / "run2").mkdir()
+    copy = shutil.copy(captures["gem-64"][0], tmp_path / "run2" / "gem-64.lsc")
+    assert main(["compare", captures["gem-64"][0], str(copy)]) == 0
+    out = capsys.readouterr().out
+    assert "repeated captures of gem-64: differences against gem-64 [" in out
+    parent = pathlib.Path(captures["gem-64"][0]).parent.name
+    assert f"gem-64 [run2/gem-64.lsc] − gem-64 [{parent}/gem-64.lsc]" in out
 
 
 def test_compare_size(captures, capsys):
@@ -119,9 +134,10 @@ def test_report(captures, tmp_path, capsys):
     md = (out / "report.md").read_text()
     assert html.count("data:image/png;base64,") >= 10
     assert "src=\"http" not in html and "<link" not in html       # self-contained
-    for title in ("Table I form", "stage waterfall", "Packet-size regression", "Differences"):
+    for title in ("Table I form", "stage waterfall", "Packet-size regression",
+                  "frame sizes within gem: differences against gem-64"):
         assert title in md
-    assert "![rx.udp-cdf](rx.udp-cdf.png)" in md and (out / "rx.udp-cdf.png").exists()
+    assert "(rx.udp-spectrum.png)" in md and (out / "rx.udp-spectrum.png").exists()
 
 
 def test_damaged_captures(capsys):

@@ -64,9 +64,9 @@ def test_capture_packets_info_verify(tmp_path, device, capsys):
     captured = capsys.readouterr()
     assert rc == 0
     record = json.loads(captured.out)
-    assert record["reason"] == "packet limit reached" and record["packets"] == 150
+    assert record["reason"] == "packet limit reached (150 packets)" and record["packets"] == 150
     assert record["events"] == 6 * 149 + 2        # ends at the 150th rx_dv fall
-    assert "stopped: packet limit reached" in captured.err
+    assert "stopped: packet limit reached (150 packets)." in captured.err
     assert "\r" not in captured.err               # no progress bar when not a terminal
     with capfile.open_capture(out) as cap:
         assert cap.complete and cap.n_events == record["events"]
@@ -80,7 +80,7 @@ def test_capture_packets_info_verify(tmp_path, device, capsys):
     text = capsys.readouterr().out
     assert "label       cfg-a" in text and "markers     m0=rx.isr" in text
     assert f"events      {record['events']} over" in text
-    assert "stopped     packet limit reached" in text
+    assert "stopped     packet limit reached (150 packets)" in text
     assert main(["info", str(out), "--json"]) == 0
     info = json.loads(capsys.readouterr().out)
     assert info["events"] == record["events"] and info["tick_hz"] == 200e6
@@ -172,6 +172,36 @@ def test_signal_stops_cleanly(tmp_path, device, sig, reason):
         assert cap.complete and cap.note["reason"] == reason
         assert cap.n_events >= 500
         assert np.array_equal(cap.events().time, _packets(10**6)[0][:cap.n_events])
+
+
+def test_progress_line_shows_the_nearest_limit_with_percentage_and_eta():
+    """Packets against --packets from the first redraw after the first second's packets; the ETA
+    is the remaining count at the average rate since the start; a duration limit's is exact."""
+    import io
+
+    from latscope.capture.progress import CaptureProgress
+    from latscope.capture.session import CaptureOutcome, Limits
+
+    stream = io.StringIO()
+    now = [0.0]
+    bar = CaptureProgress(stream, enabled=True, clock=lambda: now[0],
+                          limits=Limits(packets=20_000, duration=600.0))
+    out = CaptureOutcome("", 0)
+    bar(out)                                    # nothing counted yet: no ETA to give
+    assert "packets 0/20.00k   0.0%  ETA -:--" in stream.getvalue()
+    now[0], out.seconds, out.packets, out.events, out.bytes = 0.5, 0.5, 1_000, 4_000, 9_000
+    bar(out)
+    line = stream.getvalue().split("\r\x1b[K")[-1]
+    # 1,000 packets in 0.5 s = 2,000/s: 19,000 left take 9.5 s -> "0:10"; 1000/20000 = 5.0 %
+    # (the packet limit is nearer than the duration limit: 0.5/600 = 0.08 %)
+    assert line.startswith("    0.5 s  packets 1.00k/20.00k   5.0%  ETA 0:10     4.00k events")
+    now[0], out.seconds, out.packets = 590.0, 590.0, 1_500
+    bar(out)
+    # now the duration limit is nearer: 590/600 = 98.3 %, exactly 10 s left
+    assert "time 590/600 s  98.3%  ETA 0:10" in stream.getvalue().split("\r\x1b[K")[-1]
+    hours = CaptureProgress(io.StringIO(), enabled=True, limits=Limits(events=10**7))
+    out = CaptureOutcome("", 0, events=1_000, seconds=1.0)
+    assert "events 1.00k/10.00M   0.0%  ETA 2:46:39" in hours.line(out)   # 9,999 s left
 
 
 def test_progress_line_on_a_terminal_only():

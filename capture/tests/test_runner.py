@@ -177,3 +177,50 @@ def test_hardware_matrix_runs_capture_alongside_traffic(tmp_path):
         assert len(times) >= 5 and all(start <= t <= end for t in times[-5:])
         lines = (tmp_path / cell["traffic"]["file"]).read_text().splitlines()
         assert json.loads(lines[0])["type"] == "run" and len(lines) == 6
+
+
+DOCS = Path(__file__).parents[2] / "docs"
+
+
+def test_shipped_example_experiment_parses_and_names_real_profiles(tmp_path):
+    """docs/experiment.toml is valid for the runner, every sim cell names a shipped profile, and
+    the run turns it into one `latscope capture --sim` per cell (capture replaced by a recorder)."""
+    from latscope.capture import simbench
+    exp = runner.load_experiment(DOCS / "experiment.toml")
+    assert exp["target"] == "sim"
+    for path in exp["paths"]:
+        for size in exp["sizes"]:
+            assert simbench.load_profile(f"{path}-{size}").size == size
+    calls = []
+
+    def fake_capture(argv):
+        calls.append(argv)
+        Path(argv[argv.index("-o") + 1]).write_bytes(b"")
+        return 0
+
+    summary = runner.run_experiment(exp, tmp_path, capture=fake_capture)
+    cells = len(exp["paths"]) * len(exp["sizes"]) * len(exp["configurations"])
+    assert len(calls) == len(summary["cells"]) == cells and summary["ok"]
+    sims = {argv[argv.index("--sim") + 1] for argv in calls}
+    assert sims == {f"{p}-{s}" for p in exp["paths"] for s in exp["sizes"]}
+    assert all(argv[argv.index("--packets") + 1] == str(exp["packets"]) for argv in calls)
+
+
+def test_shipped_example_experiment_hardware_block_is_valid(tmp_path):
+    """The commented hardware block of docs/experiment.toml, uncommented, is a valid experiment."""
+    lines = []
+    for line in (DOCS / "experiment.toml").read_text().splitlines():
+        if line.startswith("# ") and "=" in line.split("#")[1] and \
+                line[2:].split("=")[0].strip().isidentifier():
+            line = line[2:]
+        lines.append(line)
+    text = "\n".join(lines)
+    # later keys replace the sim ones: drop the first target/paths
+    text = text.replace('target = "sim"', "", 1).replace(
+        'paths = ["gem", "el-dm", "el-so", "fast-track"]', "", 1)
+    f = tmp_path / "hw.toml"
+    f.write_text(text)
+    exp = runner.load_experiment(f)
+    assert exp["target"] == "192.0.2.10" and exp["paths"] == ["socket", "netctx", "fast"]
+    assert exp["instrument"] == "/dev/ttyUSB1" and exp["rate"] == 200
+    assert exp["ports"] == {"socket": 4242, "netctx": 4243, "fast": 4244}

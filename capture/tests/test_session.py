@@ -141,11 +141,12 @@ def test_capture_stops_on_exact_event_count(tmp_path):
     time, channel, rising = _packets(500)
     inst, identity = _instrument(EmulatedInstrument(time, channel, rising, channels=ROLES))
     out = run_capture(inst, _writer(tmp_path, identity), limits=Limits(events=1001))
-    assert (out.reason, out.exit_status, out.events) == ("event limit reached", 0, 1001)
+    assert (out.reason, out.exit_status, out.events) == \
+        ("event limit reached (1,001 events)", 0, 1001)
     with capfile.open_capture(tmp_path / "c.lsc") as cap:
         assert cap.complete and cap.n_events == 1001
         assert np.array_equal(cap.events().time, time[:1001])
-        assert cap.note["reason"] == "event limit reached"
+        assert cap.note["reason"] == "event limit reached (1,001 events)"
         assert cap.channel_names == dict(enumerate(ROLES))
 
 
@@ -155,7 +156,8 @@ def test_capture_stops_on_exact_packet_count(tmp_path):
     out = run_capture(inst, _writer(tmp_path, identity), limits=Limits(packets=77),
                       rx_dv_channel=0)
     # packet k ends at the rx_dv fall, event index 4k + 1: the file ends there
-    assert (out.reason, out.packets, out.events) == ("packet limit reached", 77, 4 * 76 + 2)
+    assert (out.reason, out.packets, out.events) == \
+        ("packet limit reached (77 packets)", 77, 4 * 76 + 2)
     with capfile.open_capture(tmp_path / "c.lsc") as cap:
         ev = cap.events()
         assert int(((ev.channel == 0) & ~ev.rising).sum()) == 77
@@ -168,7 +170,7 @@ def test_capture_stops_on_duration_and_stop_request(tmp_path):
     ticks = iter(np.arange(0, 100, 0.5))
     out = run_capture(inst, _writer(tmp_path, identity), limits=Limits(duration=3.0),
                       clock=lambda: next(ticks))
-    assert out.reason == "duration limit reached" and out.exit_status == session.EXIT_OK
+    assert out.reason == "duration limit reached (3 s)" and out.exit_status == session.EXIT_OK
     assert out.events == 40                 # everything was sent before the limit
     inst, identity = _instrument(EmulatedInstrument(time, channel, rising))
     calls = iter([None, None, "interrupted (SIGTERM)"])
@@ -314,7 +316,7 @@ def test_a_full_disk_is_reported_not_raised(tmp_path):
     writer.close = full
     out = run_capture(inst, writer, limits=Limits(events=20))
     assert out.exit_status == session.EXIT_CRASH and not out.finalised
-    assert out.reason == ("event limit reached; the file could not be finalised "
+    assert out.reason == ("event limit reached (20 events); the file could not be finalised "
                           "(No space left on device)")
     with capfile.open_capture(tmp_path / "c.lsc") as cap:     # what was written stays readable
         assert cap.note is None and cap.problems == []

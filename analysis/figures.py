@@ -1,0 +1,415 @@
+"""The report's figures, drawn with Matplotlib from plain data (no analysis objects), so that they
+can be drawn in worker processes.
+
+Every figure follows the same rules: one time unit per figure chosen for its data
+(:func:`latscope.analysis.units.time_unit`); every series differs from every other in colour *and*
+line style (and marker, past 20 series); legends sit outside the axes, never over data or titles;
+with many series the figure becomes small multiples, one panel per configuration family; a figure
+made from simulated-bench captures says SIMULATED in its corner.
+
+The ``*_data`` functions (pure) extract what a figure needs from :class:`~latscope.analysis.api.
+Analysis` objects; ``draw(kind, data)`` returns PNG bytes.
+"""
+
+import io
+
+import numpy as np
+
+from latscope.analysis.units import time_unit
+
+__all__ = ["series_style", "figure_jobs", "draw", "SPECTRUM_PERCENTILES"]
+
+#: Percentiles marked on the percentile-spectrum plot's x axis.
+SPECTRUM_PERCENTILES = (50.0, 90.0, 99.0, 99.9, 99.99, 99.999)
+
+_COLOURS = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2",
+            "#7f7f7f", "#bcbd22", "#17becf"]
+_LINESTYLES = ["-", "--", "-.", ":"]
+_MARKERS = [None, "o", "s", "^", "D", "v"]
+#: Series in one panel before a figure turns into small multiples (one panel per family).
+MAX_SERIES_PER_PANEL = 6
+
+
+def series_style(i):
+    """Colour, line style and marker of series ``i``: consecutive series differ in colour and line
+    style; the (colour, style) pair repeats only after 20 series, then the marker changes.
+
+    >>> [series_style(i)[1] for i in range(5)]
+    ['-', '--', '-.', ':', '-']
+    >>> len({series_style(i) for i in range(100)})
+    100
+    """
+    return (_COLOURS[i % len(_COLOURS)], _LINESTYLES[i % len(_LINESTYLES)],
+            _MARKERS[(i // 20) % len(_MARKERS)] if i < 20 * len(_MARKERS) else
+            f"${i}$")
+
+
+# --- data extraction (pure) ---------------------------------------------------------------------
+def _histogram_data(a, name):
+    s = a.stats[name]
+    low, high, count = s.histogram.nonzero()
+    return {"low_ns": low * s.tick_ns, "high_ns": (high + 1) * s.tick_ns, "count": count}
+
+
+def _spectrum_data(a, name, points=400):
+    """Latency at percentile p for p from 0 to (n - 1/2)/n, log-spaced in 1/(1-p)."""
+    s = a.stats[name]
+    try:
+        values = np.sort(a.latencies_ns(name))
+    except Exception:               # no per-packet records: from the histogram's buckets
+        values = None
+    if values is not None and len(values):
+        n = len(values)
+        ranks = np.unique(np.round(n - np.geomspace(n, 1, points)).astype(np.int64))
+        ranks = np.clip(ranks, 0, n - 1)
+        p = (ranks + 0.5) / n
+        return {"x": 1 / (1 - p), "value_ns": values[ranks], "n": n}
+    low, high, count = s.histogram.nonzero()
+    cum = np.cumsum(count) - count / 2
+    p = cum / s.n
+    return {"x": 1 / (1 - p), "value_ns": (high + 1) * s.tick_ns, "n": s.n}
+
+
+def _quantile_data(a, name):
+    s = a.stats[name]
+    rows = {}
+    for p, q in s.quantiles.items():
+        rows[p] = (q.value_ns, q.lower_ns, q.upper_ns)
+    return {"quantiles": rows, "min_ns": s.min_ns, "max_ns": s.max_ns}
+
+
+def _series_data(a, name):
+    s = a.stats[name]
+    if not s.series:
+        return None
+    return {"time_s": np.asarray(s.series["time_s"]), "mean_ns": np.asarray(s.series["mean_ns"])}
+
+
+def figure_jobs(analyses, labels, names, groups, simulated):
+    """The report's figures as ``[(file stem, kind, data, alt text)]``, data ready for
+    :func:`draw`. ``labels``: display label per analysis; ``groups``: family per analysis (small
+    multiples); ``simulated``: a figure made from any simulated capture says so."""
+    jobs = []
+    for name in names:
+        members = [i for i, a in enumerate(analyses) if name in a.stats and a.stats[name].n]
+        if not members:
+            continue
+        sim = any(simulated[i] for i in members)
+        base = {"name": name, "labels": [labels[i] for i in members],
+                "panels": [groups[i] for i in members], "simulated": sim}
+        safe = name.replace("/", "_")
+        jobs.append((f"{safe}-hist", "histogram",
+                     {**base, "series": [_histogram_data(analyses[i], name) for i in members]},
+                     f"{name}: latency histogram per capture (log-log, empty bins not drawn)"))
+        jobs.append((f"{safe}-spectrum", "spectrum",
+                     {**base, "series": [_spectrum_data(analyses[i], name) for i in members]},
+                     f"{name}: latency by percentile, x = 1/(1-p) on a log scale"))
+        jobs.append((f"{safe}-percentiles", "percentiles",
+                     {**base, "series": [_quantile_data(analyses[i], name) for i in members]},
+                     f"{name}: percentiles with 95 % confidence intervals per capture"))
+        series = [_series_data(analyses[i], name) for i in members]
+        if any(x is not None for x in series):
+            jobs.append((f"{safe}-series", "series", {**base, "series": series},
+                         f"{name}: windowed mean latency over capture time"))
+    return jobs
+
+
+# --- drawing ------------------------------------------------------------------------------------
+def _plt():
+    import matplotlib
+    matplotlib.use("Agg", force=True)
+    import matplotlib.pyplot as plt
+    return plt
+
+
+def _png(fig):
+    buf = io.BytesIO()
+    # constrained layout already fits titles and outside legends: no second "tight" draw
+    fig.savefig(buf, format="png", dpi=96)
+    _plt().close(fig)
+    return buf.getvalue()
+
+
+def _mark_simulated(fig, simulated):
+    if simulated:
+        fig.text(0.995, 0.995, "SIMULATED", ha="right", va="top", fontsize=10, weight="bold",
+                 color="#b00020", transform=fig.transFigure)
+
+
+def _panels(data):
+    """Small multiples: ``[(panel title or None, [series index])]``."""
+    n = len(data["labels"])
+    if n <= MAX_SERIES_PER_PANEL:
+        return [(None, list(range(n)))]
+    order = list(dict.fromkeys(data["panels"]))
+    return [(p, [i for i in range(n) if data["panels"][i] == p]) for p in order]
+
+
+def _legend(ax, ncol=1, above=False):
+    """Legend outside the axes: to the right, or (small multiples) above the panel."""
+    handles, labels = ax.get_legend_handles_labels()
+    if not handles:
+        return
+    if above:
+        ax.legend(handles, labels, fontsize=7, loc="lower left", bbox_to_anchor=(0.0, 1.01),
+                  borderaxespad=0, frameon=False, ncol=min(4, len(handles)))
+    else:
+        ax.legend(handles, labels, fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0),
+                  borderaxespad=0, frameon=False, ncol=ncol)
+
+
+def _figure(data, height=2.4, width=8.5):
+    """A figure with one axes, or small multiples on a grid of two columns (one panel per
+    family) when there are more than MAX_SERIES_PER_PANEL series.
+    Returns ``fig, [(ax, panel title, series indices)], legend_above``."""
+    plt = _plt()
+    panels = _panels(data)
+    if len(panels) == 1:
+        fig, ax = plt.subplots(figsize=(width, 0.6 + height), layout="constrained")
+        return fig, [(ax, panels[0][0], panels[0][1])], False
+    rows = (len(panels) + 1) // 2
+    fig, axes = plt.subplots(rows, 2, figsize=(11.0, 0.6 + (height - 0.2) * rows),
+                             squeeze=False, sharex=True, layout="constrained")
+    flat = list(axes.flat)
+    for ax in flat[len(panels):]:
+        ax.set_visible(False)
+    return fig, [(ax, title, idx) for ax, (title, idx) in zip(flat, panels, strict=False)], True
+
+
+def _plain_log_axis(axis):
+    """Log-axis ticks at 1, 2, 3, 5 x 10^k labelled as plain numbers (no 10^k notation)."""
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullLocator
+    axis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 3.0, 5.0)))
+    axis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+    # no minor ticks: each costs a text layout pass, and the labelled ones suffice
+    axis.set_minor_locator(NullLocator())
+
+
+def _xlabel(panels, text):
+    """The x label: under the axes, or once under a grid of small multiples."""
+    if len(panels) == 1:
+        panels[0][0].set_xlabel(text, fontsize=8)
+        return
+    for ax, _, _ in panels:
+        ax.xaxis.set_tick_params(labelbottom=True)
+    panels[0][0].figure.supxlabel(text, fontsize=8)
+
+
+def _style_kwargs(i):
+    colour, style, marker = series_style(i)
+    return {"color": colour, "linestyle": style, "marker": marker, "markersize": 3}
+
+
+def _step_path(low, high, count):
+    """x, y of a step outline over non-empty bins only: NaN breaks the line at empty bins."""
+    xs, ys = [], []
+    for k in range(len(count)):
+        if k and low[k] > high[k - 1] * (1 + 1e-9):
+            xs.append(np.nan)
+            ys.append(np.nan)
+        xs += [low[k], high[k]]
+        ys += [count[k], count[k]]
+    return np.array(xs, dtype=float), np.array(ys, dtype=float)
+
+
+def _draw_histogram(data, per_decade=100):
+    from matplotlib.ticker import NullLocator
+    unit = time_unit([v for s in data["series"] for v in s["high_ns"]])
+    lo = min(max(s["low_ns"].min(), 1e-3) for s in data["series"])
+    hi = max(s["high_ns"].max() for s in data["series"]) * 1.0001
+    # one set of log-spaced bins for every series (shapes comparable), mass kept per bin
+    edges = np.geomspace(lo, hi, max(2, int(np.log10(hi / lo) * per_decade) + 2))
+    fig, panels, above = _figure(data)
+    for ax, _title, idx in panels:
+        for i in idx:
+            s = data["series"][i]
+            weights, _ = np.histogram((s["low_ns"] + s["high_ns"]) / 2, bins=edges,
+                                      weights=s["count"])
+            keep = np.flatnonzero(weights > 0)
+            x, y = _step_path(edges[keep], edges[keep + 1], weights[keep])
+            kw = _style_kwargs(i)
+            kw["marker"] = None
+            line = ax.plot(unit.scale(x), y, label=data["labels"][i], lw=1.3, **kw)[0]
+            # a bin with empty neighbours is a short flat segment: mark it so it shows
+            alone = keep[(~np.isin(keep - 1, keep)) & (~np.isin(keep + 1, keep))]
+            if len(alone):
+                centre = np.sqrt(edges[alone] * edges[alone + 1])
+                ax.plot(unit.scale(centre), weights[alone], linestyle="none", marker="o",
+                        ms=3.5, color=line.get_color(), mfc="none")
+        ax.set(xscale="log", yscale="log", ylabel="packets per bin")
+        ax.set_ylim(bottom=0.6)            # bins holding one packet stay above the axis line
+        _plain_log_axis(ax.xaxis)
+        ax.yaxis.set_minor_locator(NullLocator())
+        _legend(ax, above=above)
+    _xlabel(panels, f"{data['name']} latency ({unit.name}), log scale; {per_decade} bins per "
+                    f"decade; circles: isolated bins")
+    fig.suptitle(f"{data['name']}: histogram (empty bins not drawn)", fontsize=10, x=0.01,
+                 ha="left")
+    _mark_simulated(fig, data["simulated"])
+    return _png(fig)
+
+
+def _draw_spectrum(data):
+    from matplotlib.ticker import FixedFormatter, FixedLocator, NullFormatter, NullLocator
+    unit = time_unit([np.median(s["value_ns"]) for s in data["series"]])
+    fig, panels, above = _figure(data)
+    top = max(s["x"].max() for s in data["series"])
+    ticks = [p for p in SPECTRUM_PERCENTILES if 1 / (1 - p / 100) <= top * 1.5]
+    for ax, _title, idx in panels:
+        for i in idx:
+            s = data["series"][i]
+            kw = _style_kwargs(i)
+            kw["marker"] = None
+            ax.plot(s["x"], unit.scale(s["value_ns"]), label=f"{data['labels'][i]} "
+                    f"(n={s['n']:,})", lw=1.3, drawstyle="steps-post", **kw)
+        ax.set_xscale("log")
+        ax.xaxis.set_major_locator(FixedLocator([1 / (1 - p / 100) for p in ticks]))
+        ax.xaxis.set_major_formatter(FixedFormatter([f"{p:g}%" for p in ticks]))
+        ax.xaxis.set_minor_locator(NullLocator())
+        ax.xaxis.set_minor_formatter(NullFormatter())
+        ax.grid(True, which="major", color="0.88", lw=0.6)
+        ax.set_ylabel(f"latency ({unit.name})")
+        _legend(ax, above=above)
+    _xlabel(panels, "percentile (x = 1/(1-p), log scale: each step right is a tenfold rarer "
+                    "packet)")
+    fig.suptitle(f"{data['name']}: percentile spectrum (the tail, as HdrHistogram plots it)",
+                 fontsize=10, x=0.01, ha="left")
+    _mark_simulated(fig, data["simulated"])
+    return _png(fig)
+
+
+_PCT_MARKS = {50.0: "o", 90.0: "s", 99.0: "^", 99.9: "D", 99.99: "*"}
+
+
+def _draw_percentiles(data):
+    plt = _plt()
+    n = len(data["labels"])
+    values = [q[0] for s in data["series"] for q in s["quantiles"].values()]
+    unit = time_unit(values)
+    fig, ax = plt.subplots(figsize=(8.5, 1.0 + 0.3 * n), layout="constrained")
+    for row, s in enumerate(data["series"]):
+        y = n - 1 - row
+        ax.plot(unit.scale(np.array([s["min_ns"], s["max_ns"]])), [y, y], color="0.75", lw=1,
+                label="min to max" if row == 0 else None)
+        for k, (p, mark) in enumerate(_PCT_MARKS.items()):
+            if p not in s["quantiles"]:
+                continue
+            v, lo, hi = s["quantiles"][p]
+            lo = v if lo is None else lo
+            hi = s["max_ns"] if hi is None else hi
+            ax.errorbar(unit.scale(v), y, xerr=[[unit.scale(v - lo)], [unit.scale(hi - v)]],
+                        fmt=mark, ms=5, capsize=2, color=_COLOURS[k], lw=1,
+                        label=f"p{p:g}" if row == 0 else None)
+    ax.set_yticks(range(n), list(reversed(data["labels"])), fontsize=7)
+    ax.set_ylim(-0.7, n - 0.3)
+    ax.set_xscale("log")
+    _plain_log_axis(ax.xaxis)
+    ax.set_xlabel(f"{data['name']} latency ({unit.name}), log scale; bars: 95 % CI (to the "
+                  f"maximum where the sample has no upper bound)", fontsize=8)
+    fig.suptitle(f"{data['name']}: percentiles with 95 % confidence intervals", fontsize=10,
+                 x=0.01, ha="left")
+    _legend(ax)
+    _mark_simulated(fig, data["simulated"])
+    return _png(fig)
+
+
+def _draw_series(data):
+    unit = time_unit([np.median(s["mean_ns"]) for s in data["series"] if s is not None])
+    fig, panels, above = _figure(data, height=1.9)
+    for ax, _title, idx in panels:
+        for i in idx:
+            s = data["series"][i]
+            if s is None:
+                continue
+            ax.plot(s["time_s"], unit.scale(s["mean_ns"]), label=data["labels"][i], lw=1,
+                    **_style_kwargs(i))
+        ax.set_ylabel(f"mean ({unit.name})")
+        _legend(ax, above=above)
+    _xlabel(panels, "capture time (s)")
+    fig.suptitle(f"{data['name']}: windowed mean over capture time (drift, warm-up)",
+                 fontsize=10, x=0.01, ha="left")
+    _mark_simulated(fig, data["simulated"])
+    return _png(fig)
+
+
+def _draw_waterfall(data):
+    """data: labels, rows [[(stage, start_ns, width_ns)]], simulated."""
+    plt = _plt()
+    n = len(data["labels"])
+    unit = time_unit([start + width for row in data["rows"] for _, start, width in row])
+    fig, ax = plt.subplots(figsize=(8.5, 1.0 + 0.3 * n), layout="constrained")
+    stages = list(dict.fromkeys(stage for row in data["rows"] for stage, _, _ in row))
+    hatches = ["", "//", "..", "xx", "\\\\", "++"]
+    for r, row in enumerate(data["rows"]):
+        y = n - 1 - r
+        for stage, start, width in row:
+            k = stages.index(stage)
+            ax.barh(y, unit.scale(width), left=unit.scale(start), color=_COLOURS[k % 10],
+                    hatch=hatches[k % len(hatches)], edgecolor="k", lw=0.4, height=0.7,
+                    label=stage if r == next(j for j, rw in enumerate(data["rows"])
+                                             if any(st == stage for st, _, _ in rw)) else None)
+    ax.set_yticks(range(n), list(reversed(data["labels"])), fontsize=7)
+    ax.set_xlabel(f"mean time after RX_DV falls ({unit.name})")
+    fig.suptitle("receive path: stage waterfall (mean of each stage)", fontsize=10, x=0.01,
+                 ha="left")
+    _legend(ax)
+    _mark_simulated(fig, data["simulated"])
+    return _png(fig)
+
+
+def _draw_size(data):
+    """data: fits [(family, measurement, sizes, means_ns, fixed_ns, per_byte_ns)], simulated.
+    One panel per measurement (configurations as series), two columns."""
+    plt = _plt()
+    unit = time_unit([m for f in data["fits"] for m in f[3]])
+    names = list(dict.fromkeys(f[1] for f in data["fits"]))
+    families = list(dict.fromkeys(f[0] for f in data["fits"]))
+    rows = (len(names) + 1) // 2 if len(names) > 1 else 1
+    cols = 2 if len(names) > 1 else 1
+    fig, axes = plt.subplots(rows, cols, figsize=(11.0 if cols == 2 else 8.5, 0.6 + 2.3 * rows),
+                             squeeze=False, sharex=True, layout="constrained")
+    flat = list(axes.flat)
+    for ax in flat[len(names):]:
+        ax.set_visible(False)
+    for ax, name in zip(flat, names, strict=False):
+        for fam, measurement, sizes, means, fixed, per_byte in data["fits"]:
+            if measurement != name:
+                continue
+            colour, style, marker = series_style(families.index(fam))
+            ax.plot(sizes, unit.scale(np.asarray(means)), marker=marker or "o",
+                    linestyle="none", color=colour, ms=4)
+            grid = np.array([min(sizes), max(sizes)], dtype=float)
+            ax.plot(grid, unit.scale(fixed + per_byte * grid), linestyle=style, color=colour,
+                    lw=1.2, label=fam)
+        ax.set_ylabel(f"{name} mean ({unit.name})", fontsize=8)
+        ax.xaxis.set_tick_params(labelbottom=True)
+        _legend(ax, above=True)
+    fig.supxlabel("frame size (bytes)", fontsize=8)
+    fig.suptitle("packet-size regression: fixed + per-byte cost per measurement (points: "
+                 "means; lines: least-squares fit over every packet)", fontsize=10, x=0.01,
+                 ha="left")
+    _mark_simulated(fig, data["simulated"])
+    return _png(fig)
+
+
+_DRAW = {"histogram": _draw_histogram, "spectrum": _draw_spectrum,
+         "percentiles": _draw_percentiles, "series": _draw_series, "waterfall": _draw_waterfall,
+         "size": _draw_size}
+
+
+def draw(kind, data):
+    """PNG bytes of one figure."""
+    return _DRAW[kind](data)
+
+
+def draw_job(job):
+    """``draw`` for a ``(stem, kind, data, alt)`` job; returns ``(stem, png)`` (for pools)."""
+    stem, kind, data, _alt = job
+    return stem, draw(kind, data)
+
+
+if __name__ == "__main__":           # a drawing worker for report_html: jobs in, PNGs out
+    import pickle
+    import sys
+
+    pickle.dump([draw_job(job) for job in pickle.load(sys.stdin.buffer)], sys.stdout.buffer)

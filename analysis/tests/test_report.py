@@ -1,0 +1,218 @@
+"""The report: HTML structure (real tables with units, the SIMULATED banner, figures with alt text,
+nothing fetched from elsewhere), grouped comparisons, the paper's Table I beside ours, and the
+figure rules (distinct styles, empty bins not drawn). Parsed with the standard library's HTML
+parser, not with the code that wrote it."""
+
+import html.parser
+import os
+
+import numpy as np
+import pytest
+
+from latscope.analysis import api, figures, grouping, report
+
+ROOT = api.repository_root()
+BENCH = os.path.join(ROOT, "fixtures", "bench") if ROOT else None
+needs_fixtures = pytest.mark.skipif(not BENCH or not os.path.exists(
+    os.path.join(BENCH, "gem-64.lsc")), reason="fixtures/bench is not present")
+
+
+class _Page(html.parser.HTMLParser):
+    """Collects tables (caption, header cells, rows), images, banner text and headings."""
+
+    def __init__(self):
+        super().__init__()
+        self.tables, self.images, self.banner, self.h2 = [], [], "", []
+        self._stack, self._text = [], []
+
+    def handle_starttag(self, tag, attrs):
+        attrs = dict(attrs)
+        if tag in ("meta", "br", "hr", "link"):          # void elements: nothing to close
+            return
+        self._stack.append((tag, attrs))
+        self._text = []
+        if tag == "table":
+            self.tables.append({"caption": "", "headers": [], "rows": []})
+        elif tag == "tr" and self.tables:
+            self.tables[-1]["rows"].append([])
+        elif tag == "img":
+            self.images.append(attrs)
+            self._stack.pop()
+
+    def handle_endtag(self, tag):
+        text = "".join(self._text).strip()
+        opened, attrs = self._stack.pop() if self._stack else (None, {})
+        assert opened == tag, f"</{tag}> closes <{opened}>"
+        if tag == "caption":
+            self.tables[-1]["caption"] = text
+        elif tag == "th":
+            self.tables[-1]["headers"].append(text)
+        elif tag == "td":
+            self.tables[-1]["rows"][-1].append(text)
+        elif tag == "div" and attrs.get("class") == "banner":
+            self.banner = text
+        elif tag == "h2":
+            self.h2.append(text)
+
+    def handle_data(self, data):
+        self._text.append(data)
+
+
+def _page(path):
+    page = _Page()
+    with open(path, encoding="utf-8") as f:
+        page.feed(f.read())
+    for t in page.tables:                 # the header row holds <th> cells only
+        t["rows"] = [r for r in t["rows"] if r]
+    return page
+
+
+@pytest.fixture(scope="module")
+def bench_report(tmp_path_factory):
+    if not BENCH or not os.path.exists(os.path.join(BENCH, "gem-64.lsc")):
+        pytest.skip("fixtures/bench is not present")
+    names = ["gem-64", "gem-1024", "el-dm-64", "fast-track-64"]
+    analyses = [api.analyze_file(os.path.join(BENCH, f"{n}.lsc"), packets=True) for n in names]
+    out = tmp_path_factory.mktemp("report")
+    written = report.write_report(analyses, str(out), workers=2,
+                                  warnings={"el-dm-64": ["a test warning for this input"]})
+    return analyses, out, written
+
+
+@needs_fixtures
+def test_report_html_structure(bench_report):
+    analyses, out, written = bench_report
+    page = _page(out / "report.html")
+    # the fixtures come from the simulated bench (instrument.simulated): a banner says so
+    assert page.banner.startswith("SIMULATED: 4 of 4 captures")
+    assert all(grouping.is_simulated(a.metadata) for a in analyses)
+    # real tables, each with a caption naming its time unit (or being the inputs table)
+    assert len(page.tables) >= 10
+    for t in page.tables:
+        assert t["headers"] and t["rows"] and all(len(r) == len(t["headers"]) for r in
+                                                   t["rows"] if r), t["caption"]
+        assert any(u in t["caption"] for u in ("(ns", "(µs", "(ms", "µs;", "ns;", " ns)",
+                                               " µs)")) or t["caption"] in ("inputs",) or \
+            t["caption"].startswith("latency = fixed"), t["caption"]
+    captions = [t["caption"] for t in page.tables]
+    # comparisons grouped as the data is organised, not all against the first file
+    assert any(c.startswith("MACs at 64 B frames: differences against gem-64") for c in captions)
+    assert any(c.startswith("frame sizes within gem: differences against gem-64")
+               for c in captions)
+    assert any(c.startswith("fast track against the stack at 64 B frames: differences against "
+                            "el-dm-64") for c in captions)
+    fast = next(t for t in page.tables if t["caption"].startswith("fast track"))
+    assert fast["rows"][0][1] == "rx.fast vs rx.udp"
+    # the paper's Table I beside ours: GEM Rx UDP 64 B is 7.48 ± 0.35 µs (paper, seed 002)
+    paper = next(t for t in page.tables if t["caption"].startswith("the paper's Table I"))
+    row = next(r for r in paper["rows"] if r[:2] == ["gem-64", "rx.udp"])
+    assert row[2] == "7.48 ± 0.35"
+    mean_us = analyses[0].stats["rx.udp"].mean_ns / 1e3
+    assert row[3].startswith(f"{mean_us:.2f} ± ")
+    # figures: embedded PNGs with alt text saying what they show, and SIMULATED
+    assert len(page.images) >= 4 * 5
+    for img in page.images:
+        assert img["src"].startswith("data:image/png;base64,")
+        assert len(img.get("alt", "")) > 20 and "SIMULATED" in img["alt"]
+    assert any("percentile" in img["alt"] and "1/(1-p)" in img["alt"] for img in page.images)
+    text = (out / "report.html").read_text()
+    assert "src=\"http" not in text and "<link" not in text and "<script" not in text
+    # the warning given for one input is listed and repeated next to what it feeds
+    assert "a test warning for this input" in text
+    assert "Made from capture(s) with warnings: el-dm-64" in text
+    md = (out / "report.md").read_text()
+    assert "**SIMULATED: 4 of 4 captures" in md and "| configuration" in md
+    for path in written[2:]:
+        assert path.endswith(".png") and os.path.getsize(path) > 1000
+        assert f"]({os.path.basename(path)})" in md
+
+
+def test_no_banner_for_measured_captures(tmp_path):
+    """Captures without simulated metadata: no banner, no SIMULATED in any alt text."""
+    from latscope.analysis.synth import synthetic_chunks
+    t, c, r = next(iter(synthetic_chunks(40_000, chunk_events=1 << 20, seed=3)))
+    a = api.from_events(t, c, r, tick_hz=320_000_000, label="bench-a",
+                        markers={"m0": "rx.isr", "m2": "rx.udp", "m4": "tx.send"},
+                        metadata={"instrument": {"board": "ecpix5"}})
+    written = report.write_report([a], str(tmp_path), workers=1)
+    page = _page(written[0])
+    assert page.banner == "" and page.images
+    assert not any("SIMULATED" in img["alt"] for img in page.images)
+    assert "SIMULATED" not in (tmp_path / "report.md").read_text()
+
+
+def test_display_labels_tell_same_labelled_inputs_apart():
+    from types import SimpleNamespace as A
+    caps = [A(label="gem-64", path="/x/run1/gem-64.lsc"), A(label="gem-64",
+            path="/x/run2/gem-64.lsc"), A(label="el-dm-64", path="/x/run1/el-dm-64.lsc")]
+    assert grouping.display_labels(caps) == ["gem-64 [run1/gem-64.lsc]",
+                                             "gem-64 [run2/gem-64.lsc]", "el-dm-64"]
+
+
+def test_groups_follow_the_organisation_of_the_data():
+    from types import SimpleNamespace as A
+    labels = ["gem-64", "el-so-64", "el-dm-64", "gem-256", "el-dm-256", "fast-track-256"]
+    caps = [A(label=x, size=int(x.rsplit("-", 1)[1]), path=None, metadata={}) for x in labels]
+    groups = [(g.kind, g.title, [labels[i] for i in g.members])
+              for g in grouping.comparison_groups(caps)]
+    assert groups == [
+        ("mac", "MACs at 64 B frames", ["gem-64", "el-so-64", "el-dm-64"]),
+        ("mac", "MACs at 256 B frames", ["gem-256", "el-dm-256"]),
+        ("size", "frame sizes within gem", ["gem-64", "gem-256"]),
+        ("size", "frame sizes within el-dm", ["el-dm-64", "el-dm-256"]),
+        ("fast", "fast track against the stack at 256 B frames", ["el-dm-256",
+                                                                  "fast-track-256"]),
+    ]
+    lone = [A(label="a", size=None, path=None, metadata={}),
+            A(label="b", size=None, path=None, metadata={})]
+    assert [g.kind for g in grouping.comparison_groups(lone)] == ["first"]
+
+
+def test_series_styles_differ_in_colour_and_line_style():
+    styles = [figures.series_style(i) for i in range(40)]
+    for a, b in zip(styles, styles[1:], strict=False):      # neighbours differ in both
+        assert a[0] != b[0] and a[1] != b[1]
+    assert len(set(styles)) == 40
+
+
+def test_empty_histogram_bins_are_not_drawn():
+    """The outline breaks (NaN) over empty bins instead of dropping to a floor value."""
+    low = np.array([1.0, 2.0, 8.0])
+    high = np.array([2.0, 3.0, 9.0])
+    x, y = figures._step_path(low, high, np.array([5, 7, 1]))
+    assert np.isnan(x[4]) and np.isnan(y[4])               # gap between 3 and 8
+    assert list(x[:4]) == [1, 2, 2, 3] and list(y[:4]) == [5, 5, 7, 7]
+    assert list(x[5:]) == [8, 9] and list(y[5:]) == [1, 1]
+    assert np.nanmin(y) == 1                               # no zero or floor drawn
+
+
+def test_units_are_chosen_per_table():
+    from types import SimpleNamespace as S
+
+    from latscope.analysis.stats import Quantile
+    q = {p: Quantile(p, 500.0, 400.0, 600.0, 0.95) for p in (50.0, 99.0, 99.9)}
+    s = S(n=10, mean_ns=500.0, three_sigma_ns=30.0, min_ns=400.0, max_ns=700.0, pdv_ns=10.0,
+          quantiles=q, counts={})
+    assert "mean ns" in report.stats_table({"rx.isr": s})
+    s.mean_ns = 5000.0
+    assert "mean µs" in report.stats_table({"rx.isr": s})
+
+
+def test_parallel_figures_from_a_script_without_main_guard(tmp_path):
+    """A script fed on stdin (no __main__ guard, no file) writes a report with two drawing
+    workers: the workers never re-run the caller's script."""
+    import subprocess
+    import sys
+    script = f"""
+from latscope.analysis import api, report
+from latscope.analysis.synth import synthetic_chunks
+t, c, r = next(iter(synthetic_chunks(20_000, chunk_events=1 << 20, seed=4)))
+a = api.from_events(t, c, r, tick_hz=320_000_000, label="x",
+                    markers={{"m0": "rx.isr", "m2": "rx.udp", "m4": "tx.send"}})
+print(len(report.write_report([a], {str(tmp_path)!r}, workers=2)))
+"""
+    out = subprocess.run([sys.executable, "-"], input=script, capture_output=True, text=True,
+                         timeout=600)
+    assert out.returncode == 0, out.stderr[-2000:]
+    pngs = sorted(p.name for p in tmp_path.glob("*.png"))
+    assert int(out.stdout.split()[-1]) == 2 + len(pngs) and len(pngs) >= 4

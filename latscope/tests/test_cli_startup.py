@@ -1,0 +1,83 @@
+"""`latscope --help` and `--version` start without importing any heavy library, and the command
+index that makes this possible agrees with what every part registers.
+
+Not a timed test (a shared machine's load would make it flaky): it asserts which modules were
+imported, in a fresh interpreter. `latscope bench --only analysis` times the start-up."""
+
+import argparse
+import json
+import subprocess
+import sys
+
+import pytest
+
+from latscope import cli
+
+HEAVY = ("numpy", "scipy", "pandas", "matplotlib", "amaranth", "serial", "hdrh")
+
+_PROBE = r"""
+import json, sys
+from latscope import cli
+try:
+    cli.main(sys.argv[1:])
+except SystemExit:
+    pass
+print("\n" + json.dumps(sorted({m.split(".")[0] for m in sys.modules})))
+"""
+
+
+def _imported(*argv):
+    out = subprocess.run([sys.executable, "-c", _PROBE, *argv], capture_output=True, text=True,
+                         check=True).stdout
+    return set(json.loads(out.strip().splitlines()[-1]))
+
+
+@pytest.mark.parametrize("argv", [["--help"], ["--version"], [], ["-h", "analyze"]])
+def test_help_and_version_import_no_heavy_library(argv):
+    imported = _imported(*argv)
+    assert not imported & set(HEAVY), sorted(imported & set(HEAVY))
+
+
+def test_a_command_imports_only_its_own_part():
+    """`latscope analyze --help` needs neither the gateware (amaranth) nor the plots."""
+    imported = _imported("analyze", "--help")
+    assert not imported & {"amaranth", "matplotlib"}, sorted(imported)
+
+
+def _commands(parser):
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    return sub, {a.dest: a.help for a in sub._choices_actions}
+
+
+def test_command_index_matches_the_parts():
+    """Names, help lines and modules in COMMAND_INDEX are exactly what the parts register."""
+    full_sub, full = _commands(cli.build_parser())
+    indexed = {name: text for name, (module, text) in cli.COMMAND_INDEX.items()}
+    assert indexed == {k: v for k, v in full.items() if k in indexed}
+    missing = sorted(set(full) - set(indexed))
+    assert not missing, f"add {missing} to latscope.cli.COMMAND_INDEX for a fast --help"
+    _, listing = _commands(cli.build_parser(None))
+    assert list(listing.items()) == list(full.items())      # --help: same listing and order
+    for name, (module, _) in cli.COMMAND_INDEX.items():
+        lazy_sub, lazy = _commands(cli.build_parser(name))
+        assert name in lazy and set(lazy) <= set(full)
+        real, full_parser = lazy_sub.choices[name], full_sub.choices[name]
+        assert [a.option_strings for a in real._actions] == \
+            [a.option_strings for a in full_parser._actions], name
+        func = real.get_default("func")
+        if func is not None:                        # "gateware" dispatches to its own subparsers
+            assert func.__module__ == full_parser.get_default("func").__module__ == module, name
+            assert func.__qualname__ == full_parser.get_default("func").__qualname__, name
+
+
+def test_lazy_parser_runs_commands_like_the_full_one(tmp_path, capsys):
+    """A real command through main(): the lazy parser is what users run."""
+    assert cli.main(["info", str(tmp_path / "missing.lsc")]) == 2
+    assert "missing.lsc" in capsys.readouterr().err
+
+
+def test_top_level_help_lists_every_command_whatever_follows(capsys):
+    with pytest.raises(SystemExit):
+        cli.main(["-h", "analyze"])
+    text = capsys.readouterr().out
+    assert all(name in text for name in cli.COMMAND_INDEX)
