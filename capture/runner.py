@@ -45,9 +45,12 @@ OPCODES = {"get_info": 1, "set_path": 2, "set_markers": 3, "set_sizes": 4, "cali
 STATUS = ["ok", "bad-version", "bad-length", "unknown-opcode", "bad-value", "unsupported",
           "failed"]
 PATHS = ["socket", "netctx", "fast"]
-POINTS = ["rx.isr", "rx.copy", "rx.udp", "rx.fast", "tx.send", "tx.xmit"]
+#: Marker points by protocol value (the firmware's table: zephyr-app/lib/latscope_core/src/
+#: markers.c; capture/tests/test_marker_points.py ties the two).
+POINTS = ["rx.isr", "rx.copy", "rx.udp", "rx.fast", "tx.send", "tx.xmit", "rx.handoff",
+          "tx.queue"]
 COUNTERS = ["rx_frames", "rx_fast", "rx_stack", "tx_echo", "tx_errors", "size_skipped",
-            "ctrl_requests", "ctrl_errors", "marker_pulses"]
+            "ctrl_requests", "ctrl_errors", "marker_pulses", "fast_rejected", "fast_busy"]
 
 
 def encode_request(opcode, request_id, body=b""):

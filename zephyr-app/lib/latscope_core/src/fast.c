@@ -7,14 +7,13 @@
 
 #include <string.h>
 
-bool ls_udp_checksum_ok(const uint8_t *frame, const struct ls_udp_frame *f)
+bool ls_udp_checksum_ok_sum(const struct ls_udp_frame *f, uint16_t udp_cksum_field,
+			    uint32_t udp_sum)
 {
-	const uint8_t *udp = &frame[f->l4_offset];
 	uint16_t udp_len = (uint16_t)(f->payload_len + LS_UDP_HDR_LEN);
 	uint8_t pseudo[12];
-	uint32_t sum;
 
-	if (udp[6] == 0u && udp[7] == 0u) {
+	if (udp_cksum_field == 0u) {
 		return true; /* sender did not compute one (allowed over IPv4) */
 	}
 	memcpy(&pseudo[0], f->src_ip, 4);
@@ -23,9 +22,16 @@ bool ls_udp_checksum_ok(const uint8_t *frame, const struct ls_udp_frame *f)
 	pseudo[9] = LS_IPPROTO_UDP;
 	pseudo[10] = (uint8_t)(udp_len >> 8);
 	pseudo[11] = (uint8_t)udp_len;
-	sum = ls_inet_sum(pseudo, sizeof(pseudo), 0);
-	sum = ls_inet_sum(udp, udp_len, sum);
-	return ls_inet_fold(sum) == 0u;
+	return ls_inet_fold(ls_inet_sum(pseudo, sizeof(pseudo), udp_sum)) == 0u;
+}
+
+bool ls_udp_checksum_ok(const uint8_t *frame, const struct ls_udp_frame *f)
+{
+	const uint8_t *udp = &frame[f->l4_offset];
+	uint16_t field = (uint16_t)(((uint16_t)udp[6] << 8) | udp[7]);
+
+	return ls_udp_checksum_ok_sum(f, field,
+				      ls_inet_sum(udp, (size_t)f->payload_len + LS_UDP_HDR_LEN, 0));
 }
 
 static bool is_group_mac(const uint8_t *mac)
@@ -46,16 +52,17 @@ static bool src_ip_answerable(const uint8_t *ip, const uint8_t *ours)
 	return true;
 }
 
-enum ls_fast_verdict ls_fast_accept(const uint8_t *frame, size_t frame_len,
-				    const struct ls_fast_node *node, struct ls_udp_frame *out)
+enum ls_fast_verdict ls_fast_check_headers(const uint8_t *hdr, size_t hdr_len, size_t frame_len,
+					   const struct ls_fast_node *node,
+					   struct ls_udp_frame *out)
 {
 	struct ls_udp_frame f;
 	enum ls_class cls;
 
-	if (frame == NULL || node == NULL) {
+	if (hdr == NULL || node == NULL) {
 		return LS_FAST_NOT_UDP;
 	}
-	cls = ls_classify_udp(frame, frame_len, frame_len, node->port, &f);
+	cls = ls_classify_udp(hdr, hdr_len, frame_len, node->port, &f);
 	if (cls == LS_CLASS_OTHER_PORT) {
 		return LS_FAST_OTHER_PORT;
 	}
@@ -65,10 +72,10 @@ enum ls_fast_verdict ls_fast_accept(const uint8_t *frame, size_t frame_len,
 	if (f.has_vlan) {
 		return LS_FAST_VLAN;
 	}
-	if (memcmp(&frame[0], node->mac, 6) != 0 || is_group_mac(&frame[0])) {
+	if (memcmp(&hdr[0], node->mac, 6) != 0 || is_group_mac(&hdr[0])) {
 		return LS_FAST_NOT_OUR_MAC;
 	}
-	if (is_group_mac(&frame[6])) {
+	if (is_group_mac(&hdr[6])) {
 		return LS_FAST_BAD_SRC_MAC;
 	}
 	if (memcmp(f.dst_ip, node->ip, 4) != 0) {
@@ -79,8 +86,23 @@ enum ls_fast_verdict ls_fast_accept(const uint8_t *frame, size_t frame_len,
 	}
 	size_t ihl = (size_t)(f.l4_offset - f.l3_offset);
 
-	if (ls_inet_fold(ls_inet_sum(&frame[f.l3_offset], ihl, 0)) != 0u) {
+	if (ls_inet_fold(ls_inet_sum(&hdr[f.l3_offset], ihl, 0)) != 0u) {
 		return LS_FAST_BAD_IP_CSUM;
+	}
+	if (out != NULL) {
+		*out = f;
+	}
+	return LS_FAST_ACCEPT;
+}
+
+enum ls_fast_verdict ls_fast_accept(const uint8_t *frame, size_t frame_len,
+				    const struct ls_fast_node *node, struct ls_udp_frame *out)
+{
+	struct ls_udp_frame f;
+	enum ls_fast_verdict v = ls_fast_check_headers(frame, frame_len, frame_len, node, &f);
+
+	if (v != LS_FAST_ACCEPT) {
+		return v;
 	}
 	if (!ls_udp_checksum_ok(frame, &f)) {
 		return LS_FAST_BAD_UDP_CSUM;

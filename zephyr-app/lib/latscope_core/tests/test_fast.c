@@ -163,8 +163,68 @@ static void test_reply_of_accepted(void)
 	CHECK_STR(ls_fast_verdict_name(LS_FAST_COUNT), "invalid");
 }
 
+/* The streaming sum over random splits equals the one-shot sum; headers-only check plus the
+ * streamed UDP sum gives the same verdict as the whole-frame test. */
+static void test_streaming_sum_and_split_check(void)
+{
+	unsigned char f[1600];
+	unsigned long long rng = 12345;
+
+	for (int trial = 0; trial < 2000; trial++) {
+		size_t pl = (size_t)(ls_rand_next(&rng) % 1400);
+		int cs = (int)(ls_rand_next(&rng) & 1);
+		size_t n = good(f, sizeof(f), 0, pl, cs);
+
+		if (trial % 3 == 0) {
+			f[(size_t)(ls_rand_next(&rng) % n)] ^= 0x04;
+		}
+		struct ls_udp_frame u;
+		enum ls_fast_verdict whole = ls_fast_accept(f, n, &node, NULL);
+		enum ls_fast_verdict v = ls_fast_check_headers(f, 14 + 20 + 8, n, &node, &u);
+
+		if (v == LS_FAST_ACCEPT) {
+			struct ls_inet_acc acc;
+			size_t at = u.l4_offset, end = u.l4_offset + 8u + u.payload_len;
+
+			ls_inet_acc_init(&acc);
+			while (at < end) { /* pieces of 0..99 bytes, odd lengths included */
+				size_t k = (size_t)(ls_rand_next(&rng) % 100);
+
+				k = k > end - at ? end - at : k;
+				ls_inet_acc_add(&acc, f + at, k);
+				at += k;
+			}
+			CHECK_EQ(ls_inet_acc_sum(&acc),
+				 ls_inet_sum(f + u.l4_offset, 8u + u.payload_len, 0));
+			uint16_t field = (uint16_t)((f[u.l4_offset + 6] << 8) | f[u.l4_offset + 7]);
+
+			v = ls_udp_checksum_ok_sum(&u, field, ls_inet_acc_sum(&acc)) ?
+				    LS_FAST_ACCEPT : LS_FAST_BAD_UDP_CSUM;
+		}
+		CHECK_EQ(v, whole);
+	}
+}
+
+static void test_peek(void)
+{
+	unsigned char f[256];
+	uint16_t port = 0, len = 0;
+	size_t n = good(f, sizeof(f), 0, 77, 1);
+
+	CHECK(ls_peek_udp(f, n, &port, &len));
+	CHECK_EQ(port, 4244);
+	CHECK_EQ(len, 77);
+	CHECK(!ls_peek_udp(f, 41, &port, &len));
+	n = ls_build_udp(f, sizeof(f), 1, 0, 4244, 10); /* tagged: not pre-selected */
+	CHECK(!ls_peek_udp(f, n, &port, &len));
+	n = ls_build_udp(f, sizeof(f), 0, 4, 4244, 10); /* options: not pre-selected */
+	CHECK(!ls_peek_udp(f, n, &port, &len));
+}
+
 int main(void)
 {
+	test_streaming_sum_and_split_check();
+	test_peek();
 	test_accepts();
 	test_rejects();
 	test_single_bit_errors();

@@ -53,6 +53,23 @@ enum ls_fast_verdict {
 enum ls_fast_verdict ls_fast_accept(const uint8_t *frame, size_t frame_len,
 				    const struct ls_fast_node *node, struct ls_udp_frame *out);
 
+/**
+ * The same test without the UDP checksum, on the first @p hdr_len bytes of a frame of
+ * @p frame_len bytes (hdr_len >= the headers, the payload may live elsewhere, e.g. in a chain of
+ * network buffers). LS_FAST_ACCEPT here means: accept if ls_udp_checksum_ok_sum() agrees.
+ */
+enum ls_fast_verdict ls_fast_check_headers(const uint8_t *hdr, size_t hdr_len, size_t frame_len,
+					   const struct ls_fast_node *node,
+					   struct ls_udp_frame *out);
+
+/**
+ * UDP checksum check from a sum (ls_inet_sum()/ls_inet_acc) over the UDP header and payload,
+ * f->payload_len + 8 bytes from f->l4_offset, @p udp_cksum_field being the header's checksum
+ * (host order). True if the field is 0 or the total with the pseudo-header verifies.
+ */
+bool ls_udp_checksum_ok_sum(const struct ls_udp_frame *f, uint16_t udp_cksum_field,
+			    uint32_t udp_sum);
+
 /** Short name of a verdict, e.g. "accept", "not-our-mac". Never NULL. */
 const char *ls_fast_verdict_name(enum ls_fast_verdict v);
 
