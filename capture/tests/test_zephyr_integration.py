@@ -263,7 +263,7 @@ def test_qemu_cortex_a9_gem_echo(tmp_path):
     info = out["info"]
     assert info["board"].startswith("qemu_cortex_a9")
     # One GEM line for RX and TX: rx.isr only when the GEM shows a receive cause.
-    assert info["point.rx.isr"] == "isr:shared-line,gem-frame-rx"
+    assert info["point.rx.isr"] == "isr:shared-line,gem-rx-status"
     assert info["not_measured"] == "tx.xmit"
     assert out["socket"] == out["netctx"] == out["fast"] == [PACKETS, PACKETS]
     c = out["counters"]

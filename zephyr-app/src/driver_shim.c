@@ -9,8 +9,9 @@
  *             calls the driver's own ISR with its own argument. The line is chosen by name
  *             from the devicetree ("rx", e.g. Kinetis ENET "TX","RX","ERR": never index 0).
  *             Where RX and TX share one line (Xilinx GEM, STM32H7 ETH) the wrapper reads the
- *             MAC's interrupt status first (without clearing it: both clear by write) and marks
- *             only when a receive cause is pending (GEM ISR.FRAME_RX, STM32H7 DMACSR.RI).
+ *             MAC's status first, with registers a read does not clear, and marks only when a
+ *             receive cause is pending (GEM rx_status.FRAME_RX with RX unmasked, STM32H7
+ *             DMACSR.RI).
  *             Without an ISR (native_sim's TAP) rx.isr is not measured (GET_INFO says so).
  *  rx.copy    a NET_PKT_FILTER receive rule runs inside net_recv_data(), i.e. when the driver
  *             has copied the frame out of its DMA ring into a net_pkt. A pre-selection of a few
@@ -148,9 +149,16 @@ static NPF_RULE(tx_rule, NET_DROP, tx_test);
 #elif DT_NODE_HAS_COMPAT(ETH_NODE, xlnx_gem)
 #define RX_IRQ      DT_IRQN(ETH_NODE)
 #define RX_IRQ_PRIO DT_IRQ(ETH_NODE, priority)
-/* GEM intr_status (+0x24), bit 1 "frame received"; cleared by writing 1, not by reading. */
-#define RX_CAUSE()  ((sys_read32(DT_REG_ADDR(ETH_NODE) + 0x24u) & BIT(1)) != 0u)
-#define RX_ISR_WHERE "isr:shared-line,gem-frame-rx"
+/* Not intr_status (+0x24): QEMU's GEM clears it on read (silicon clears by writing 1), so
+ * reading it would steal the driver's causes. Instead: rx_status (+0x20) bit 1 "frame
+ * received" (write-1-to-clear; the driver clears it when it has processed the ring) while the
+ * RX interrupt is unmasked in intr_mask (+0x30, bit 1 = 1: masked; the driver masks it from
+ * its ISR until the ring is processed), so a TX-complete interrupt that arrives while
+ * received frames wait for processing does not mark again. */
+#define RX_CAUSE()                                                                         \
+	(((sys_read32(DT_REG_ADDR(ETH_NODE) + 0x20u) & BIT(1)) != 0u) &&                    \
+	 ((sys_read32(DT_REG_ADDR(ETH_NODE) + 0x30u) & BIT(1)) == 0u))
+#define RX_ISR_WHERE "isr:shared-line,gem-rx-status"
 #elif DT_NODE_HAS_COMPAT(ETH_NODE, st_stm32_ethernet) && defined(CONFIG_SOC_SERIES_STM32H7X)
 #define RX_IRQ      DT_IRQN(ETH_NODE)
 #define RX_IRQ_PRIO DT_IRQ(ETH_NODE, priority)

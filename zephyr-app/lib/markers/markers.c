@@ -33,8 +33,11 @@ static uint32_t pulse_loops;
 static uint32_t pulse_cpu_hz;
 
 /* CPU clock for the pulse width: the devicetree's cpu@0 clock-frequency where boards give it,
- * else the system timer's rate (on Cortex-M SysTick runs at the core clock). */
-#if DT_NODE_HAS_PROP(DT_PATH(cpus, cpu_0), clock_frequency)
+ * else the system timer's rate (on Cortex-M SysTick runs at the core clock); a Kconfig value
+ * overrides both. */
+#if CONFIG_LATSCOPE_MARKERS_CPU_HZ > 0
+#define CPU_HZ() ((uint32_t)CONFIG_LATSCOPE_MARKERS_CPU_HZ)
+#elif DT_NODE_HAS_PROP(DT_PATH(cpus, cpu_0), clock_frequency)
 #define CPU_HZ() ((uint32_t)DT_PROP(DT_PATH(cpus, cpu_0), clock_frequency))
 #else
 #define CPU_HZ() ((uint32_t)sys_clock_hw_cycles_per_sec())
