@@ -41,7 +41,7 @@ MAP_B = [6, 7, 0xFF, 0xFF, 0xFF]                  # rx.handoff, tx.queue (protoc
 EXPECTED_B = ["m0", "m1"]
 MAP_A = [0, 1, 2, 3, 4]
 PACKETS = 4                                       # per path and map, one in flight
-EDGE = re.compile(r"^latscope-edge: (\d+) (m[0-4]) (rise|fall)$")
+EDGE = re.compile(r"^latscope-edge: (\d+) (m[0-4]) (rise|fall)(?: t=\d+)?$")
 
 
 def parse_edges(text):
