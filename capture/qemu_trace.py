@@ -1,23 +1,19 @@
-"""Emulated-time capture of the Zephyr DUT under QEMU (``qemu_cortex_a9``, Zynq GEM, ``-icount``).
+"""Emulated-time captures of the Zephyr DUT under QEMU (``qemu_cortex_a9``, Zynq GEM, ``-icount``).
 
 The firmware's gpio_emul edge trace (``CONFIG_LATSCOPE_MARKERS_TRACE_TIME``) gives every marker
-edge with the Cortex-A9 global timer value; QEMU's ``filter-dump`` gives every frame on the
-GEM's network with its virtual-clock time (microseconds, pcap). Both run on QEMU's virtual
-clock, so with ``-icount`` they form one emulated timeline, turned here into the pin activity an
-instrument would see (RX_DV, TX_EN, m0..m4) and written as a ``.lsc`` capture that the normal
-analysis reads. Everything produced here is **emulated time**, not hardware latency.
+edge with the Cortex-A9 global timer value, i.e. QEMU's virtual clock: under ``-icount`` one
+emulated timeline. It is turned here into the marker pin activity (m0..m4) an instrument would
+see and written as ``.lsc`` captures that the normal analysis reads. Everything produced here is
+**emulated time**, not hardware latency.
 
-Time bases (QEMU 7.2, ``hw/timer/a9gtimer.c``, ``net/dump.c``):
+Time base (QEMU 7.2, ``hw/timer/a9gtimer.c``): ``counter = (virtual_ns - reset_ns) /
+(10 * (prescaler + 1))``; Zephyr 3.7 leaves the prescaler at 0: one tick is 10 ns.
 
-- global timer: ``counter = (virtual_ns - reset_ns) / (10 * (prescaler + 1))``; Zephyr 3.7
-  leaves the prescaler at 0, so one tick is 10 ns from machine reset (virtual time 0);
-- pcap: virtual time of the frame in microseconds (1 µs resolution; RX frames are written
-  when QEMU hands them to the GEM, TX frames when the guest starts transmission).
-
-Wire model (100 Mb/s MII, what an instrument on the PHY would see): an RX frame's RX_DV falls
-at its pcap time (QEMU delivers a frame at once) and rose one frame time earlier; a TX frame's
-TX_EN rises at its pcap time and falls one frame time later; a frame time is (8 preamble/SFD +
-max(len, 60) + 4 FCS) bytes x 80 ns.
+Frame wire times are NOT in emulated time: QEMU's ``filter-dump`` stamps frames with the host's
+wall clock (seen in this run: pcap times are 2026 epoch seconds while the guest timer starts at
+0), so the frame dump only proves what crossed the wire (requests and echoes per port, in
+order). Stages are therefore measured from the receive interrupt's entry (``rx.isr``) and from
+the send call (``tx.send``); wire-referenced stages (RX_DV, TX_EN) need the instrument.
 """
 
 import re
@@ -113,20 +109,6 @@ def wire_edges(frames, dut_mac, port):
     return arr[:, 0], arr[:, 1], arr[:, 2]
 
 
-def build_events(trace, frames, dut_mac, port, start_ns, stop_ns):
-    """Time-sorted (time_ns, channel, rising) of one window: the port's wire edges plus every
-    marker edge (instrument channel 3 + marker) inside ``[start_ns, stop_ns)``."""
-    mt, mch, mrise = trace
-    keep = (mt >= start_ns) & (mt < stop_ns)
-    wt, wch, wrise = wire_edges(frames, dut_mac, port)
-    wkeep = (wt >= start_ns) & (wt < stop_ns)
-    time = np.concatenate([wt[wkeep], mt[keep]])
-    channel = np.concatenate([wch[wkeep], mch[keep].astype(np.int64) + 3])
-    rising = np.concatenate([wrise[wkeep], mrise[keep].astype(np.int64)])
-    order = np.lexsort((channel, time))
-    return time[order], channel[order].astype(np.uint8), rising[order].astype(np.uint8)
-
-
 def write_capture(path, events, markers, label, provenance):
     """Write one window as a ``.lsc`` with 1 ns ticks (emulated time)."""
     from latscope.capture import capfile
@@ -140,14 +122,13 @@ def write_capture(path, events, markers, label, provenance):
     return path
 
 
-#: What each window measures: (map, path kind) -> {name: span}. Map A is the firmware's default
-#: map, map B puts rx.handoff on m0 and tx.queue on m1 (fixtures/zephyr-qemu/make_fixture.py).
+#: Marker maps of the scripted run (fixtures/zephyr-qemu/make_fixture.py): A is the firmware's
+#: default map; B keeps rx.isr and tx.send as references and adds rx.handoff and tx.queue.
 MARKERS_A = {"m0": "rx.isr", "m1": "rx.copy", "m2": "rx.udp", "m3": "rx.fast", "m4": "tx.send"}
-MARKERS_B = {"m0": "rx.handoff", "m1": "tx.queue"}
-SPANS_A = {"rx.isr": "rx_dv falling -> m_isr rising", "rx.copy": "rx_dv falling -> m_copy rising",
-           "tx.send": "m_send rising -> tx_en rising"}
-SPANS_B = {"rx.handoff": "rx_dv falling -> m_handoff rising",
-           "tx.queue": "m_queue rising -> tx_en rising"}
+MARKERS_B = {"m0": "rx.isr", "m1": "rx.handoff", "m2": "tx.send", "m3": "tx.queue"}
+SPANS_A = {"rx.copy": "m_isr rising -> m_copy rising"}
+SPANS_B = {"rx.handoff": "m_isr rising -> m_handoff rising",
+           "tx.queue": "m_send rising -> m_queue rising"}
 WINDOW_NS = 5_000_000               # a stop must follow its start within 5 ms (emulated)
 
 
@@ -159,56 +140,66 @@ def _definitions(spans):
         for name, span in spans.items()}})
 
 
-def captures_from_run(run, console_text, pcap_bytes, out_dir):
+def captures_from_run(run, console_text, out_dir):
     """Split one scripted run into a capture per (path, marker map).
+
+    The marker trace is cut at the emulated time of the first ``rx.isr`` pulse of each
+    (path, map) phase: phases run one after another, each ``run["packets"]`` echoes, one in
+    flight, in the order of ``run["paths"]`` and maps A, B.
 
     Parameters
     ----------
     run : dict
-        ``run.json`` of the fixture (paths, guest ports, packets, DUT MAC).
-    console_text, pcap_bytes
-        The console log and QEMU's frame dump.
+        ``run.json`` of the fixture (paths, packets).
+    console_text : str
     out_dir : pathlib.Path
 
     Returns
     -------
     list of (path, map name, capture path, definitions)
     """
-    trace = parse_trace(console_text)
-    frames = read_pcap(pcap_bytes)
-    mac = bytes(int(b, 16) for b in run["dut_mac"].split(":"))
+    time, marker, rising = parse_trace(console_text)
     n = run["packets"]
-    firsts = []                          # per path: rise of its first and its (n+1)th request
-    for path in run["paths"]:
-        wt, wch, wrise = wire_edges(frames, mac, run["guest_ports"][path])
-        starts = np.sort(wt[(wch == 0) & (wrise == 1)])
-        if len(starts) != 2 * n:
-            raise LatscopeError(f"{path}: {len(starts)} requests in the frame dump, "
-                                f"expected {2 * n}")
-        firsts.append((starts[0], starts[n]))
+    phases = [(path, name) for path in run["paths"] for name in ("a", "b")]
+    # Each phase's packets: n pulses on the rx.copy (A) or rx.handoff (B) channel m1, which
+    # only the selected path's datagrams raise; the phase starts at the rx.isr pulse before the
+    # first of them.
+    m1 = np.flatnonzero((marker == 1) & (rising == 1))
+    if len(m1) != n * len(phases):
+        raise LatscopeError(f"{len(m1)} m1 pulses in the trace, expected "
+                            f"{n * len(phases)} ({len(phases)} phases of {n} packets)")
+    isr = np.flatnonzero((marker == 0) & (rising == 1))
+    starts = []
+    for k in range(len(phases)):
+        first = m1[k * n]
+        before = isr[isr < first]
+        starts.append(int(time[before[-1]]) if len(before) else int(time[first]))
+    starts.append(int(time[-1]) + 1)
     out = []
-    end = int(max(trace[0].max(), max(t for t, _ in frames))) + WINDOW_NS
-    for i, path in enumerate(run["paths"]):
-        nxt = firsts[i + 1][0] if i + 1 < len(firsts) else end
-        udp = "rx.udp" if path != "fast" else "rx.fast"
-        spans_a = {**SPANS_A, udp: f"rx_dv falling -> m_{udp[3:]} rising"}
-        for name, lo, hi, markers, spans in (
-                ("a", firsts[i][0] - 1000, firsts[i][1] - 1000, MARKERS_A, spans_a),
-                ("b", firsts[i][1] - 1000, nxt - 1000, MARKERS_B, SPANS_B)):
-            events = build_events(trace, frames, mac, run["guest_ports"][path], lo, hi)
-            file = out_dir / f"qemu-{path}-{name}.lsc"
-            write_capture(file, events, markers, f"qemu_cortex_a9 {path} map {name}",
-                          "fixtures/zephyr-qemu (QEMU -icount shift=3; emulated time)")
-            out.append((path, name, file, _definitions(spans)))
+    for k, (path, name) in enumerate(phases):
+        app = "rx.fast" if path == "fast" else "rx.udp"
+        if name == "a":
+            spans = {**SPANS_A, app: f"m_isr rising -> m_{app[3:]} rising",
+                     "tx.send": "m_isr rising -> m_send rising"}
+        else:
+            spans = SPANS_B
+        keep = (time >= starts[k]) & (time < starts[k + 1])
+        events = (time[keep], (marker[keep] + 3).astype(np.uint8), rising[keep])
+        file = out_dir / f"qemu-{path}-{name}.lsc"
+        write_capture(file, events, MARKERS_A if name == "a" else MARKERS_B,
+                      f"qemu_cortex_a9 {path} map {name}",
+                      "fixtures/zephyr-qemu (QEMU -icount shift=3; emulated time)")
+        out.append((path, name, file, _definitions(spans)))
     return out
 
 
-def analyse_run(run, console_text, pcap_bytes, out_dir):
-    """Statistics of every stage of every path: ``{path: {stage: LatencyStats}}``."""
+def analyse_run(run, console_text, out_dir):
+    """Statistics of every stage of every path: ``{path: {stage: LatencyStats}}``, each from
+    the receive interrupt's entry (rx.*, tx.send) or from the send call (tx.queue)."""
     from latscope.analysis import api
 
     result = {}
-    for path, _, file, defs in captures_from_run(run, console_text, pcap_bytes, out_dir):
+    for path, _, file, defs in captures_from_run(run, console_text, out_dir):
         a = api.analyze_file(str(file), definitions=defs)
         result.setdefault(path, {}).update(a.stats)
     return result
