@@ -59,3 +59,26 @@ def test_default_measurements_name_only_firmware_points():
     for name, s in text.get("stage", {}).items():
         for stage in re.split(r"\s*->\s*", s["span"]):
             assert stage in text["measurement"], (name, stage)
+
+
+def test_analysis_reports_points_the_dut_cannot_mark_as_not_measured():
+    """A capture whose metadata carries the firmware's GET_INFO ``not_measured`` list gets no
+    number for those stages, even if the marker channel has edges (hand-made events: rx_dv
+    falls at 1000 ns, m0 and m1 rise at 1100 and 1500 ns)."""
+    import numpy as np
+
+    from latscope.analysis.engine import Analyzer
+
+    def run(meta):
+        a = Analyzer(definitions.default_definitions(), tick_hz=1e9, metadata=meta,
+                     markers={"m0": "rx.isr", "m1": "rx.copy"})
+        a.feed(np.array([0, 1000, 1100, 1500], np.int64), np.array([0, 0, 3, 4], np.uint8),
+               np.array([1, 0, 1, 1], np.uint8))
+        return a.finish()
+
+    measured = run({})
+    assert measured.stats["rx.isr"].n == 1 and measured.stats["rx.isr"].min_ns == 100
+    honest = run({"not_measured": ["rx.isr", "tx.xmit"]})
+    assert "rx.isr" not in honest.stats
+    assert honest.unavailable["rx.isr"] == "not measured: the DUT cannot mark rx.isr on this board"
+    assert honest.stats["rx.copy"].min_ns == 500
