@@ -41,6 +41,7 @@ MAP_B = [6, 7, 0xFF, 0xFF, 0xFF]                  # rx.handoff, tx.queue (protoc
 EXPECTED_B = ["m0", "m1"]
 MAP_A = [0, 1, 2, 3, 4]
 PACKETS = 4                                       # per path and map, one in flight
+BURST = 8                                         # full-size frames sent back to back
 EDGE = re.compile(r"^latscope-edge: (\d+) (m[0-4]) (rise|fall)(?: t=\d+)?$")
 
 
@@ -141,6 +142,24 @@ for path in PATHS:
     r2 = traffic.run_traffic((HOST, PORTS[path]), [18, 210], N, one_in_flight=True, timeout=2)
     out[path] = [r.received, r2.received]
 c.request('set_markers', bytes(MAP_A))
+# A burst of BURST full-size frames (1472-byte payloads: 1518-byte frames) sent back to back:
+# prj.conf sizes the buffers for it. Not marked: only the small test sizes are selected.
+import socket
+c.set_path('socket')
+c.set_sizes([18, 210])
+b = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+b.settimeout(3)
+for i in range(BURST):
+    b.sendto(bytes([i]) * 1472, (HOST, PORTS['socket']))
+got = set()
+try:
+    while len(got) < BURST:
+        d = b.recv(2048)
+        if len(d) == 1472:
+            got.add(d[0])
+except socket.timeout:
+    pass
+out['burst'] = len(got)
 out['counters'] = c.counters()
 print(json.dumps(out))
 """
@@ -149,7 +168,8 @@ print(json.dumps(out))
 def _drive(prefix, host, ctrl, ports, timeout=180):
     """Run the control + traffic script (in a netns via ``prefix``), return its JSON."""
     script = (f"HOST={host!r}; CTRL={ctrl}; PORTS={ports!r}; N={PACKETS}; "
-              f"PATHS={list(ports)!r}; MAP_A={MAP_A!r}; MAP_B={MAP_B!r}\n" + DRIVE)
+              f"PATHS={list(ports)!r}; MAP_A={MAP_A!r}; MAP_B={MAP_B!r}; BURST={BURST}\n"
+              + DRIVE)
     res = subprocess.run([*prefix, sys.executable, "-c", script], capture_output=True, text=True,
                          timeout=timeout)
     assert res.returncode == 0, res.stderr[-3000:]
@@ -210,7 +230,9 @@ def test_native_sim_echo_and_markers(tmp_path):
     assert out["after_reset"] == {**dict.fromkeys(out["after_reset"], 0), "rx_frames": 1}
     assert out["socket"] == out["netctx"] == out["fast"] == [PACKETS, PACKETS]
     c = out["counters"]
-    assert c["tx_echo"] == 3 * 2 * PACKETS and c["rx_fast"] == 2 * PACKETS
+    assert out["burst"] == BURST
+    assert c["tx_echo"] == 3 * 2 * PACKETS + BURST and c["rx_fast"] == 2 * PACKETS
+    assert c["size_skipped"] == BURST and c["tx_errors"] == 0
     assert c["fast_rejected"] == c["fast_busy"] == 0
     # Map A: 3 markers per packet (no rx.isr); map B: 2.
     assert c["marker_pulses"] == 3 * PACKETS * (3 + 2)
@@ -267,7 +289,8 @@ def test_qemu_cortex_a9_gem_echo(tmp_path):
     assert info["not_measured"] == "tx.xmit"
     assert out["socket"] == out["netctx"] == out["fast"] == [PACKETS, PACKETS]
     c = out["counters"]
-    assert c["tx_echo"] == 3 * 2 * PACKETS and c["rx_fast"] == 2 * PACKETS
+    assert out["burst"] == BURST
+    assert c["tx_echo"] == 3 * 2 * PACKETS + BURST and c["rx_fast"] == 2 * PACKETS
     # rx.isr also pulses for control requests and ARP: at least the test frames' pulses.
     assert c["marker_pulses"] >= 3 * PACKETS * (4 + 2)
     edges = parse_edges(text)
