@@ -170,6 +170,26 @@ FRAME_OVERHEAD = 14 + 20 + 8 + 4
 DEFAULT_PORTS = {"socket": 4242, "netctx": 4243, "fast": 4244}
 
 
+def dut_capture_config(info):
+    """Capture-config TOML text carrying what the DUT said about its markers (GET_INFO).
+
+    ``markers`` (``m0=rx.isr,...``) becomes the ``[markers]`` table and ``not_measured`` (points
+    the firmware cannot mark on its board) a top-level list, so every capture's metadata says
+    which marker is which point and the analysis reports the others as not measured.
+
+    >>> print(dut_capture_config({"markers": "m1=rx.copy", "not_measured": "rx.isr,tx.xmit"}))
+    not_measured = ["rx.isr", "tx.xmit"]
+    [markers]
+    m1 = "rx.copy"
+    <BLANKLINE>
+    """
+    not_measured = [p for p in info.get("not_measured", "").split(",") if p]
+    pairs = [kv.split("=", 1) for kv in info.get("markers", "").split(",") if "=" in kv]
+    lines = [f"not_measured = {json.dumps(not_measured)}", "[markers]"]
+    lines += [f"{k.strip()} = {json.dumps(v.strip())}" for k, v in pairs]
+    return "\n".join(lines) + "\n"
+
+
 def _hardware_cell(exp, path, size, argv, capture, file, settle=0.2):
     """Capture and traffic of one hardware cell, concurrently. Returns (status, traffic)."""
     from latscope.capture import traffic as traffic_mod
@@ -241,7 +261,9 @@ def run_experiment(exp, out_dir, *, capture=_capture, quiet=True):
                     else:
                         client.set_path(path)
                         client.set_sizes([size - FRAME_OVERHEAD])
-                        argv += ["--port", exp["instrument"]]
+                        dut_toml = out / "dut-markers.toml"
+                        dut_toml.write_text(dut_capture_config(info))
+                        argv += ["--port", exp["instrument"], "--config", str(dut_toml)]
                         status, sent = _hardware_cell(exp, path, size, argv, capture, file)
                     cell = {"configuration": config, "path": path, "size": size,
                             "capture": file.name, "exit_status": status,

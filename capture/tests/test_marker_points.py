@@ -82,3 +82,14 @@ def test_analysis_reports_points_the_dut_cannot_mark_as_not_measured():
     assert "rx.isr" not in honest.stats
     assert honest.unavailable["rx.isr"] == "not measured: the DUT cannot mark rx.isr on this board"
     assert honest.stats["rx.copy"].min_ns == 500
+
+
+def test_runner_passes_dut_markers_and_not_measured_into_the_capture_config():
+    from latscope.capture.session import config_from_dict
+
+    info = {"markers": "m1=rx.copy,m2=rx.udp,m3=rx.fast,m4=tx.send",
+            "not_measured": "rx.isr,tx.xmit"}
+    cfg = config_from_dict(tomllib.loads(runner.dut_capture_config(info)))
+    assert cfg.markers == {"m1": "rx.copy", "m2": "rx.udp", "m3": "rx.fast", "m4": "tx.send"}
+    assert cfg.extra["not_measured"] == ["rx.isr", "tx.xmit"]
+    assert tomllib.loads(runner.dut_capture_config({}))["not_measured"] == []
