@@ -173,9 +173,11 @@ DEFAULT_PORTS = {"socket": 4242, "netctx": 4243, "fast": 4244}
 def dut_capture_config(info):
     """Capture-config TOML text carrying what the DUT said about its markers (GET_INFO).
 
-    ``markers`` (``m0=rx.isr,...``) becomes the ``[markers]`` table and ``not_measured`` (points
-    the firmware cannot mark on its board) a top-level list, so every capture's metadata says
-    which marker is which point and the analysis reports the others as not measured.
+    ``markers`` (``m0=rx.isr,...``) becomes the ``[markers]`` table, ``not_measured`` (points
+    the firmware cannot mark on its board) a top-level list and the ``point.*`` lines (where
+    the firmware takes each point) the ``[marker_points]`` table, so every capture's metadata
+    says which marker is which point and where it was taken, and the analysis reports the
+    points the board cannot mark as not measured.
 
     >>> print(dut_capture_config({"markers": "m1=rx.copy", "not_measured": "rx.isr,tx.xmit"}))
     not_measured = ["rx.isr", "tx.xmit"]
@@ -187,6 +189,10 @@ def dut_capture_config(info):
     pairs = [kv.split("=", 1) for kv in info.get("markers", "").split(",") if "=" in kv]
     lines = [f"not_measured = {json.dumps(not_measured)}", "[markers]"]
     lines += [f"{k.strip()} = {json.dumps(v.strip())}" for k, v in pairs]
+    where = {k[len("point."):]: v for k, v in info.items() if k.startswith("point.")}
+    if where:                       # where the firmware takes each point (GET_INFO point.*)
+        lines += ["[marker_points]"]
+        lines += [f"{json.dumps(k)} = {json.dumps(v)}" for k, v in where.items()]
     return "\n".join(lines) + "\n"
 
 

@@ -88,8 +88,11 @@ def test_runner_passes_dut_markers_and_not_measured_into_the_capture_config():
     from latscope.capture.session import config_from_dict
 
     info = {"markers": "m1=rx.copy,m2=rx.udp,m3=rx.fast,m4=tx.send",
-            "not_measured": "rx.isr,tx.xmit"}
+            "not_measured": "rx.isr,tx.xmit", "point.rx.isr": "not-measured",
+            "point.rx.copy": "net_recv_data:recv-filter-entry"}
     cfg = config_from_dict(tomllib.loads(runner.dut_capture_config(info)))
+    assert cfg.extra["marker_points"] == {"rx.isr": "not-measured",
+                                          "rx.copy": "net_recv_data:recv-filter-entry"}
     assert cfg.markers == {"m1": "rx.copy", "m2": "rx.udp", "m3": "rx.fast", "m4": "tx.send"}
     assert cfg.extra["not_measured"] == ["rx.isr", "tx.xmit"]
     assert tomllib.loads(runner.dut_capture_config({}))["not_measured"] == []
