@@ -203,3 +203,53 @@ def analyse_run(run, console_text, out_dir):
         a = api.analyze_file(str(file), definitions=defs)
         result.setdefault(path, {}).update(a.stats)
     return result
+
+
+class _ReplayRun:
+    """The little of :class:`latscope.capture.simbench.SimRun` an engine uses: the stimulus
+    (pin levels per instrument tick) and the instrument's timing."""
+
+    def __init__(self, stimulus, timing, n_events):
+        self.stimulus, self.timing, self.n_events = stimulus, timing, n_events
+        self.meta = {}
+
+    @property
+    def end_tick(self):
+        return int(self.stimulus.ticks[-1]) if len(self.stimulus.ticks) else 0
+
+
+def replay_through_gateware(events, path, markers, label, *, engine="verilator", timeout=600.0):
+    """Play one window's marker edges as pin activity through the simulated instrument (the
+    real gateware in Verilator by default) and capture its output into ``path`` over a
+    pseudo-terminal, as with a board. Edge times are rounded to the instrument's tick
+    (ECPIX-5 build: 3.125 ns). Returns the capture's path."""
+    from latscope.capture import capfile, session, simbench
+    from latscope.capture.ptyserve import PtyServer
+    from latscope.capture.transport import SerialTransport
+
+    timing = simbench.InstrumentTiming()
+    time_ns, channel, rising = events
+    ticks = np.round((time_ns - time_ns[0]) / timing.tick_ns).astype(np.int64) + \
+        timing.lead_ticks
+    run = _ReplayRun(simbench._stimulus(ticks, channel, rising), timing, len(ticks))
+    eng = simbench.open_engine(run, engine)
+    server = PtyServer(eng)
+    transport = None
+    try:
+        transport = SerialTransport(server.path)
+        instrument = session.Instrument(transport)
+        identity = instrument.identify()
+        config = session.CaptureConfig(markers=dict(markers), label=label,
+                                       dut="qemu_cortex_a9 (emulated time)")
+        session.configure(instrument, config, identity)
+        meta = session.capture_metadata(identity, config, port=server.path, extra={
+            "time_base": "emulated", "source": "fixtures/zephyr-qemu via the gateware"})
+        meta["instrument"].update(simulated=True, engine=eng.name)
+        writer = capfile.CaptureWriter(path, meta, overwrite=True)
+        session.run_capture(instrument, writer,
+                            limits=session.Limits(events=run.n_events, duration=timeout))
+    finally:
+        if transport is not None:
+            transport.close()
+        server.close()
+    return path
