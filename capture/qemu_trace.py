@@ -14,6 +14,10 @@ wall clock (seen in this run: pcap times are 2026 epoch seconds while the guest 
 0), so the frame dump only proves what crossed the wire (requests and echoes per port, in
 order). Stages are therefore measured from the receive interrupt's entry (``rx.isr``) and from
 the send call (``tx.send``); wire-referenced stages (RX_DV, TX_EN) need the instrument.
+
+:func:`captures_from_run` writes the trace directly as captures (1 ns ticks);
+:func:`replay_through_gateware` plays the same edges as pin levels through the simulated
+instrument (the real gateware in Verilator) and captures its output like a board's.
 """
 
 import re
