@@ -32,9 +32,12 @@ CHANNEL_ROLES = {0: "rx_dv", 1: "tx_en", 2: "crs_dv", 3: "m0", 4: "m1", 5: "m2",
 DEFAULT_MARKERS = {"m0": "rx.isr", "m1": "rx.copy", "m2": "rx.udp", "m3": "rx.fast",
                    "m4": "tx.send"}
 
-#: Short aliases of marker meanings, usable in definitions.
+#: Short aliases of marker meanings, usable in definitions. The meanings and aliases are the DUT
+#: firmware's point table (zephyr-app/lib/latscope_core/src/markers.c), tied to it by
+#: capture/tests/test_marker_points.py.
 MARKER_ALIASES = {"m_isr": "rx.isr", "m_copy": "rx.copy", "m_udp": "rx.udp", "m_fast": "rx.fast",
-                  "m_send": "tx.send", "m_xmit": "tx.xmit"}
+                  "m_send": "tx.send", "m_xmit": "tx.xmit", "m_handoff": "rx.handoff",
+                  "m_queue": "tx.queue"}
 
 _EDGES = {"rising": True, "rise": True, "falling": False, "fall": False}
 _DIRECTIONS = ("rx", "tx")

@@ -23,7 +23,7 @@ import math
 import numpy as np
 
 from latscope import LatscopeError
-from latscope.analysis.definitions import default_definitions, resolve_channel
+from latscope.analysis.definitions import MARKER_ALIASES, default_definitions, resolve_channel
 from latscope.analysis.pairing import (
     LOST_GAP,
     MISSED,
@@ -159,7 +159,16 @@ class Analyzer:
         self.losses = LossIndex(self.loss_spans)
         self.unavailable = {}
         resolved = {}
+        # Points the DUT firmware reported it cannot mark on its board (GET_INFO not_measured,
+        # e.g. rx.isr on native_sim): their stages are "not measured", never a pulse width.
+        not_measured = set(self.metadata.get("not_measured") or ())
         for m in self.definitions.measurements:
+            absent = [MARKER_ALIASES.get(c, c) for c in (m.start.channel, m.stop.channel)
+                      if MARKER_ALIASES.get(c, c) in not_measured]
+            if absent:
+                self.unavailable[m.name] = (f"not measured: the DUT cannot mark {absent[0]} "
+                                            f"on this board")
+                continue
             a = resolve_channel(m.start.channel, channel_names, markers)
             b = resolve_channel(m.stop.channel, channel_names, markers)
             if a is None or b is None:

@@ -45,9 +45,12 @@ OPCODES = {"get_info": 1, "set_path": 2, "set_markers": 3, "set_sizes": 4, "cali
 STATUS = ["ok", "bad-version", "bad-length", "unknown-opcode", "bad-value", "unsupported",
           "failed"]
 PATHS = ["socket", "netctx", "fast"]
-POINTS = ["rx.isr", "rx.copy", "rx.udp", "rx.fast", "tx.send", "tx.xmit"]
+#: Marker points by protocol value (the firmware's table: zephyr-app/lib/latscope_core/src/
+#: markers.c; capture/tests/test_marker_points.py ties the two).
+POINTS = ["rx.isr", "rx.copy", "rx.udp", "rx.fast", "tx.send", "tx.xmit", "rx.handoff",
+          "tx.queue"]
 COUNTERS = ["rx_frames", "rx_fast", "rx_stack", "tx_echo", "tx_errors", "size_skipped",
-            "ctrl_requests", "ctrl_errors", "marker_pulses"]
+            "ctrl_requests", "ctrl_errors", "marker_pulses", "fast_rejected", "fast_busy"]
 
 
 def encode_request(opcode, request_id, body=b""):
@@ -167,6 +170,32 @@ FRAME_OVERHEAD = 14 + 20 + 8 + 4
 DEFAULT_PORTS = {"socket": 4242, "netctx": 4243, "fast": 4244}
 
 
+def dut_capture_config(info):
+    """Capture-config TOML text carrying what the DUT said about its markers (GET_INFO).
+
+    ``markers`` (``m0=rx.isr,...``) becomes the ``[markers]`` table, ``not_measured`` (points
+    the firmware cannot mark on its board) a top-level list and the ``point.*`` lines (where
+    the firmware takes each point) the ``[marker_points]`` table, so every capture's metadata
+    says which marker is which point and where it was taken, and the analysis reports the
+    points the board cannot mark as not measured.
+
+    >>> print(dut_capture_config({"markers": "m1=rx.copy", "not_measured": "rx.isr,tx.xmit"}))
+    not_measured = ["rx.isr", "tx.xmit"]
+    [markers]
+    m1 = "rx.copy"
+    <BLANKLINE>
+    """
+    not_measured = [p for p in info.get("not_measured", "").split(",") if p]
+    pairs = [kv.split("=", 1) for kv in info.get("markers", "").split(",") if "=" in kv]
+    lines = [f"not_measured = {json.dumps(not_measured)}", "[markers]"]
+    lines += [f"{k.strip()} = {json.dumps(v.strip())}" for k, v in pairs]
+    where = {k[len("point."):]: v for k, v in info.items() if k.startswith("point.")}
+    if where:                       # where the firmware takes each point (GET_INFO point.*)
+        lines += ["[marker_points]"]
+        lines += [f"{json.dumps(k)} = {json.dumps(v)}" for k, v in where.items()]
+    return "\n".join(lines) + "\n"
+
+
 def _hardware_cell(exp, path, size, argv, capture, file, settle=0.2):
     """Capture and traffic of one hardware cell, concurrently. Returns (status, traffic)."""
     from latscope.capture import traffic as traffic_mod
@@ -238,7 +267,9 @@ def run_experiment(exp, out_dir, *, capture=_capture, quiet=True):
                     else:
                         client.set_path(path)
                         client.set_sizes([size - FRAME_OVERHEAD])
-                        argv += ["--port", exp["instrument"]]
+                        dut_toml = out / "dut-markers.toml"
+                        dut_toml.write_text(dut_capture_config(info))
+                        argv += ["--port", exp["instrument"], "--config", str(dut_toml)]
                         status, sent = _hardware_cell(exp, path, size, argv, capture, file)
                     cell = {"configuration": config, "path": path, "size": size,
                             "capture": file.name, "exit_status": status,

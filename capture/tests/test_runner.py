@@ -32,7 +32,7 @@ def test_control_encoding_matches_shared_vectors():
         if name == "get_info":
             assert body == b"version=0.1.0\nboard=host\n"
         if name == "get_counters":
-            assert body[0] == 9 and int.from_bytes(body[1 + 4 * 6:1 + 4 * 7], "big") == 10
+            assert body[0] == 11 and int.from_bytes(body[1 + 4 * 6:1 + 4 * 7], "big") == 10
         if name == "set_path_fast_unsupported":
             assert runner.STATUS[status] == "unsupported"
         checked += 1

@@ -32,11 +32,17 @@ def needs_zephyr(test):
     return pytest.mark.slow(test)
 
 
-#: Marker channels expected per packet and path, default map (m0 rx.isr ... m4 tx.send).
+#: Marker channels expected per packet and path. Map A is the default map (m0 rx.isr, m1 rx.copy,
+#: m2 rx.udp, m3 rx.fast, m4 tx.send); m0 only where the board marks interrupt entry. Map B puts
+#: the shim's hand-off and the TX queue on m0 and m1 (SET_MARKERS).
 EXPECTED = {"socket": ["m0", "m1", "m2", "m4"], "netctx": ["m0", "m1", "m2", "m4"],
             "fast": ["m0", "m1", "m3", "m4"]}
-PACKETS = 4                                       # per path, one in flight
-EDGE = re.compile(r"^latscope-edge: (\d+) (m[0-4]) (rise|fall)$")
+MAP_B = [6, 7, 0xFF, 0xFF, 0xFF]                  # rx.handoff, tx.queue (protocol values)
+EXPECTED_B = ["m0", "m1"]
+MAP_A = [0, 1, 2, 3, 4]
+PACKETS = 4                                       # per path and map, one in flight
+BURST = 8                                         # full-size frames sent back to back
+EDGE = re.compile(r"^latscope-edge: (\d+) (m[0-4]) (rise|fall)(?: t=\d+)?$")
 
 
 def parse_edges(text):
@@ -58,10 +64,30 @@ def parse_edges(text):
     return edges
 
 
-def expected_edges(paths, packets):
-    """Each packet's markers as rise/fall pairs, path after path."""
-    return [(ch, level) for path in paths for _ in range(packets) for ch in EXPECTED[path]
-            for level in ("rise", "fall")]
+def expected_edges(paths, packets, isr=True, map_b=False):
+    """Each packet's markers as rise/fall pairs, path after path (map A, then map B)."""
+    out = []
+    for path in paths:
+        chans = [ch for ch in EXPECTED[path] if isr or ch != "m0"]
+        out += [(ch, lv) for _ in range(packets) for ch in chans for lv in ("rise", "fall")]
+        if map_b:
+            out += [(ch, lv) for _ in range(packets) for ch in EXPECTED_B
+                    for lv in ("rise", "fall")]
+    return out
+
+
+def isr_marks_of_test_frames(edges):
+    """rx.isr (m0, map A) also fires for frames no marker follows (control requests, ARP): keep
+    an m0 pulse only when the next edge is rx.copy's (m1) rise or another kept pattern of map B
+    (m0 = rx.handoff followed by m1 = tx.queue)."""
+    out = []
+    for i, e in enumerate(edges):
+        if e[0] == "m0":
+            j = i if e[1] == "rise" else i - 1
+            if j + 2 >= len(edges) or edges[j + 2] != ("m1", "rise"):
+                continue
+        out.append(e)
+    return out
 
 
 def test_parse_edges_checks_order_count_and_loss():
@@ -78,7 +104,13 @@ def test_parse_edges_checks_order_count_and_loss():
     # 1 packet of the fast path: m0 m1 m3 m4, each a rise then a fall (8 edges).
     assert expected_edges(["fast"], 1)[::2] == [("m0", "rise"), ("m1", "rise"),
                                                 ("m3", "rise"), ("m4", "rise")]
+    assert expected_edges(["fast"], 1, isr=False, map_b=True)[::2] == [
+        ("m1", "rise"), ("m3", "rise"), ("m4", "rise"), ("m0", "rise"), ("m1", "rise")]
     assert len(expected_edges(["socket", "netctx", "fast"], PACKETS)) == 96
+    # Stray interrupt marks (control traffic) go; those before a frame's rx.copy stay.
+    stray = [("m0", "rise"), ("m0", "fall")]
+    frame = [("m0", "rise"), ("m0", "fall"), ("m1", "rise"), ("m1", "fall")]
+    assert isr_marks_of_test_frames(stray + frame + stray + stray + frame) == frame + frame
 
 
 def _west_build(board, build, *extra):
@@ -98,10 +130,36 @@ import json
 from latscope.capture import runner, traffic
 c = runner.ControlClient(HOST, port=CTRL)
 out = {'info': c.info()}
+if out['info']['point.rx.isr'] == 'not-measured':   # the firmware refuses unmarkable points
+    MAP_A = [0xFF] + MAP_A[1:]
+c.request('reset_counters')
+out['after_reset'] = c.counters()
 for path in PATHS:
     c.set_path(path)
+    c.request('set_markers', bytes(MAP_A))
     r = traffic.run_traffic((HOST, PORTS[path]), [18, 210], N, one_in_flight=True, timeout=2)
-    out[path] = r.received
+    c.request('set_markers', bytes(MAP_B))
+    r2 = traffic.run_traffic((HOST, PORTS[path]), [18, 210], N, one_in_flight=True, timeout=2)
+    out[path] = [r.received, r2.received]
+c.request('set_markers', bytes(MAP_A))
+# A burst of BURST full-size frames (1472-byte payloads: 1518-byte frames) sent back to back:
+# prj.conf sizes the buffers for it. Not marked: only the small test sizes are selected.
+import socket
+c.set_path('socket')
+c.set_sizes([18, 210])
+b = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+b.settimeout(3)
+for i in range(BURST):
+    b.sendto(bytes([i]) * 1472, (HOST, PORTS['socket']))
+got = set()
+try:
+    while len(got) < BURST:
+        d = b.recv(2048)
+        if len(d) == 1472:
+            got.add(d[0])
+except socket.timeout:
+    pass
+out['burst'] = len(got)
 out['counters'] = c.counters()
 print(json.dumps(out))
 """
@@ -110,7 +168,8 @@ print(json.dumps(out))
 def _drive(prefix, host, ctrl, ports, timeout=180):
     """Run the control + traffic script (in a netns via ``prefix``), return its JSON."""
     script = (f"HOST={host!r}; CTRL={ctrl}; PORTS={ports!r}; N={PACKETS}; "
-              f"PATHS={list(ports)!r}\n" + DRIVE)
+              f"PATHS={list(ports)!r}; MAP_A={MAP_A!r}; MAP_B={MAP_B!r}; BURST={BURST}\n"
+              + DRIVE)
     res = subprocess.run([*prefix, sys.executable, "-c", script], capture_output=True, text=True,
                          timeout=timeout)
     assert res.returncode == 0, res.stderr[-3000:]
@@ -150,7 +209,7 @@ def test_native_sim_echo_and_markers(tmp_path):
         subprocess.run([*ns, "ip", "link", "set", "zeth", "up"], check=True)
         _wait_for(log_path, lambda t: "latscope: ready" in t, 10)
         out = _drive(ns, "192.0.2.1", 4240, {"socket": 4242, "netctx": 4243, "fast": 4244})
-        want = expected_edges(["socket", "netctx", "fast"], PACKETS)
+        want = expected_edges(["socket", "netctx", "fast"], PACKETS, isr=False, map_b=True)
         # The trace thread prints at the lowest priority: wait (bounded) until it caught up.
         text = _wait_for(log_path, lambda t: t.count("latscope-edge:") >= len(want), 10)
     finally:
@@ -158,14 +217,27 @@ def test_native_sim_echo_and_markers(tmp_path):
             proc.terminate()
             proc.wait(timeout=10)
         subprocess.run(["ip", "netns", "del", NS])
-    assert out["info"]["firmware"] == "latscope-dut"
-    assert out["info"]["board"] == "native_sim/native/64"
-    assert out["socket"] == out["netctx"] == out["fast"] == PACKETS
+    info = out["info"]
+    assert info["firmware"] == "latscope-dut"
+    assert info["board"] == "native_sim/native/64"
+    # The TAP driver has no interrupt: rx.isr is reported as not measured, never pulsed.
+    assert info["point.rx.isr"] == "not-measured"
+    assert info["not_measured"] == "rx.isr,tx.xmit"
+    assert info["point.rx.copy"] == "net_recv_data:recv-filter-entry"
+    assert info["markers"] == "m1=rx.copy,m2=rx.udp,m3=rx.fast,m4=tx.send"   # m0 dropped at boot
+    # RESET_COUNTERS zeroes every counter; since then only the GET_COUNTERS request's own frame
+    # passed the driver shim.
+    assert out["after_reset"] == {**dict.fromkeys(out["after_reset"], 0), "rx_frames": 1}
+    assert out["socket"] == out["netctx"] == out["fast"] == [PACKETS, PACKETS]
     c = out["counters"]
-    assert c["tx_echo"] == 3 * PACKETS and c["rx_fast"] == PACKETS
-    assert c["marker_pulses"] == 3 * PACKETS * 4
+    assert out["burst"] == BURST
+    assert c["tx_echo"] == 3 * 2 * PACKETS + BURST and c["rx_fast"] == 2 * PACKETS
+    assert c["size_skipped"] == BURST and c["tx_errors"] == 0
+    assert c["fast_rejected"] == c["fast_busy"] == 0
+    # Map A: 3 markers per packet (no rx.isr); map B: 2.
+    assert c["marker_pulses"] == 3 * PACKETS * (3 + 2)
     edges = parse_edges(text)
-    # Exact: 12 packets x 4 markers, each a rise then a fall, in the path's marker order.
+    # Exact: every packet's markers, each a rise then a fall, in the path's marker order.
     assert edges == want
 
 
@@ -205,14 +277,21 @@ def test_qemu_cortex_a9_gem_echo(tmp_path):
         assert "latscope: ready" in text, text[-2000:]
         time.sleep(1)
         out = _drive([], "127.0.0.1", ctrl, QEMU_PORTS)
-        want = expected_edges(["socket", "netctx", "fast"], PACKETS)
+        want = expected_edges(["socket", "netctx", "fast"], PACKETS, isr=True, map_b=True)
         text = _wait_for(log_path, lambda t: t.count("latscope-edge:") >= len(want), 10)
     finally:
         proc.terminate()
         proc.wait(timeout=10)
-    assert out["info"]["board"].startswith("qemu_cortex_a9")
-    assert out["socket"] == out["netctx"] == out["fast"] == PACKETS
+    info = out["info"]
+    assert info["board"].startswith("qemu_cortex_a9")
+    # One GEM line for RX and TX: rx.isr only when the GEM shows a receive cause.
+    assert info["point.rx.isr"] == "isr:shared-line,gem-rx-status"
+    assert info["not_measured"] == "tx.xmit"
+    assert out["socket"] == out["netctx"] == out["fast"] == [PACKETS, PACKETS]
     c = out["counters"]
-    assert c["tx_echo"] == 3 * PACKETS and c["rx_fast"] == PACKETS
-    assert c["marker_pulses"] == 3 * PACKETS * 4
-    assert parse_edges(text) == want
+    assert out["burst"] == BURST
+    assert c["tx_echo"] == 3 * 2 * PACKETS + BURST and c["rx_fast"] == 2 * PACKETS
+    # rx.isr also pulses for control requests and ARP: at least the test frames' pulses.
+    assert c["marker_pulses"] >= 3 * PACKETS * (4 + 2)
+    edges = parse_edges(text)
+    assert isr_marks_of_test_frames(edges) == want

@@ -44,19 +44,47 @@ bool app_path_built(uint8_t path);
 /** Markers for this datagram? (selected path and a selected payload size) */
 bool app_marks_datagram(uint8_t path, size_t payload_len);
 
+/** Where the firmware raises @p point ("net_recv_data:recv-filter-entry", ...) or
+ *  "not-measured" when this build/board cannot mark it. */
+const char *app_point_where(enum ls_point point);
+
+/** Can this build raise @p point? (SET_MARKERS refuses the others.) */
+bool app_point_measured(uint8_t point);
+
 /** Write "key=value\n" build information (GET_INFO body and boot banner). */
 size_t app_build_info(char *buf, size_t cap);
 
-/** Fast track: take a classified frame in driver context. Returns true if it was consumed. */
-bool fast_track_take(struct net_pkt *pkt, const uint8_t *hdr, size_t hdr_len,
-		     const struct ls_udp_frame *f);
+struct net_if;
+
+/** Fast track: set up with the interface's addresses (from the driver shim's install). */
+void fast_track_init(struct net_if *iface);
+
+/** A frame the fast track accepted, on its way to the fast-track thread. */
+struct fast_item {
+	struct net_pkt *pkt;
+	struct ls_udp_frame f;
+	bool mark;
+};
+
+/**
+ * Fast track, in the driver shim's receive rule (driver context): the acceptance test
+ * (portable core plus the UDP checksum over the buffer chain). True: @p it is filled and the
+ * frame is the fast track's; false: it stays the stack's, untouched.
+ */
+bool fast_track_accept(struct net_pkt *pkt, struct fast_item *it);
+
+/** Queue an accepted frame to the fast-track thread. False (queue full): leave it to the stack. */
+bool fast_track_enqueue(struct fast_item *it);
 
 /** Calibration hook for the control protocol. */
 int calibration_run(void *user, uint8_t channel, uint32_t pulses, uint64_t *cycles,
 		    uint32_t *cycle_hz);
 
-/** Driver shim installed (RX hook and TX wrapper)? rx.isr comes from an ISR wrapper? */
+/** Install the driver shim (receive and send rules, RX interrupt wrapper). */
 int driver_shim_install(void);
 extern bool driver_shim_isr_wrapped;
+
+/** Where rx.isr is taken ("isr:rx-line", ...) or "not-measured". */
+const char *driver_shim_rx_isr_where(void);
 
 #endif /* LATSCOPE_APP_H_ */

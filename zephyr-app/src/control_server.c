@@ -35,7 +35,23 @@ static void config_changed(void *user, const struct ls_ctrl_config *cfg)
 	LOG_INF("config: path %s, %u sizes", ls_path_names[cfg->path], cfg->n_sizes);
 }
 
+static void counters_reset(void *user)
+{
+	ARG_UNUSED(user);
+#if defined(CONFIG_LATSCOPE_MARKERS)
+	latscope_markers_pulses_reset();
+#endif
+}
+
+static bool point_supported(void *user, uint8_t point)
+{
+	ARG_UNUSED(user);
+	return app_point_measured(point);
+}
+
 static const struct ls_ctrl_ops ops = {
+	.point_supported = point_supported,
+	.counters_reset = counters_reset,
 	.path_supported = path_supported,
 #if defined(CONFIG_LATSCOPE_CALIBRATION)
 	.calibrate = calibration_run,

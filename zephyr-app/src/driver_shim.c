@@ -1,18 +1,33 @@
 /*
- * latscope MAC-driver shim: markers at the driver's receive handling and at the transmit
- * hand-off to the MAC, without changing Zephyr's sources.
+ * latscope MAC-driver shim: markers at the receive interrupt, at the driver's hand-over of each
+ * frame, and at the transmit queue, using only mechanisms Zephyr supports; no change to Zephyr's
+ * sources and no change to the interface's device.
  *
- * TX (tx.xmit): the Ethernet L2 sends through net_if_get_device(iface)->api->send. We give the
- *   interface a RAM copy of its device whose API table is a RAM copy of the driver's, with send
- *   replaced by shim_send(), which raises tx.xmit and calls the driver's own send with the
- *   original device. Everything else (config, data, state) is shared with the original device.
- * RX (rx.isr, rx.copy): a NET_PKT_FILTER receive rule runs inside net_recv_data(), in driver
- *   context, once the driver has the frame in a net_pkt: rx.copy is raised there. rx.isr is
- *   raised by an ISR wrapper with CONFIG_LATSCOPE_SHIM_ISR; otherwise at the same hook, just
- *   before rx.copy (the earliest point every driver shares; on native_sim there is no ISR).
- *   The rule also hands fast-track frames to fast_track_take(). Other frames pass untouched.
- * Markers fire only for datagrams of the selected path and size (app_marks_datagram()), so the
- * edges of one packet are never interleaved with unrelated traffic.
+ * RX
+ *  rx.isr     LATSCOPE_SHIM_ISR: the MAC's *receive* interrupt line is re-registered (dynamic
+ *             interrupts, irq_connect_dynamic()) behind a wrapper that raises rx.isr and then
+ *             calls the driver's own ISR with its own argument. The line is chosen by name
+ *             from the devicetree ("rx", e.g. Kinetis ENET "TX","RX","ERR": never index 0).
+ *             Where RX and TX share one line (Xilinx GEM, STM32H7 ETH) the wrapper reads the
+ *             MAC's status first, with registers a read does not clear, and marks only when a
+ *             receive cause is pending (GEM rx_status.FRAME_RX with RX unmasked, STM32H7
+ *             DMACSR.RI).
+ *             Without an ISR (native_sim's TAP) rx.isr is not measured (GET_INFO says so).
+ *  rx.copy    a NET_PKT_FILTER receive rule runs inside net_recv_data(), i.e. when the driver
+ *             has copied the frame out of its DMA ring into a net_pkt. A pre-selection of a few
+ *             byte compares on the first buffer (ls_peek_udp) decides whether this datagram is
+ *             marked; rx.copy is raised before any classification work.
+ *  rx.handoff after the full classification (and, for the fast port, the fast track's
+ *             acceptance test with the UDP checksum): the frame is handed to the stack's RX
+ *             queue, or queued to the fast-track thread. The shim's own cost therefore lies in
+ *             rx.copy -> rx.handoff and nowhere else.
+ * TX
+ *  tx.queue   a NET_PKT_FILTER send rule runs in net_if_queue_tx(): the frame enters the
+ *             interface's TX queue (with NET_TC_TX_COUNT=0 the driver's send follows directly).
+ *  tx.xmit    (entry of the driver's send) is not measured: Zephyr 3.7 offers no supported hook
+ *             between the L2 and the driver's send (GET_INFO: point.tx.xmit=not-measured).
+ * Markers fire only for datagrams of the selected path and size, so unrelated traffic never
+ * interleaves edges; rx.isr is the exception (no frame is known yet at interrupt entry).
  * SPDX-License-Identifier: BSD-2-Clause
  */
 #include <string.h>
@@ -21,6 +36,7 @@
 #include <zephyr/net/net_if.h>
 #include <zephyr/net/net_pkt.h>
 #include <zephyr/net/net_pkt_filter.h>
+#include <zephyr/sys/sys_io.h>
 #if defined(CONFIG_LATSCOPE_SHIM_ISR)
 #include <zephyr/irq.h>
 #include <zephyr/sw_isr_table.h>
@@ -29,11 +45,6 @@
 #include "app.h"
 
 bool driver_shim_isr_wrapped;
-
-static struct device shim_dev;
-static struct ethernet_api shim_api;
-static const struct device *orig_dev;
-static const struct ethernet_api *orig_api;
 
 /* The path whose port a datagram is addressed to, or LS_PATH_COUNT. */
 static uint8_t path_of_port(uint16_t port)
@@ -46,95 +57,149 @@ static uint8_t path_of_port(uint16_t port)
 	return LS_PATH_COUNT;
 }
 
-static int shim_send(const struct device *dev, struct net_pkt *pkt)
+static bool marks(uint8_t path, uint16_t payload_len)
 {
-	ARG_UNUSED(dev);
-	uint8_t hdr[LS_CLASSIFY_MAX_HDR];
-	size_t len = net_pkt_get_len(pkt);
-	size_t n = MIN(len, sizeof(hdr));
-	struct ls_udp_frame f;
-	struct net_pkt_cursor backup;
-
-	/* tx.xmit only for echoes of the selected path: their source port is the path's port. */
-	net_pkt_cursor_backup(pkt, &backup);
-	net_pkt_cursor_init(pkt);
-	if (net_pkt_read(pkt, hdr, n) == 0 &&
-	    ls_classify_udp(hdr, n, len, 0, &f) == LS_CLASS_MATCH) {
-		uint8_t path = path_of_port(f.src_port);
-
-		if (path < LS_PATH_COUNT && app_path_selected(path) &&
-		    ls_ctrl_size_selected(&app_ctrl.config, f.payload_len)) {
-			app_mark(LS_POINT_TX_XMIT);
-		}
-	}
-	net_pkt_cursor_restore(pkt, &backup);
-	return orig_api->send(orig_dev, pkt);
+	return path < LS_PATH_COUNT && app_path_selected(path) &&
+	       ls_ctrl_size_selected(&app_ctrl.config, payload_len);
 }
 
-struct rx_test {
+struct shim_test {
 	struct npf_test test;
 };
 
 static bool rx_hook(struct npf_test *test, struct net_pkt *pkt)
 {
 	ARG_UNUSED(test);
-	uint8_t hdr[LS_CLASSIFY_MAX_HDR];
-	size_t len = net_pkt_get_len(pkt);
-	size_t n = MIN(len, sizeof(hdr));
-	struct ls_udp_frame f;
-	struct net_pkt_cursor backup;
-	bool taken = false;
+	const struct net_buf *first = pkt->buffer;
+	uint16_t port, payload_len;
+	uint8_t path = LS_PATH_COUNT;
+	bool mark = false;
 
 	ls_counter_inc(&app_counters, LS_CNT_RX_FRAMES);
-	net_pkt_cursor_backup(pkt, &backup);
-	net_pkt_cursor_init(pkt);
-	if (net_pkt_read(pkt, hdr, n) != 0 ||
-	    ls_classify_udp(hdr, n, len, 0, &f) != LS_CLASS_MATCH) {
-		net_pkt_cursor_restore(pkt, &backup);
-		return false;
+	if (first != NULL && ls_peek_udp(first->data, first->len, &port, &payload_len)) {
+		path = path_of_port(port);
+		mark = marks(path, payload_len);
 	}
-	uint8_t path = path_of_port(f.dst_port);
-
-	if (path < LS_PATH_COUNT && app_path_selected(path) &&
-	    ls_ctrl_size_selected(&app_ctrl.config, f.payload_len)) {
-		if (!driver_shim_isr_wrapped) {
-			app_mark(LS_POINT_RX_ISR);
-		}
+	if (mark) {
 		app_mark(LS_POINT_RX_COPY);
 	}
 #if defined(CONFIG_LATSCOPE_PATH_FAST)
-	if (path == LS_PATH_FAST && app_path_selected(LS_PATH_FAST)) {
-		taken = fast_track_take(pkt, hdr, n, &f);
+	struct fast_item it = {.mark = mark};
+
+	if (path == LS_PATH_FAST && app_path_selected(LS_PATH_FAST) &&
+	    fast_track_accept(pkt, &it)) {
+		/* Before the queue put: the fast-track thread may preempt us right there. */
+		if (mark) {
+			app_mark(LS_POINT_RX_HANDOFF);
+		}
+		return fast_track_enqueue(&it);
 	}
 #endif
-	net_pkt_cursor_restore(pkt, &backup);
-	return taken; /* true: the rule's verdict (NET_DROP) applies; the stack never sees it */
+	if (mark) {
+		app_mark(LS_POINT_RX_HANDOFF);
+	}
+	return false; /* the stack's; true above: the rule's NET_DROP applies, the stack never sees it */
 }
 
-static struct rx_test rx_test = {.test.fn = rx_hook};
+/* Send rule: at net_if_queue_tx() the packet starts at its IPv4 header (stack echoes) or at
+ * its Ethernet header (fast-track replies, AF_PACKET). */
+static bool tx_hook(struct npf_test *test, struct net_pkt *pkt)
+{
+	ARG_UNUSED(test);
+	uint8_t hdr[LS_CLASSIFY_MAX_HDR];
+	size_t len = net_pkt_get_len(pkt);
+	size_t at = 0;
+	struct ls_udp_frame f;
+	struct net_pkt_cursor backup;
+
+	if (net_pkt_family(pkt) == AF_INET) { /* give the classifier an Ethernet header */
+		memset(hdr, 0, LS_ETH_HDR_LEN);
+		hdr[12] = 0x08;
+		at = LS_ETH_HDR_LEN;
+	} else if (net_pkt_family(pkt) != AF_PACKET) {
+		return false;
+	}
+	size_t n = MIN(len, sizeof(hdr) - at);
+
+	net_pkt_cursor_backup(pkt, &backup);
+	net_pkt_cursor_init(pkt);
+	if (net_pkt_read(pkt, &hdr[at], n) == 0 &&
+	    ls_classify_udp(hdr, at + n, at + len, 0, &f) == LS_CLASS_MATCH &&
+	    marks(path_of_port(f.src_port), f.payload_len)) {
+		app_mark(LS_POINT_TX_QUEUE);
+	}
+	net_pkt_cursor_restore(pkt, &backup);
+	return false; /* never drop: the rule only observes */
+}
+
+static struct shim_test rx_test = {.test.fn = rx_hook};
 static NPF_RULE(rx_rule, NET_DROP, rx_test);
+static struct shim_test tx_test = {.test.fn = tx_hook};
+static NPF_RULE(tx_rule, NET_DROP, tx_test);
 
 #if defined(CONFIG_LATSCOPE_SHIM_ISR)
 #define ETH_NODE DT_CHOSEN(latscope_eth_mac)
+
+/* The receive interrupt line and how to tell a receive cause on a shared line. */
+#if DT_IRQ_HAS_NAME(ETH_NODE, rx)
+#define RX_IRQ      DT_IRQ_BY_NAME(ETH_NODE, rx, irq)
+#define RX_IRQ_PRIO DT_IRQ_BY_NAME(ETH_NODE, rx, priority)
+#define RX_CAUSE()  true /* a line of its own */
+#define RX_ISR_WHERE "isr:rx-line"
+#elif DT_NODE_HAS_COMPAT(ETH_NODE, xlnx_gem)
+#define RX_IRQ      DT_IRQN(ETH_NODE)
+#define RX_IRQ_PRIO DT_IRQ(ETH_NODE, priority)
+/* Not intr_status (+0x24): QEMU's GEM clears it on read (silicon clears by writing 1), so
+ * reading it would steal the driver's causes. Instead: rx_status (+0x20) bit 1 "frame
+ * received" (write-1-to-clear; the driver clears it when it has processed the ring) while the
+ * RX interrupt is unmasked in intr_mask (+0x30, bit 1 = 1: masked; the driver masks it from
+ * its ISR until the ring is processed), so a TX-complete interrupt that arrives while
+ * received frames wait for processing does not mark again. */
+#define RX_CAUSE()                                                                         \
+	(((sys_read32(DT_REG_ADDR(ETH_NODE) + 0x20u) & BIT(1)) != 0u) &&                    \
+	 ((sys_read32(DT_REG_ADDR(ETH_NODE) + 0x30u) & BIT(1)) == 0u))
+#define RX_ISR_WHERE "isr:shared-line,gem-rx-status"
+#elif DT_NODE_HAS_COMPAT(ETH_NODE, st_stm32_ethernet) && defined(CONFIG_SOC_SERIES_STM32H7X)
+#define RX_IRQ      DT_IRQN(ETH_NODE)
+#define RX_IRQ_PRIO DT_IRQ(ETH_NODE, priority)
+/* ETH_DMACSR (+0x1160), bit 6 RI "receive interrupt"; cleared by writing 1. */
+#define RX_CAUSE()  ((sys_read32(DT_REG_ADDR(ETH_NODE) + 0x1160u) & BIT(6)) != 0u)
+#define RX_ISR_WHERE "isr:shared-line,stm32h7-dmacsr-ri"
+#else
+#error "LATSCOPE_SHIM_ISR: no \"rx\" interrupt name and no known receive cause for this MAC"
+#endif
+
 static void (*orig_isr)(const void *arg);
 static const void *orig_isr_arg;
 
 static void isr_wrapper(const void *arg)
 {
 	ARG_UNUSED(arg);
-	app_mark(LS_POINT_RX_ISR);
+	if (RX_CAUSE()) {
+		app_mark(LS_POINT_RX_ISR);
+	}
 	orig_isr(orig_isr_arg);
 }
 
 static void wrap_isr(void)
 {
-	unsigned int irq = DT_IRQN(ETH_NODE);
+	unsigned int irq = RX_IRQ;
 	const struct _isr_table_entry *e = &_sw_isr_table[irq - CONFIG_GEN_IRQ_START_VECTOR];
 
 	orig_isr = e->isr;
 	orig_isr_arg = e->arg;
-	irq_connect_dynamic(irq, DT_IRQ(ETH_NODE, priority), isr_wrapper, NULL, 0);
+	irq_connect_dynamic(irq, RX_IRQ_PRIO, isr_wrapper, NULL, 0);
 	driver_shim_isr_wrapped = true;
+}
+
+const char *driver_shim_rx_isr_where(void)
+{
+	return driver_shim_isr_wrapped ? RX_ISR_WHERE : "not-measured";
+}
+#else
+const char *driver_shim_rx_isr_where(void)
+{
+	return "not-measured";
 }
 #endif
 
@@ -145,17 +210,14 @@ int driver_shim_install(void)
 	if (iface == NULL) {
 		return -ENODEV;
 	}
-	/* TX: substitute the interface's device by a copy with a wrapped API. */
-	orig_dev = net_if_get_device(iface);
-	orig_api = orig_dev->api;
-	memcpy(&shim_api, orig_api, sizeof(shim_api));
-	shim_api.send = shim_send;
-	memcpy(&shim_dev, orig_dev, sizeof(shim_dev));
-	shim_dev.api = &shim_api;
-	iface->if_dev->dev = &shim_dev;
-	/* RX: our rule first, then accept everything else. */
+#if defined(CONFIG_LATSCOPE_PATH_FAST)
+	fast_track_init(iface);
+#endif
+	/* RX: our rule first, then accept everything else. TX: observe, then accept. */
 	npf_append_recv_rule(&rx_rule);
 	npf_append_recv_rule(&npf_default_ok);
+	npf_append_send_rule(&tx_rule);
+	npf_append_send_rule(&npf_default_ok);
 #if defined(CONFIG_LATSCOPE_SHIM_ISR)
 	wrap_isr();
 #endif

@@ -47,13 +47,30 @@ bool app_marks_datagram(uint8_t path, size_t payload_len)
 
 int main(void)
 {
-	static char text[512];
+	static char text[1024];
 
 	ls_ctrl_config_default(&app_ctrl.config);
 	if (app_path_built(CONFIG_LATSCOPE_DEFAULT_PATH)) {
 		app_ctrl.config.path = CONFIG_LATSCOPE_DEFAULT_PATH;
 	}
 	app_ctrl.counters = &app_counters;
+	/* The shim first: it decides which points this board can mark (rx.isr). Marker pins are
+	 * still unassigned, so nothing pulses before the map below is set. */
+#if defined(CONFIG_LATSCOPE_DRIVER_SHIM)
+	if (driver_shim_install() != 0) {
+		LOG_ERR("driver shim: no Ethernet interface");
+	}
+#endif
+	/* The default map never shows a point this build cannot mark (e.g. rx.isr on native_sim):
+	 * such a channel is left unused rather than silent under a name. */
+	uint8_t points[LS_MARKER_CHANNELS];
+
+	for (unsigned int ch = 0; ch < LS_MARKER_CHANNELS; ch++) {
+		uint8_t p = app_ctrl.config.markers.channel_point[ch];
+
+		points[ch] = (p != LS_MARKER_NONE && app_point_measured(p)) ? p : LS_MARKER_NONE;
+	}
+	(void)ls_marker_map_set(&app_ctrl.config.markers, points);
 #if defined(CONFIG_LATSCOPE_MARKERS)
 	int rc = latscope_markers_init();
 
@@ -61,11 +78,6 @@ int main(void)
 		LOG_ERR("marker pins: init failed (%d)", rc);
 	}
 	latscope_markers_set_map(&app_ctrl.config.markers);
-#endif
-#if defined(CONFIG_LATSCOPE_DRIVER_SHIM)
-	if (driver_shim_install() != 0) {
-		LOG_ERR("driver shim: no Ethernet interface");
-	}
 #endif
 	app_build_info(text, sizeof(text));
 	printk("latscope DUT\n%s", text);

@@ -3,6 +3,8 @@
  * Fast write: CONFIG_LATSCOPE_MARKERS_WRITE_DIRECT stores straight into the GPIO controller's
  * atomic set/reset register (STM32 BSRR, Kinetis PSOR/PCOR), one store per edge; otherwise
  * gpio_port_set_bits_raw()/gpio_port_clear_bits_raw() on a port device cached at init.
+ * Pulse width: at least CONFIG_LATSCOPE_MARKERS_PULSE_NS, as busy-loop iterations computed from
+ * the CPU clock at init (each iteration is a nop plus loop overhead, >= 1 cycle).
  * SPDX-License-Identifier: BSD-2-Clause
  */
 #include <errno.h>
@@ -27,6 +29,23 @@ volatile uint8_t latscope_point_channel[LS_POINT_COUNT] = {
 	[0 ... LS_POINT_COUNT - 1] = LS_MARKER_NONE,
 };
 static atomic_t pulses;
+static uint32_t pulse_loops;
+static uint32_t pulse_cpu_hz;
+
+/* CPU clock for the pulse width: the devicetree's cpu@0 clock-frequency where boards give it,
+ * else the system timer's rate (on Cortex-M SysTick runs at the core clock); a Kconfig value
+ * overrides both. */
+#if CONFIG_LATSCOPE_MARKERS_CPU_HZ > 0
+#define CPU_HZ() ((uint32_t)CONFIG_LATSCOPE_MARKERS_CPU_HZ)
+#elif DT_NODE_HAS_PROP(DT_PATH(cpus, cpu_0), clock_frequency)
+#define CPU_HZ() ((uint32_t)DT_PROP(DT_PATH(cpus, cpu_0), clock_frequency))
+#else
+#define CPU_HZ() ((uint32_t)sys_clock_hw_cycles_per_sec())
+#endif
+
+/* Fastest output edges: STM32 OSPEEDR (+0x08, 2 bits per pin, 0b11 very high); Kinetis
+ * PORTx_PCR(n) (PORT base + 4n): SRE (bit 2) = 0 fast slew, DSE (bit 6) = 1 high drive. */
+static void fast_gpio(unsigned int i);
 
 #if defined(CONFIG_LATSCOPE_MARKERS_WRITE_DIRECT)
 #if defined(CONFIG_SOC_FAMILY_STM32)
@@ -68,6 +87,7 @@ int latscope_markers_init(void)
 		if (rc != 0) {
 			return rc;
 		}
+		fast_gpio(i);
 #if defined(CONFIG_LATSCOPE_MARKERS_WRITE_DIRECT)
 		outs[i].set_reg = (volatile uint32_t *)(ctlr_addr[i] + SET_OFFSET);
 		outs[i].clr_reg = (volatile uint32_t *)(ctlr_addr[i] + CLR_OFFSET);
@@ -79,8 +99,49 @@ int latscope_markers_init(void)
 #endif
 	}
 	n_outs = N_PINS;
+	pulse_cpu_hz = CPU_HZ();
+	/* loops >= ns * f / 1e9, rounded up; each loop iteration takes at least one cycle. */
+	pulse_loops = (uint32_t)(((uint64_t)CONFIG_LATSCOPE_MARKERS_PULSE_NS * pulse_cpu_hz +
+				  999999999u) / 1000000000u);
 	return 0;
 }
+
+void latscope_markers_pulse_info(uint32_t *cpu_hz, uint32_t *loops, uint32_t *ns)
+{
+	*cpu_hz = pulse_cpu_hz;
+	*loops = pulse_loops;
+	*ns = CONFIG_LATSCOPE_MARKERS_PULSE_NS;
+}
+
+void latscope_markers_pulses_reset(void)
+{
+	atomic_set(&pulses, 0);
+}
+
+#if defined(CONFIG_LATSCOPE_MARKERS_FAST_GPIO) && defined(CONFIG_SOC_FAMILY_STM32)
+static void fast_gpio(unsigned int i)
+{
+	volatile uint32_t *ospeedr = (volatile uint32_t *)(ctlr_addr[i] + 0x08u);
+
+	*ospeedr |= 3u << (2u * pins[i].pin);
+}
+#elif defined(CONFIG_LATSCOPE_MARKERS_FAST_GPIO) && defined(CONFIG_SOC_FAMILY_KINETIS)
+#define PORT_ADDR(i, _) DT_REG_ADDR(DT_PHANDLE(DT_GPIO_CTLR_BY_IDX(MARKERS_NODE, marker_gpios, i), \
+					   nxp_kinetis_port))
+static const uintptr_t port_addr[N_PINS] = {LISTIFY(N_PINS, PORT_ADDR, (,))};
+
+static void fast_gpio(unsigned int i)
+{
+	volatile uint32_t *pcr = (volatile uint32_t *)(port_addr[i] + 4u * pins[i].pin);
+
+	*pcr = (*pcr & ~BIT(2)) | BIT(6);
+}
+#else
+static void fast_gpio(unsigned int i)
+{
+	ARG_UNUSED(i);
+}
+#endif
 
 unsigned int latscope_markers_count(void)
 {
@@ -105,13 +166,13 @@ void latscope_marker_pulse(unsigned int channel)
 
 #if defined(CONFIG_LATSCOPE_MARKERS_WRITE_DIRECT)
 	*o->set_reg = o->set_val;
-	for (int i = 0; i < CONFIG_LATSCOPE_MARKERS_PULSE_NOPS; i++) {
+	for (uint32_t i = 0; i < pulse_loops; i++) {
 		arch_nop();
 	}
 	*o->clr_reg = o->clr_val;
 #else
 	gpio_port_set_bits_raw(o->port, o->mask);
-	for (int i = 0; i < CONFIG_LATSCOPE_MARKERS_PULSE_NOPS; i++) {
+	for (uint32_t i = 0; i < pulse_loops; i++) {
 		arch_nop();
 	}
 	gpio_port_clear_bits_raw(o->port, o->mask);

@@ -1,7 +1,7 @@
 /*
  * latscope marker trace (native_sim / gpio_emul): every output change of a marker pin fires a
  * gpio_emul callback; we record (channel, level) in order and print one line per edge:
- *   latscope-edge: <index> m<channel> rise|fall
+ *   latscope-edge: <index> m<channel> rise|fall [t=<k_cycle_get_64() at the edge>]
  * The integration test checks the order and count of these lines against the expected marker
  * sequence of each path. Functional only: simulated time does not advance while code runs.
  *
@@ -35,6 +35,7 @@ static const struct gpio_dt_spec pins[N_PINS] = {LISTIFY(N_PINS, SPEC, (,))};
 struct edge {
 	uint8_t channel;
 	uint8_t level;
+	uint64_t cycles; /* k_cycle_get_64() at the edge (LATSCOPE_MARKERS_TRACE_TIME) */
 };
 
 K_MSGQ_DEFINE(edge_q, sizeof(struct edge), 256, 1);
@@ -57,6 +58,10 @@ static void on_change(const struct device *port, struct gpio_callback *cb, gpio_
 		last_level[i] = (uint8_t)level;
 		struct edge e = {.channel = (uint8_t)i, .level = (uint8_t)level};
 
+		if (IS_ENABLED(CONFIG_LATSCOPE_MARKERS_TRACE_TIME)) {
+			e.cycles = k_cycle_get_64();
+		}
+
 		if (k_msgq_put(&edge_q, &e, K_NO_WAIT) != 0) {
 			atomic_inc(&lost);
 		}
@@ -73,7 +78,13 @@ static void trace_thread(void *a, void *b, void *c)
 	ARG_UNUSED(c);
 	while (true) {
 		k_msgq_get(&edge_q, &e, K_FOREVER);
-		printk("latscope-edge: %u m%u %s\n", index++, e.channel, e.level ? "rise" : "fall");
+		if (IS_ENABLED(CONFIG_LATSCOPE_MARKERS_TRACE_TIME)) {
+			printk("latscope-edge: %u m%u %s t=%llu\n", index++, e.channel,
+			       e.level ? "rise" : "fall", (unsigned long long)e.cycles);
+		} else {
+			printk("latscope-edge: %u m%u %s\n", index++, e.channel,
+			       e.level ? "rise" : "fall");
+		}
 		if (atomic_get(&lost) != 0) {
 			printk("latscope-edge: lost %ld\n", (long)atomic_set(&lost, 0));
 		}

@@ -168,3 +168,50 @@ int ls_udp_make_reply(uint8_t *hdr, size_t hdr_len, const struct ls_udp_frame *f
 	wr16(&udp[6], 0);      /* RFC 768: zero means "no checksum" over IPv4 */
 	return 0;
 }
+
+void ls_inet_acc_add(struct ls_inet_acc *acc, const uint8_t *data, size_t len)
+{
+	size_t i = 0;
+
+	if (len == 0u) {
+		return;
+	}
+	if (acc->odd) {
+		uint8_t word[2] = {acc->pending, data[0]};
+
+		acc->sum = ls_inet_sum(word, 2, acc->sum);
+		acc->odd = 0;
+		i = 1;
+	}
+	size_t even = (len - i) & ~(size_t)1u;
+
+	acc->sum = ls_inet_sum(&data[i], even, acc->sum);
+	i += even;
+	if (i < len) {
+		acc->pending = data[i];
+		acc->odd = 1;
+	}
+}
+
+uint32_t ls_inet_acc_sum(const struct ls_inet_acc *acc)
+{
+	if (acc->odd) {
+		uint8_t last = acc->pending;
+
+		return ls_inet_sum(&last, 1, acc->sum);
+	}
+	return acc->sum;
+}
+
+bool ls_peek_udp(const uint8_t *hdr, size_t hdr_len, uint16_t *dst_port, uint16_t *payload_len)
+{
+	if (hdr == NULL || hdr_len < LS_ETH_HDR_LEN + LS_IPV4_MIN_HDR + LS_UDP_HDR_LEN ||
+	    hdr[12] != 0x08u || hdr[13] != 0x00u || hdr[14] != 0x45u || hdr[23] != LS_IPPROTO_UDP) {
+		return false;
+	}
+	uint16_t udp_len = rd16(&hdr[38]);
+
+	*dst_port = rd16(&hdr[36]);
+	*payload_len = (uint16_t)(udp_len >= LS_UDP_HDR_LEN ? udp_len - LS_UDP_HDR_LEN : 0u);
+	return true;
+}

@@ -194,15 +194,26 @@ static uint8_t dispatch(struct ls_ctrl_state *st, const struct ls_ctrl_request *
 		st->config.path = b[0];
 		changed(st);
 		return LS_ST_OK;
-	case LS_OP_SET_MARKERS:
+	case LS_OP_SET_MARKERS: {
+		uint8_t prev[LS_MARKER_CHANNELS];
+
+		memcpy(prev, st->config.markers.channel_point, sizeof(prev));
 		if (rq->body_len != LS_MARKER_CHANNELS) {
 			return LS_ST_BAD_LENGTH;
 		}
 		if (ls_marker_map_set(&st->config.markers, b) != 0) {
 			return LS_ST_BAD_VALUE;
 		}
+		for (unsigned int ch = 0; ch < LS_MARKER_CHANNELS; ch++) {
+			if (b[ch] != LS_MARKER_NONE && ops != NULL && ops->point_supported != NULL &&
+			    !ops->point_supported(st->user, b[ch])) {
+				ls_marker_map_set(&st->config.markers, prev);
+				return LS_ST_UNSUPPORTED;
+			}
+		}
 		changed(st);
 		return LS_ST_OK;
+	}
 	case LS_OP_SET_SIZES: {
 		uint16_t sizes[LS_CTRL_MAX_SIZES];
 
@@ -272,6 +283,9 @@ static uint8_t dispatch(struct ls_ctrl_state *st, const struct ls_ctrl_request *
 		}
 		if (st->counters != NULL) {
 			ls_counters_reset(st->counters);
+		}
+		if (st->ops != NULL && st->ops->counters_reset != NULL) {
+			st->ops->counters_reset(st->user);
 		}
 		return LS_ST_OK;
 	case LS_OP_GET_CONFIG:

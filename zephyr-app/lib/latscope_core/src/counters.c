@@ -14,6 +14,8 @@ const char *const ls_counter_names[LS_CNT_COUNT] = {
 	[LS_CNT_CTRL_REQUESTS] = "ctrl_requests",
 	[LS_CNT_CTRL_ERRORS] = "ctrl_errors",
 	[LS_CNT_MARKER_PULSES] = "marker_pulses",
+	[LS_CNT_FAST_REJECTED] = "fast_rejected",
+	[LS_CNT_FAST_BUSY] = "fast_busy",
 };
 
 void ls_counters_reset(struct ls_counters *c)

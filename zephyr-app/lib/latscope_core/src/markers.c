@@ -9,12 +9,17 @@
 #include <string.h>
 
 const struct ls_point_info ls_points[LS_POINT_COUNT] = {
-	[LS_POINT_RX_ISR] = {"rx.isr", "m_isr", "MAC driver's receive handling starts"},
-	[LS_POINT_RX_COPY] = {"rx.copy", "m_copy", "the packet is in a stack buffer"},
-	[LS_POINT_RX_UDP] = {"rx.udp", "m_udp", "UDP receive returns / its callback runs"},
-	[LS_POINT_RX_FAST] = {"rx.fast", "m_fast", "fast-track handler has the payload"},
-	[LS_POINT_TX_SEND] = {"tx.send", "m_send", "the application's send call starts"},
-	[LS_POINT_TX_XMIT] = {"tx.xmit", "m_xmit", "the driver hands the frame to the MAC"},
+	[LS_POINT_RX_ISR] = {"rx.isr", "m_isr", "entry of the MAC's receive interrupt", "rx"},
+	[LS_POINT_RX_COPY] = {"rx.copy", "m_copy", "the driver has the frame out of its DMA ring",
+			      "rx"},
+	[LS_POINT_RX_UDP] = {"rx.udp", "m_udp", "the application has the datagram", "rx"},
+	[LS_POINT_RX_FAST] = {"rx.fast", "m_fast", "the fast-track handler has the payload", "rx"},
+	[LS_POINT_TX_SEND] = {"tx.send", "m_send", "the application's send call starts", "tx"},
+	[LS_POINT_TX_XMIT] = {"tx.xmit", "m_xmit", "the driver's send is entered", "tx"},
+	[LS_POINT_RX_HANDOFF] = {"rx.handoff", "m_handoff",
+				 "classified, handed to the stack or the fast track", "rx"},
+	[LS_POINT_TX_QUEUE] = {"tx.queue", "m_queue", "the frame enters the interface's TX queue",
+			       "tx"},
 };
 
 static void derive_inverse(struct ls_marker_map *map)
@@ -102,7 +107,7 @@ size_t ls_marker_map_format(const struct ls_marker_map *map, char *buf, size_t c
 		uint8_t p = map->channel_point[ch];
 
 		if (p < LS_POINT_COUNT) {
-			append(buf, cap, &used, "m%u  %-8s %-7s %s\n", ch, ls_points[p].name,
+			append(buf, cap, &used, "m%u  %-10s %-9s %s\n", ch, ls_points[p].name,
 			       ls_points[p].alias, ls_points[p].description);
 		} else {
 			append(buf, cap, &used, "m%u  (unused)\n", ch);

@@ -97,4 +97,44 @@ static inline size_t ls_build_udp(unsigned char *f, size_t cap, int vlan, size_t
 	return total;
 }
 
+/* Plain RFC 1071 reference sum, kept apart from the code under test. */
+static inline unsigned ls_ref_csum(const unsigned char *p, size_t n, unsigned long acc)
+{
+	for (size_t i = 0; i < n; i++) {
+		acc += (i & 1) ? p[i] : (unsigned long)p[i] << 8;
+	}
+	while (acc >> 16) {
+		acc = (acc & 0xffff) + (acc >> 16);
+	}
+	return (unsigned)(~acc & 0xffff);
+}
+
+/* Fill in the IPv4 header checksum and (if udp_csum) the UDP checksum of a built frame. */
+static inline void ls_finish_udp(unsigned char *f, int vlan, int udp_csum)
+{
+	unsigned char *ip = f + 14 + (vlan ? 4 : 0);
+	size_t ihl = (size_t)(ip[0] & 15) * 4;
+	unsigned char *udp = ip + ihl;
+	size_t ulen = ((size_t)udp[4] << 8) | udp[5];
+	unsigned char pseudo[12] = {ip[12], ip[13], ip[14], ip[15], ip[16], ip[17], ip[18], ip[19],
+				    0, 17, (unsigned char)(ulen >> 8), (unsigned char)ulen};
+
+	ip[10] = ip[11] = 0;
+	unsigned c = ls_ref_csum(ip, ihl, 0);
+
+	ip[10] = (unsigned char)(c >> 8);
+	ip[11] = (unsigned char)c;
+	udp[6] = udp[7] = 0;
+	if (udp_csum) {
+		unsigned long acc = 0xffffu & ~ls_ref_csum(pseudo, 12, 0);
+
+		c = ls_ref_csum(udp, ulen, acc);
+		if (c == 0) {
+			c = 0xffff; /* RFC 768: a computed zero is sent as all ones */
+		}
+		udp[6] = (unsigned char)(c >> 8);
+		udp[7] = (unsigned char)c;
+	}
+}
+
 #endif /* LS_TEST_H_ */

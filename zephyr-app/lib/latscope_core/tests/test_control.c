@@ -207,8 +207,60 @@ static void test_traffic_header(void)
 	CHECK(!ls_traffic_parse(p, 16, &g));
 }
 
+/* A board that cannot mark rx.isr: SET_MARKERS with it is refused, the map is unchanged, and
+ * RESET_COUNTERS also resets the platform's own counters through the hook. */
+static int platform_resets;
+
+static bool no_isr(void *user, uint8_t point)
+{
+	(void)user;
+	return point != LS_POINT_RX_ISR;
+}
+
+static void platform_reset(void *user)
+{
+	(void)user;
+	platform_resets++;
+}
+
+static void test_point_supported_and_reset_hook(void)
+{
+	static const struct ls_ctrl_ops ops = {.point_supported = no_isr,
+					       .counters_reset = platform_reset};
+	struct ls_counters c = {0};
+	struct ls_ctrl_state st = {.counters = &c, .ops = &ops};
+	unsigned char req[16], out[64];
+	struct ls_ctrl_response rs;
+	const uint8_t with_isr[5] = {LS_POINT_RX_ISR, 1, 2, 3, 4};
+	const uint8_t without[5] = {LS_POINT_RX_HANDOFF, 1, 2, 3, LS_POINT_TX_QUEUE};
+
+	ls_ctrl_config_default(&st.config);
+	size_t n = ls_ctrl_encode_request(req, sizeof(req), LS_OP_SET_MARKERS, 1, without, 5);
+	size_t m = ls_ctrl_handle(&st, req, n, out, sizeof(out));
+
+	CHECK_EQ(ls_ctrl_parse_response(out, m, &rs), LS_ST_OK);
+	CHECK_EQ(rs.status, LS_ST_OK);
+	CHECK_EQ(st.config.markers.channel_point[0], LS_POINT_RX_HANDOFF);
+	CHECK_EQ(ls_marker_channel(&st.config.markers, LS_POINT_TX_QUEUE), 4);
+	n = ls_ctrl_encode_request(req, sizeof(req), LS_OP_SET_MARKERS, 2, with_isr, 5);
+	m = ls_ctrl_handle(&st, req, n, out, sizeof(out));
+	CHECK_EQ(ls_ctrl_parse_response(out, m, &rs), LS_ST_OK);
+	CHECK_EQ(rs.status, LS_ST_UNSUPPORTED);
+	CHECK(memcmp(st.config.markers.channel_point, without, 5) == 0);
+	CHECK_EQ(ls_marker_channel(&st.config.markers, LS_POINT_RX_HANDOFF), 0);
+	ls_counter_add(&c, LS_CNT_FAST_BUSY, 7);
+	n = ls_ctrl_encode_request(req, sizeof(req), LS_OP_RESET_COUNTERS, 3, NULL, 0);
+	m = ls_ctrl_handle(&st, req, n, out, sizeof(out));
+	CHECK_EQ(platform_resets, 1);
+	for (unsigned int i = 0; i < LS_CNT_COUNT; i++) {
+		CHECK_EQ(ls_counter_get(&c, (enum ls_counter)i), 0);
+	}
+	CHECK_STR(ls_counter_names[LS_CNT_FAST_BUSY], "fast_busy");
+}
+
 int main(void)
 {
+	test_point_supported_and_reset_hook();
 	test_vectors();
 	test_encode_parse();
 	test_field_validation();

@@ -4,6 +4,8 @@
  * LATSCOPE_CORE_SANITIZE) reports any read or write past it. Invariants checked per input:
  *  - classifier: on MATCH/OTHER_PORT all offsets lie inside the frame and agree with each other;
  *  - parser: on OK the body ends exactly at the end of the datagram;
+ *  - fast track: an accepted frame is untagged IPv4/UDP to our unicast MAC, our IP and port,
+ *    from an answerable source, and its checksums verify by the test's own reference sum;
  *  - dispatcher: the response fits the output buffer, parses back with the request's id, and a
  *    non-OK status carries no body.
  * Usage: test_fuzz [iterations] [seed]; default 1,000,000 random inputs + 200,000 mutations.
@@ -11,6 +13,7 @@
  */
 #include "latscope_core/classify.h"
 #include "latscope_core/control.h"
+#include "latscope_core/fast.h"
 #include "ls_test.h"
 
 static unsigned long long rng = 0x9e3779b97f4a7c15ull;
@@ -40,6 +43,73 @@ static void check_classify(const unsigned char *data, size_t hdr_len, size_t fra
 		CHECK_EQ(ls_udp_make_reply(buf, hdr_len, &u), 0);
 	}
 	free(buf);
+}
+
+
+static const struct ls_fast_node fuzz_node = {
+	.mac = {0x02, 0, 0, 0, 0, 0x01}, .ip = {192, 0, 2, 10}, .port = 4244};
+static long fast_hist[LS_FAST_COUNT];
+
+static void check_fast(const unsigned char *data, size_t len)
+{
+	unsigned char *buf = malloc(len ? len : 1);
+	struct ls_udp_frame u;
+
+	memcpy(buf, data, len);
+	enum ls_fast_verdict v = ls_fast_accept(buf, len, &fuzz_node, &u);
+
+	CHECK(v < LS_FAST_COUNT);
+	if (v < LS_FAST_COUNT) {
+		fast_hist[v]++;
+	}
+	if (v == LS_FAST_ACCEPT) {
+		const unsigned char *ip = buf + 14;
+		size_t ihl = (size_t)(ip[0] & 15) * 4;
+		const unsigned char *udp = ip + ihl;
+		size_t ulen = ((size_t)udp[4] << 8) | udp[5];
+		unsigned char pseudo[12] = {ip[12], ip[13], ip[14], ip[15], ip[16], ip[17], ip[18],
+					    ip[19], 0, 17, (unsigned char)(ulen >> 8),
+					    (unsigned char)ulen};
+
+		CHECK(memcmp(buf, fuzz_node.mac, 6) == 0);
+		CHECK((buf[6] & 1) == 0);
+		CHECK(buf[12] == 0x08 && buf[13] == 0x00);
+		CHECK(memcmp(ip + 16, fuzz_node.ip, 4) == 0);
+		CHECK(memcmp(ip + 12, fuzz_node.ip, 4) != 0 && ip[12] != 0 && ip[12] != 127 &&
+		      ip[12] < 224);
+		CHECK(udp[2] == (4244 >> 8) && udp[3] == (4244 & 0xff));
+		CHECK_EQ(ls_ref_csum(ip, ihl, 0), 0);
+		CHECK(14 + ihl + ulen <= len);
+		if (udp[6] || udp[7]) {
+			CHECK_EQ(ls_ref_csum(udp, ulen, 0xffffu & ~ls_ref_csum(pseudo, 12, 0)), 0);
+		}
+		CHECK_EQ(ls_udp_make_reply(buf, len, &u), 0);
+	}
+	free(buf);
+}
+
+/* A valid request to fuzz_node (checksums filled in), then damaged in one of several ways. */
+static size_t fast_candidate(unsigned char *f, size_t cap)
+{
+	int vlan = (ls_rand_next(&rng) % 8) == 0;
+	size_t opts = (size_t)(ls_rand_next(&rng) % 3) * 4;
+	unsigned short port = (ls_rand_next(&rng) % 8) ? 4244 : 4242;
+	size_t n = ls_build_udp(f, cap, vlan, opts, port, (size_t)(ls_rand_next(&rng) % 300));
+
+	if (!vlan) { /* ls_build_udp() sends from 192.0.2.1 to 192.0.2.10 */
+		ls_finish_udp(f, 0, (int)(ls_rand_next(&rng) & 1));
+	}
+	switch (ls_rand_next(&rng) % 8) {
+	case 0: memset(f, 0xff, 6); break;                                  /* broadcast */
+	case 1: f[0] = 0x01; f[1] = 0x00; f[2] = 0x5e; break;              /* multicast */
+	case 2: f[5] ^= (unsigned char)(1 + ls_rand_next(&rng) % 255); break; /* foreign */
+	case 3: memset(f + 6, 0xff, 6); break;                              /* bcast source */
+	case 4: f[(size_t)(ls_rand_next(&rng) % n)] ^= (unsigned char)(1u << (ls_rand_next(&rng) % 8));
+		break;
+	case 5: n -= (size_t)(ls_rand_next(&rng) % (n + 1)); break;         /* truncated */
+	default: break;                                                     /* intact */
+	}
+	return n;
 }
 
 static void check_control(struct ls_ctrl_state *st, const unsigned char *data, size_t len)
@@ -186,9 +256,30 @@ int main(int argc, char **argv)
 
 		check_classify(data, hdr, n);
 	}
+	/* 3. Fast-track acceptance: broadcast, multicast, foreign, VLAN, damaged, truncated. */
+	for (long i = 0; i < mutations; i++) {
+		check_fast(data, fast_candidate(data, sizeof(data)));
+	}
+	for (long i = 0; i < mutations / 4; i++) { /* random bytes, plausible prefix */
+		size_t len = (size_t)(ls_rand_next(&rng) % 128);
+
+		for (size_t k = 0; k < len; k++) {
+			data[k] = (unsigned char)ls_rand_next(&rng);
+		}
+		if (len > 36) {
+			memcpy(data, fuzz_node.mac, 6);
+			data[12] = 0x08; data[13] = 0x00; data[14] = 0x45; data[23] = 17;
+			data[36] = 4244 >> 8; data[37] = 4244 & 0xff;
+		}
+		check_fast(data, len);
+	}
 	printf("classifier outcomes:");
 	for (int c = 0; c < (int)LS_CLASS_COUNT; c++) {
 		printf(" %s=%ld", ls_class_name((enum ls_class)c), class_hist[c]);
+	}
+	printf("\nfast-track verdicts:");
+	for (int v = 0; v < (int)LS_FAST_COUNT; v++) {
+		printf(" %s=%ld", ls_fast_verdict_name((enum ls_fast_verdict)v), fast_hist[v]);
 	}
 	printf("\ncontrol statuses:");
 	for (int s = 0; s < 7; s++) {
@@ -198,6 +289,9 @@ int main(int argc, char **argv)
 	/* The bias above must reach every outcome, or the deep checks never ran. */
 	for (int c = 0; c < (int)LS_CLASS_COUNT; c++) {
 		CHECK(iterations < 100000 || class_hist[c] > 0);
+	}
+	for (int v = 0; v < (int)LS_FAST_COUNT; v++) {
+		CHECK(iterations < 100000 || fast_hist[v] > 0);
 	}
 	for (int s = 0; s < 6; s++) {
 		CHECK(iterations < 100000 || s == LS_ST_FAILED || status_hist[s] > 0);

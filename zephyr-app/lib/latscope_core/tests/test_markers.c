@@ -25,8 +25,8 @@ int main(void)
 	size_t n = ls_marker_map_format(&m, buf, sizeof(buf));
 
 	CHECK_EQ(n, strlen(buf));
-	CHECK(strstr(buf, "m0  rx.isr   m_isr   MAC driver's receive handling starts\n") == buf);
-	CHECK(strstr(buf, "m4  tx.send  m_send  the application's send call starts\n") != NULL);
+	CHECK(strstr(buf, "m0  rx.isr     m_isr     entry of the MAC's receive interrupt\n") == buf);
+	CHECK(strstr(buf, "m4  tx.send    m_send    the application's send call starts\n") != NULL);
 
 	/* Reassign: tx.xmit on m4, m2 unused. */
 	const uint8_t pts[5] = {LS_POINT_RX_ISR, LS_POINT_RX_COPY, LS_MARKER_NONE, LS_POINT_RX_FAST,

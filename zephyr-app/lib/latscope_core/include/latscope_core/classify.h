@@ -78,6 +78,36 @@ uint32_t ls_inet_sum(const uint8_t *data, size_t len, uint32_t sum);
 uint16_t ls_inet_fold(uint32_t sum);
 
 /**
+ * Streaming RFC 1071 sum over data that arrives in pieces of any length (e.g. a chain of
+ * network buffers): the result equals ls_inet_sum() over the concatenation.
+ */
+struct ls_inet_acc {
+	uint32_t sum;
+	uint8_t odd;      /**< an odd number of bytes has been added so far */
+	uint8_t pending;  /**< the last byte when odd (high half of the next 16-bit word) */
+};
+
+static inline void ls_inet_acc_init(struct ls_inet_acc *acc)
+{
+	acc->sum = 0;
+	acc->odd = 0;
+	acc->pending = 0;
+}
+
+/** Add @p len bytes to the running sum. */
+void ls_inet_acc_add(struct ls_inet_acc *acc, const uint8_t *data, size_t len);
+
+/** The sum so far, as ls_inet_sum() would return it (ready for ls_inet_fold()). */
+uint32_t ls_inet_acc_sum(const struct ls_inet_acc *acc);
+
+/**
+ * Cheap pre-selection for markers, a few byte compares: an untagged IPv4 frame without options
+ * carrying UDP. Returns true and the destination port and UDP payload length from the UDP
+ * header (not validated: the full classifier runs afterwards); false otherwise.
+ */
+bool ls_peek_udp(const uint8_t *hdr, size_t hdr_len, uint16_t *dst_port, uint16_t *payload_len);
+
+/**
  * Turn a classified request frame into its echo reply in place: swap MAC addresses, IPv4
  * addresses and UDP ports, set TTL to 64, recompute the IPv4 header checksum and set the UDP
  * checksum to 0 ("not computed", allowed for IPv4 by RFC 768). The payload is left as it is.

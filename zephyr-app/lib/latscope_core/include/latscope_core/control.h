@@ -95,11 +95,17 @@ struct ls_ctrl_config {
 struct ls_ctrl_ops {
 	/** Is @p path compiled into this firmware? NULL: all paths are. */
 	bool (*path_supported)(void *user, uint8_t path);
+	/** Can this firmware raise marker @p point? NULL: every point. SET_MARKERS answers
+	 *  LS_ST_UNSUPPORTED (map unchanged) when a requested point is not. */
+	bool (*point_supported)(void *user, uint8_t point);
 	/** Emit @p pulses back-to-back pulses on @p channel; report elapsed cycles and cycle rate. */
 	int (*calibrate)(void *user, uint8_t channel, uint32_t pulses, uint64_t *cycles,
 			 uint32_t *cycle_hz);
 	/** Write build info as "key=value\n" lines; return length written (<= cap). */
 	size_t (*build_info)(void *user, char *buf, size_t cap);
+	/** Called by RESET_COUNTERS after the core's counters are zeroed: reset the platform's own
+	 *  counters (e.g. the marker library's pulse count) so that every counter restarts at 0. */
+	void (*counters_reset)(void *user);
 	/** Called after the configuration changed (path, markers, sizes). */
 	void (*config_changed)(void *user, const struct ls_ctrl_config *cfg);
 };

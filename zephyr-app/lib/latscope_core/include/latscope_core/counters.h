@@ -24,6 +24,8 @@ enum ls_counter {
 	LS_CNT_CTRL_REQUESTS,  /**< control requests answered */
 	LS_CNT_CTRL_ERRORS,    /**< control requests answered with a non-OK status */
 	LS_CNT_MARKER_PULSES,  /**< marker pulses emitted (all channels, calibration included) */
+	LS_CNT_FAST_REJECTED,  /**< frames to the fast port the fast track left to the stack */
+	LS_CNT_FAST_BUSY,      /**< accepted frames left to the stack: fast-track queue full */
 	LS_CNT_COUNT
 };
 

@@ -19,14 +19,24 @@ extern "C" {
 /** Channel/point value meaning "not assigned". */
 #define LS_MARKER_NONE 0xffu
 
-/** Software points where the DUT can raise a marker. Values are part of the control protocol. */
+/**
+ * Software points where the DUT can raise a marker. Values are part of the control protocol
+ * (append only). The names are the project's one marker vocabulary: analysis/definitions.py
+ * and capture/runner.py are tested against the table in src/markers.c
+ * (capture/tests/test_marker_points.py).
+ *
+ * RX order per frame: rx.isr -> rx.copy -> rx.handoff -> rx.udp (stack paths) or rx.fast.
+ * TX order per echo: tx.send -> tx.queue -> tx.xmit.
+ */
 enum ls_point {
-	LS_POINT_RX_ISR = 0,   /**< rx.isr:  MAC driver's receive handling starts */
-	LS_POINT_RX_COPY = 1,  /**< rx.copy: the packet is in a stack buffer (net_pkt filled) */
-	LS_POINT_RX_UDP = 2,   /**< rx.udp:  UDP receive returns / its callback runs */
-	LS_POINT_RX_FAST = 3,  /**< rx.fast: fast-track handler has the payload (driver context) */
-	LS_POINT_TX_SEND = 4,  /**< tx.send: the application's send call starts */
-	LS_POINT_TX_XMIT = 5,  /**< tx.xmit: the driver hands the frame to the MAC */
+	LS_POINT_RX_ISR = 0,     /**< rx.isr: entry of the MAC's receive interrupt */
+	LS_POINT_RX_COPY = 1,    /**< rx.copy: the driver has the frame out of its DMA ring */
+	LS_POINT_RX_UDP = 2,     /**< rx.udp: the application has the datagram (stack paths) */
+	LS_POINT_RX_FAST = 3,    /**< rx.fast: the fast-track handler has the payload */
+	LS_POINT_TX_SEND = 4,    /**< tx.send: the application's send call starts */
+	LS_POINT_TX_XMIT = 5,    /**< tx.xmit: the driver's send is entered (frame to the MAC) */
+	LS_POINT_RX_HANDOFF = 6, /**< rx.handoff: classified, handed to the stack or fast track */
+	LS_POINT_TX_QUEUE = 7,   /**< tx.queue: the frame enters the interface's TX queue */
 	LS_POINT_COUNT
 };
 
@@ -34,6 +44,7 @@ struct ls_point_info {
 	const char *name;        /**< e.g. "rx.isr" (capture metadata, analysis definitions) */
 	const char *alias;       /**< e.g. "m_isr" */
 	const char *description; /**< when the DUT raises it */
+	const char *direction;   /**< "rx" or "tx" */
 };
 
 /** Meaning of every point, indexed by enum ls_point. */

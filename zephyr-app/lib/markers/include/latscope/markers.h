@@ -29,8 +29,14 @@ void latscope_markers_set_map(const struct ls_marker_map *map);
 /** One pulse on marker channel @p channel (0..4); ignored if the channel has no pin. */
 void latscope_marker_pulse(unsigned int channel);
 
-/** Pulse count since boot (all channels), for the counters. */
+/** Pulse count since boot or the last reset (all channels), for the counters. */
 uint32_t latscope_markers_pulses(void);
+
+/** Restart the pulse count at 0 (RESET_COUNTERS). */
+void latscope_markers_pulses_reset(void);
+
+/** Pulse width settings: CPU clock used (Hz), wait loops between the edges, requested ns. */
+void latscope_markers_pulse_info(uint32_t *cpu_hz, uint32_t *loops, uint32_t *ns);
 
 extern volatile uint8_t latscope_point_channel[LS_POINT_COUNT];
 
