@@ -7,6 +7,7 @@ import sys
 from latscope import LatscopeError
 from latscope.analysis import api, report
 from latscope.analysis.definitions import load_definitions
+from latscope.analysis.stats import bound_hints
 
 __all__ = ["register", "cmd_analyze", "cmd_compare", "cmd_report"]
 
@@ -111,6 +112,9 @@ def cmd_analyze(args):
     print()
     if r.stats:
         print(report.stats_table(r.stats))
+        for name, s in r.stats.items():
+            for hint in bound_hints(s):
+                print(f"{name} {hint}")
     if r.stages:
         print()
         print("stages (differences on the same packet):")
@@ -126,7 +130,7 @@ def write_hlog_for(analysis, path):
     """Write every measurement's histogram of an :class:`api.Analysis` to an ``.hlog`` file."""
     from latscope.analysis.hdr import write_hlog
     r = analysis.result
-    hists = [(name, 0.0, max(r.duration_s, 1e-3), s.histogram.to_hdrh(scale=s.tick_ns))
+    hists = [(name, 0.0, max(r.duration_s, 1e-3), s.ns_histogram.to_hdrh())
              for name, s in r.stats.items() if s.n]
     write_hlog(path, hists, comment=f"latscope {analysis.label}: values in ns, one interval per "
                                     f"measurement (tag), resolution {r.resolution_ns:.3f} ns")
