@@ -25,7 +25,7 @@ from latscope.analysis.engine import Analyzer
 from latscope.analysis.pairing import STATUS_NAMES
 from latscope.analysis.stats import DEFAULT_EXACT_LIMIT, PERCENTILES, percentile_key
 
-__all__ = ["Analysis", "load", "analyze_file", "from_events", "summary_frame", "packets_frame",
+__all__ = ["Analysis", "integrity_note", "load", "analyze_file", "from_events", "summary_frame", "packets_frame",
            "capture_label", "capture_size", "summarize_captures", "write_report",
            "example_captures", "repository_root"]
 
@@ -60,6 +60,14 @@ class Analysis:
     def metadata(self):
         return self.result.metadata
 
+    @property
+    def integrity(self):
+        """The input file's integrity facts (:func:`latscope.capture.capfile.damage_summary`:
+        ``damaged``, ``finalised``, ``truncated``, ``regions``, ``skipped_bytes``, ``problems``,
+        ``text``), or ``None`` for inputs that are not capture files. Show :func:`integrity_note`
+        next to every figure made from a capture whose note is not empty."""
+        return self.result.metadata.get("integrity")
+
     def summary(self, stages=False):
         """DataFrame, one row per measurement (or stage), every figure in ns."""
         return summary_frame(self.result.stages if stages else self.result.stats)
@@ -84,6 +92,19 @@ class Analysis:
         out = self.result.to_dict()
         out.update(path=self.path, label=self.label, size=self.size)
         return out
+
+
+def integrity_note(analysis):
+    """One sentence to show next to figures from ``analysis`` when its capture file is damaged
+    or was not finalised (empty when the input is intact or not a capture file).
+
+    The report and ``compare`` call this for every input, so a figure from a damaged capture
+    never appears without saying so."""
+    facts = analysis.integrity
+    if not facts or not (facts["damaged"] or not facts["finalised"]):
+        return ""
+    what = "damaged" if facts["damaged"] else "not finalised"
+    return f"{analysis.label}: input {what}: {facts['text']}; figures cover the readable part"
 
 
 def summary_frame(stats):
@@ -213,7 +234,7 @@ def analyze_file(path, *, definitions=None, measures=None, packets=False, mappin
     if path.endswith(".sr"):
         return _analyze_sr(path, definitions, measures, packets, mapping, exact_limit,
                            confidence)
-    from latscope.capture.capfile import open_capture
+    from latscope.capture.capfile import damage_summary, open_capture
     with open_capture(path) as cap:
         metadata = cap.metadata or {}
         defs = _select(_definitions(definitions, metadata), measures)
@@ -232,8 +253,9 @@ def analyze_file(path, *, definitions=None, measures=None, packets=False, mappin
             if progress:
                 progress(done, cap.n_events)
         result = analyzer.finish()
+        result.metadata = dict(result.metadata, integrity=damage_summary(cap))
         if cap.problems:
-            result.metadata = dict(result.metadata, problems=list(cap.problems))
+            result.metadata["problems"] = list(cap.problems)
     return Analysis(path, capture_label(metadata, path), capture_size(metadata), result)
 
 

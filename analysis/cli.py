@@ -96,9 +96,7 @@ def _progress():
 def cmd_analyze(args):
     a = api.analyze_file(args.file, definitions=_defs(args), measures=args.measure,
                          mapping=args.mapping, progress=_progress())
-    for problem in a.result.metadata.get("problems", []):
-        print(f"latscope analyze: warning: {args.file} is damaged: {problem}; the analysis "
-              f"covers the readable part", file=sys.stderr)
+    _warn_integrity(args, [a])
     if args.hlog:
         write_hlog_for(a, args.hlog)
     if args.json:
@@ -136,6 +134,14 @@ def write_hlog_for(analysis, path):
                                     f"measurement (tag), resolution {r.resolution_ns:.3f} ns")
 
 
+def _warn_integrity(args, analyses):
+    """One warning line per damaged or unfinished input (see :func:`api.integrity_note`)."""
+    for a in analyses:
+        note = api.integrity_note(a)
+        if note:
+            print(f"latscope {args.command}: warning: {a.path}: {note}", file=sys.stderr)
+
+
 def _load_all(args, packets=True):
     missing = [f for f in args.files if not os.path.exists(f)]
     if missing:
@@ -145,6 +151,7 @@ def _load_all(args, packets=True):
 
 def cmd_compare(args):
     analyses = _load_all(args)
+    _warn_integrity(args, analyses)
     if args.by == "size":
         fits = report.size_fits(analyses)
         if args.json:
@@ -160,6 +167,8 @@ def cmd_compare(args):
     comps = report.compare_analyses(analyses)
     if args.json:
         print(json.dumps({"baseline": analyses[0].label,
+                          "inputs": [{"path": a.path, "label": a.label,
+                                      "integrity": a.integrity} for a in analyses],
                           "comparisons": [{"configuration": label, "measurement": name,
                                            **c.to_dict()} for label, name, c in comps]},
                          indent=2))
@@ -173,6 +182,7 @@ def cmd_compare(args):
 
 def cmd_report(args):
     analyses = _load_all(args)
+    _warn_integrity(args, analyses)
     written = report.write_report(analyses, args.output)
     print(f"wrote {written[0]} and {written[1]} ({len(written) - 2} figures)", file=sys.stderr)
     return 0

@@ -94,7 +94,8 @@ class AnalysisResult:
                 "measurements": {k: v.to_dict() for k, v in self.stats.items()},
                 "stages": {k: v.to_dict() for k, v in self.stages.items()},
                 "unavailable": dict(self.unavailable),
-                "config": self.metadata.get("config"), "source": self.metadata.get("source")}
+                "config": self.metadata.get("config"), "source": self.metadata.get("source"),
+                "integrity": self.metadata.get("integrity")}
 
 
 def _tick_hz(value):
