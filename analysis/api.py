@@ -25,8 +25,8 @@ from latscope.analysis.engine import Analyzer
 from latscope.analysis.pairing import STATUS_NAMES
 from latscope.analysis.stats import DEFAULT_EXACT_LIMIT, PERCENTILES, percentile_key
 
-__all__ = ["Analysis", "integrity_note", "load", "analyze_file", "from_events", "summary_frame", "packets_frame",
-           "capture_label", "capture_size", "summarize_captures", "write_report",
+__all__ = ["Analysis", "integrity_note", "load", "analyze_file", "from_events", "summary_frame",
+           "packets_frame", "capture_label", "capture_size", "summarize_captures", "write_report",
            "example_captures", "repository_root"]
 
 
