@@ -8,6 +8,7 @@ from latscope import LatscopeError
 from latscope.analysis import api, report
 from latscope.analysis.definitions import load_definitions
 from latscope.analysis.stats import bound_hints
+from latscope.userio import check_input, check_output
 
 __all__ = ["register", "cmd_analyze", "cmd_compare", "cmd_report"]
 
@@ -94,6 +95,9 @@ def _progress():
 
 
 def cmd_analyze(args):
+    check_input(args.file, "capture file")
+    if args.hlog:        # --hlog replaces an existing file (there is no --force here)
+        check_output(args.hlog, force=True)
     a = api.analyze_file(args.file, definitions=_defs(args), measures=args.measure,
                          mapping=args.mapping, progress=_progress())
     _warn_integrity(args, [a])
@@ -146,6 +150,8 @@ def _load_all(args, packets=True):
     missing = [f for f in args.files if not os.path.exists(f)]
     if missing:
         raise LatscopeError(f"no such file: {', '.join(missing)}")
+    for f in args.files:
+        check_input(f, "capture file")
     return [api.analyze_file(f, definitions=_defs(args), packets=packets) for f in args.files]
 
 
@@ -181,6 +187,7 @@ def cmd_compare(args):
 
 
 def cmd_report(args):
+    check_output(args.output, directory=True)        # before the analyses, not after
     analyses = _load_all(args)
     _warn_integrity(args, analyses)
     written = report.write_report(analyses, args.output)

@@ -211,14 +211,8 @@ def parse_definitions(tables):
 
 def load_definitions(path):
     """Read definitions from a TOML file."""
-    try:
-        with open(path, "rb") as file:
-            tables = tomllib.load(file)
-    except OSError as error:
-        raise LatscopeError(f"cannot read definitions {path}: {error.strerror}") from None
-    except tomllib.TOMLDecodeError as error:
-        raise LatscopeError(f"definitions {path} are not valid TOML: {error}") from None
-    return parse_definitions(tables)
+    from latscope.userio import read_toml
+    return parse_definitions(read_toml(path, "definitions"))
 
 
 def default_definitions():

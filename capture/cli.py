@@ -2,7 +2,6 @@
 
 import importlib
 import json
-import os
 import signal
 import sys
 
@@ -10,6 +9,7 @@ from latscope import LatscopeError
 from latscope.capture import capfile, session
 from latscope.capture.progress import CaptureProgress
 from latscope.capture.transport import SerialTransport
+from latscope.userio import check_output
 
 __all__ = ["register", "cmd_capture", "cmd_info", "cmd_verify"]
 
@@ -134,8 +134,7 @@ def capture(args, stderr=None):
     stderr = stderr or sys.stderr
     if bool(args.port) == bool(getattr(args, "sim", None)):
         raise LatscopeError("give exactly one of --port DEVICE and --sim PROFILE")
-    if os.path.exists(args.output) and not args.force:
-        raise LatscopeError(f"{args.output} exists; choose another name or use --force")
+    check_output(args.output, force=args.force)     # before the instrument starts
     config = session.load_config(args.config) if args.config else session.CaptureConfig()
     session.Limits(args.duration, args.events, args.packets)     # check before starting
     port, handle = _open_source(args)      # the simulated bench may set args.events

@@ -16,6 +16,7 @@ from fractions import Fraction
 import numpy as np
 
 from latscope import LatscopeError
+from latscope.userio import check_input, check_output
 
 __all__ = ["Window", "make_window", "parse_time", "parse_rate", "export_csv", "register"]
 
@@ -380,6 +381,8 @@ def cmd_import(args):
     from latscope.capture.sigrok import SrLimits, import_sr
     if args.max_bytes < 1:
         raise LatscopeError(f"--max-bytes must be positive, not {args.max_bytes}")
+    check_input(args.file, "sigrok session file")
+    check_output(args.output, force=args.force)
     progress = _Progress("importing")
     try:
         summary = import_sr(args.file, args.output, args.map,
@@ -426,6 +429,8 @@ def cmd_export(args):
         raise LatscopeError("--samplerate applies to --format sr only")
     if os.path.abspath(output) == os.path.abspath(args.file):
         raise LatscopeError("the output file would replace the capture")
+    check_input(args.file, "capture file")
+    check_output(output, force=args.force)
     with open_capture(args.file) as capture:
         tick_hz = _exact_rate(capture.metadata["tick_hz"])
         # the window holds the ticks t with from <= t / tick_hz < to

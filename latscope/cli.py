@@ -4,6 +4,7 @@ part."""
 
 import argparse
 import importlib
+import os
 import sys
 
 from latscope import LatscopeError, __version__
@@ -22,11 +23,20 @@ PART_CLI_MODULES = (
 )
 
 
+EXIT_EPILOG = """\
+exit status (every command; a command's own help may add meanings): 0 success; 1 a check
+failed (verify: damaged file, selftest: failed); 2 bad input: a bad option, path, file or
+device, with one line on stderr saying which, and nothing is written; 70 internal error (one
+line; set LATSCOPE_DEBUG=1 for the traceback); 130 interrupted by Ctrl-C; 143 stopped by
+SIGTERM. capture stops cleanly on Ctrl-C and SIGTERM, finalises its file and exits 0."""
+
+
 def build_parser():
     parser = argparse.ArgumentParser(
         prog="latscope",
         description="Measure the latency inside an embedded Ethernet node, from the wire to its "
-                    "software and back, with nanosecond timestamps on every packet.")
+                    "software and back, with nanosecond timestamps on every packet.",
+        epilog=EXIT_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action="version", version=f"latscope {__version__}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in PART_CLI_MODULES:
@@ -42,7 +52,11 @@ def build_parser():
 
 def main(argv=None):
     parser = build_parser()
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except LatscopeError as error:      # raised by an option's type= parser (times, rates)
+        print(f"latscope: error: {error}", file=sys.stderr)
+        return 2
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
@@ -56,6 +70,17 @@ def main(argv=None):
         return 130
     except BrokenPipeError:
         return 0
+    except OSError as error:       # a path or device the user gave: one line, never a traceback
+        from latscope.userio import os_error_message
+        print(f"latscope {args.command}: error: {os_error_message(error)}", file=sys.stderr)
+        return 2
+    except Exception as error:
+        if os.environ.get("LATSCOPE_DEBUG"):
+            raise
+        print(f"latscope {args.command}: internal error, please report: "
+              f"{type(error).__name__}: {error} (LATSCOPE_DEBUG=1 shows the traceback)",
+              file=sys.stderr)
+        return 70
 
 
 if __name__ == "__main__":
