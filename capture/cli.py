@@ -5,7 +5,7 @@ import json
 import signal
 import sys
 
-from latscope import LatscopeError
+from latscope import LatscopeError, Terminated
 from latscope.capture import capfile, session
 from latscope.capture.progress import CaptureProgress
 from latscope.capture.transport import SerialTransport
@@ -17,8 +17,9 @@ CAPTURE_EPILOG = """\
 exit status: 0 stopped on a limit, Ctrl-C or SIGTERM (the file is complete); 2 error before
 recording (bad option, port, incompatible instrument: no file is written); 3 the link was lost
 (port closed or unplugged: the file holds everything received and says so); 4 the decoder or
-writer crashed (the file holds everything before it). A packet is a falling edge of the channel
-whose role is rx_dv. Config format: docs/capture-format.md."""
+writer crashed (the file holds everything before it); 130 (Ctrl-C) or 143 (SIGTERM) while the
+instrument or simulator was still starting, before recording (no file is written). A packet is
+a falling edge of the channel whose role is rx_dv. Config format: docs/capture-format.md."""
 
 
 def register(subparsers):
@@ -84,6 +85,9 @@ def register(subparsers):
     p.set_defaults(func=cmd_verify)
 
 
+_EARLY_STOP = "before recording started: no file was written"
+
+
 class _StopFlag:
     """SIGINT/SIGTERM set a reason the capture loop sees within 0.1 s; a second Ctrl-C forces."""
 
@@ -137,7 +141,10 @@ def capture(args, stderr=None):
     check_output(args.output, force=args.force)     # before the instrument starts
     config = session.load_config(args.config) if args.config else session.CaptureConfig()
     session.Limits(args.duration, args.events, args.packets)     # check before starting
-    port, handle = _open_source(args)      # the simulated bench may set args.events
+    try:
+        port, handle = _open_source(args)      # the simulated bench may set args.events
+    except (KeyboardInterrupt, Terminated):
+        raise type(sys.exc_info()[1])(_EARLY_STOP) from None
     limits = session.Limits(args.duration, args.events, args.packets)
     for key in ("label", "dut", "scenario"):      # the simulated bench describes its run
         if not getattr(config, key) and getattr(handle, key, None):
@@ -148,19 +155,23 @@ def capture(args, stderr=None):
         config.label = args.label
     transport = None
     try:
-        transport = SerialTransport(port, args.baud)
-        instrument = session.Instrument(transport)
-        identity = instrument.identify()
-        session.configure(instrument, config, identity)
+        try:
+            transport = SerialTransport(port, args.baud)
+            instrument = session.Instrument(transport)
+            identity = instrument.identify()
+            session.configure(instrument, config, identity)
+        except (KeyboardInterrupt, Terminated):
+            raise type(sys.exc_info()[1])(_EARLY_STOP) from None
         extra = dict(getattr(handle, "metadata", None) or {})
         meta = session.capture_metadata(identity, config, port=port, extra=extra)
         rx_dv = [int(k) for k, role in meta["channels"].items() if role == "rx_dv"]
         if limits.packets is not None and not rx_dv:
             raise LatscopeError("--packets needs a channel whose role is rx_dv in the channel "
                                 "map")
-        writer = capfile.CaptureWriter(args.output, meta, overwrite=args.force)
-        progress = CaptureProgress(stderr, enabled=False if args.quiet else None)
+        # from here a signal is a stop request: the file is created and always finalised
         with _StopFlag() as stop:
+            writer = capfile.CaptureWriter(args.output, meta, overwrite=args.force)
+            progress = CaptureProgress(stderr, enabled=False if args.quiet else None)
             outcome = session.run_capture(instrument, writer, limits=limits,
                                           rx_dv_channel=rx_dv[0] if rx_dv else None,
                                           progress=progress, stop=stop)

@@ -7,7 +7,7 @@ import importlib
 import os
 import sys
 
-from latscope import LatscopeError, __version__
+from latscope import LatscopeError, Terminated, __version__
 
 #: Modules that contribute subcommands, in the order their commands are listed in ``--help``.
 PART_CLI_MODULES = (
@@ -50,7 +50,24 @@ def build_parser():
     return parser
 
 
+def _raise_terminated(signum, frame):
+    raise Terminated
+
+
 def main(argv=None):
+    import signal
+    try:        # SIGTERM unwinds like Ctrl-C (files closed, children stopped), then one line
+        previous = signal.signal(signal.SIGTERM, _raise_terminated)
+    except ValueError:          # not the main thread (tests)
+        previous = None
+    try:
+        return _main(argv)
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+
+
+def _main(argv):
     parser = build_parser()
     try:
         args = parser.parse_args(argv)
@@ -65,9 +82,14 @@ def main(argv=None):
     except LatscopeError as error:
         print(f"latscope {args.command}: error: {error}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        print(f"latscope {args.command}: interrupted", file=sys.stderr)
+    except KeyboardInterrupt as error:
+        detail = f" {error}" if str(error) else ""
+        print(f"latscope {args.command}: interrupted (Ctrl-C){detail}", file=sys.stderr)
         return 130
+    except Terminated as error:
+        detail = f" {error}" if str(error) else ""
+        print(f"latscope {args.command}: terminated (SIGTERM){detail}", file=sys.stderr)
+        return 143
     except BrokenPipeError:
         return 0
     except OSError as error:       # a path or device the user gave: one line, never a traceback
