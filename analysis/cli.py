@@ -21,6 +21,11 @@ _UNITS = ("Units: tables print microseconds (3 decimals); --json gives nanosecon
 _DEFS_HELP = ("measurement definitions (TOML, see docs/analysis.md); default: those stored in the "
               "capture, else the standard ones (rx.isr = rx_dv falling -> m_isr rising, rx.copy, "
               "rx.udp, rx.fast, tx.wire = m_send rising -> tx_en rising, tx.xmit)")
+_MARKERS_HELP = ("marker meanings CHANNEL=MEANING,... e.g. m0=rx.isr,m3=tx.xmit, or 'default' for "
+                 "the Zephyr app's table (m0=rx.isr,m1=rx.copy,m2=rx.udp,m3=rx.fast,m4=tx.send); "
+                 "default: those the file carries (captures, and latscope's own .sr/.vcd/.csv "
+                 "exports). Without either, a capture with marker channels m0..m4 is refused, "
+                 "never analysed with a guessed map; the map used is printed with its source")
 _MAP_HELP = ("for .sr files: channel map ROLE=PROBE,... e.g. rx_dv=D0,m_isr=D1 "
              "(default: the probe names)")
 
@@ -33,8 +38,10 @@ def register(subparsers):
                     "intervals, max, packet delay variation, and missed/spurious/lost counts. "
                     "FILE is a latscope capture (.lsc) or a sigrok session (.sr).",
         epilog=_UNITS)
-    p.add_argument("file", metavar="FILE")
+    p.add_argument("file", metavar="FILE", help="a capture (.lsc), a sigrok session (.sr), or a "
+                   "latscope export (.vcd, .csv)")
     p.add_argument("--definitions", metavar="FILE.toml", help=_DEFS_HELP)
+    p.add_argument("--markers", metavar="MAP", help=_MARKERS_HELP)
     p.add_argument("--measure", nargs="+", metavar="NAME",
                    help="only these measurements (default: every one the capture supports)")
     p.add_argument("--map", dest="mapping", metavar="MAP", help=_MAP_HELP)
@@ -57,6 +64,7 @@ def register(subparsers):
     p.add_argument("--by", choices=("config", "size"), default="config",
                    help="what varies between the captures (default: config)")
     p.add_argument("--definitions", metavar="FILE.toml", help=_DEFS_HELP)
+    p.add_argument("--markers", metavar="MAP", help=_MARKERS_HELP)
     p.add_argument("--json", action="store_true", help="print JSON (figures in ns)")
     p.set_defaults(func=cmd_compare)
 
@@ -71,6 +79,7 @@ def register(subparsers):
     p.add_argument("files", nargs="+", metavar="FILE")
     p.add_argument("-o", "--output", required=True, metavar="DIR", help="directory to write into")
     p.add_argument("--definitions", metavar="FILE.toml", help=_DEFS_HELP)
+    p.add_argument("--markers", metavar="MAP", help=_MARKERS_HELP)
     p.set_defaults(func=cmd_report)
 
 
@@ -99,7 +108,7 @@ def cmd_analyze(args):
     if args.hlog:        # --hlog replaces an existing file (there is no --force here)
         check_output(args.hlog, force=True)
     a = api.analyze_file(args.file, definitions=_defs(args), measures=args.measure,
-                         mapping=args.mapping, progress=_progress())
+                         mapping=args.mapping, progress=_progress(), markers=args.markers)
     _warn_integrity(args, [a])
     if args.hlog:
         write_hlog_for(a, args.hlog)
@@ -111,6 +120,7 @@ def cmd_analyze(args):
           f"{len(r.losses)} loss span(s)")
     print(f"times in µs; resolution {r.resolution_ns:.3f} ns per tick (each latency exact to "
           f"±1 tick)")
+    print(_marker_line(a))
     print()
     if r.stats:
         print(report.stats_table(r.stats))
@@ -138,6 +148,12 @@ def write_hlog_for(analysis, path):
                                     f"measurement (tag), resolution {r.resolution_ns:.3f} ns")
 
 
+def _marker_line(analysis):
+    from latscope.analysis.definitions import MarkerMap
+    used = analysis.metadata.get("marker_map")
+    return MarkerMap(**used).describe() if used else "markers: -"
+
+
 def _warn_integrity(args, analyses):
     """One warning line per damaged or unfinished input (see :func:`api.integrity_note`)."""
     for a in analyses:
@@ -152,7 +168,11 @@ def _load_all(args, packets=True):
         raise LatscopeError(f"no such file: {', '.join(missing)}")
     for f in args.files:
         check_input(f, "capture file")
-    return [api.analyze_file(f, definitions=_defs(args), packets=packets) for f in args.files]
+    analyses = [api.analyze_file(f, definitions=_defs(args), packets=packets,
+                                 markers=args.markers) for f in args.files]
+    for a in analyses:          # which marker map each input used, and why
+        print(f"latscope {args.command}: {a.path}: {_marker_line(a)}", file=sys.stderr)
+    return analyses
 
 
 def cmd_compare(args):

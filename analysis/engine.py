@@ -95,7 +95,8 @@ class AnalysisResult:
                 "stages": {k: v.to_dict() for k, v in self.stages.items()},
                 "unavailable": dict(self.unavailable),
                 "config": self.metadata.get("config"), "source": self.metadata.get("source"),
-                "integrity": self.metadata.get("integrity")}
+                "integrity": self.metadata.get("integrity"),
+                "marker_map": self.metadata.get("marker_map")}
 
 
 def _tick_hz(value):
