@@ -393,9 +393,13 @@ def write_report(analyses, out_dir):
         if fits:
             sections.append(("Packet-size regression", size_table(fits),
                              [("size", plot_size(sized, fits))]))
+    from latscope.analysis.api import integrity_note     # issue 9 item 2 (damaged inputs)
     for a in analyses:
-        sections.append((f"{a.label}: every figure", _detail_text(a), []))
+        warning = integrity_note(a)
+        sections.append((f"{a.label}: every figure", (f"WARNING: {warning}\n\n" if warning
+                                                      else "") + _detail_text(a), []))
     note = _resolution_note({f"{a.label}/{k}": s for a in analyses for k, s in a.stats.items()})
+    note += "".join(f" WARNING: {w}." for w in map(integrity_note, analyses) if w)
     md = ["# latscope report", "", f"Captures: {', '.join(a.label for a in analyses)}.", "",
           note, ""]
     body = [f"<h1>latscope report</h1><p>Captures: "

@@ -46,6 +46,11 @@ def test_compare_and_report_warn(tmp_path, capsys):
     assert main(["report", _fixture("unfinished.lsc"), "-o", str(tmp_path / "r")]) == 0
     err = capsys.readouterr().err
     assert "latscope report: warning: " in err and "input not finalised" in err
+    # the report says so at the top and next to that capture's figures, in both forms
+    md = (tmp_path / "r" / "report.md").read_text()
+    html = (tmp_path / "r" / "report.html").read_text()
+    assert md.count("WARNING: fixture: input not finalised") == 2
+    assert html.count("WARNING: fixture: input not finalised") == 2
     assert main(["analyze", _fixture("bitflip.lsc"), "--json"]) == 0
     captured = capsys.readouterr()
     assert json.loads(captured.out)["integrity"]["regions"] == 1
