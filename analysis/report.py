@@ -393,7 +393,7 @@ def write_report(analyses, out_dir):
         if fits:
             sections.append(("Packet-size regression", size_table(fits),
                              [("size", plot_size(sized, fits))]))
-    from latscope.analysis.api import integrity_note     # issue 9 item 2 (damaged inputs)
+    from latscope.analysis.api import integrity_note  # issue 9 item 2 (damaged inputs)
     for a in analyses:
         warning = integrity_note(a)
         sections.append((f"{a.label}: every figure", (f"WARNING: {warning}\n\n" if warning
