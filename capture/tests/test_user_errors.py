@@ -234,3 +234,35 @@ def test_out_of_range_windows(tmp_path, window):
                  not line.startswith(("usage:", " "))]
         assert status == 2 and len(lines) == 1 and "Traceback" not in err, (window, err)
         assert not out.exists()
+
+
+def test_userio_examples():
+    import doctest
+
+    import latscope.userio
+    result = doctest.testmod(latscope.userio)
+    assert result.attempted > 0 and result.failed == 0
+
+
+def test_os_error_and_unexpected_exception_reaching_main(monkeypatch, capsys):
+    # whatever a command lets escape ends as one line: an OSError through latscope.cli's one
+    # mapping (status 2), anything else as an internal error (status 70, traceback only with
+    # LATSCOPE_DEBUG=1)
+    import latscope.cli as cli
+
+    def parser():
+        p = argparse.ArgumentParser(prog="latscope")
+        sub = p.add_subparsers(dest="command")
+        q = sub.add_parser("boom")
+        q.set_defaults(func=lambda args: {}["missing"])
+        r = sub.add_parser("disk")
+        r.set_defaults(func=lambda args: open("/nonexistent-dir/x", "w"))
+        return p
+    monkeypatch.setattr(cli, "build_parser", parser)
+    monkeypatch.delenv("LATSCOPE_DEBUG", raising=False)
+    assert cli.main(["boom"]) == 70
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "internal error, please report: KeyError" in err
+    assert cli.main(["disk"]) == 2
+    assert capsys.readouterr().err == ("latscope disk: error: /nonexistent-dir/x: no such file "
+                                       "or directory\n")
