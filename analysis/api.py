@@ -222,7 +222,8 @@ def from_events(time, channel, rising, *, tick_hz, channel_names=None, markers=N
 
 
 def analyze_file(path, *, definitions=None, measures=None, packets=False, mapping=None,
-                 exact_limit=DEFAULT_EXACT_LIMIT, confidence=0.95, progress=None, markers=None):
+                 exact_limit=DEFAULT_EXACT_LIMIT, confidence=0.95, progress=None, markers=None,
+                 ns_histograms=False):
     """Analyse a capture file (``.lsc``) or a sigrok session file (``.sr``) in bounded memory.
 
     Parameters
@@ -242,6 +243,8 @@ def analyze_file(path, *, definitions=None, measures=None, packets=False, mappin
         Marker meanings (``--markers`` text or dict); default: those the file carries. Which map
         was used and why is ``result.metadata["marker_map"]`` (see
         :func:`latscope.analysis.definitions.resolve_markers`, which refuses to guess).
+    ns_histograms : bool
+        Keep each measurement's latencies in whole ns for ``.hlog`` export.
 
     Returns
     -------
@@ -252,7 +255,7 @@ def analyze_file(path, *, definitions=None, measures=None, packets=False, mappin
         raise LatscopeError(f"{path}: no such file")
     if path.endswith(".sr"):
         return _analyze_sr(path, definitions, measures, packets, mapping, exact_limit,
-                           confidence, markers)
+                           confidence, markers, ns_histograms)
     if path.lower().endswith((".vcd", ".csv")):
         from latscope.capture.reimport import read_export
         ev = read_export(path)
@@ -261,7 +264,7 @@ def analyze_file(path, *, definitions=None, measures=None, packets=False, mappin
                            markers=markers, definitions=definitions, measures=measures,
                            label=capture_label(ev.metadata, path), packets=packets,
                            metadata=ev.metadata, path=path, exact_limit=exact_limit,
-                           confidence=confidence)
+                           confidence=confidence, ns_histograms=ns_histograms)
     from latscope.capture.capfile import damage_summary, open_capture
     with open_capture(path) as cap:
         metadata = cap.metadata or {}
@@ -270,6 +273,7 @@ def analyze_file(path, *, definitions=None, measures=None, packets=False, mappin
         marker_map = resolve_markers(defs, names, cap.markers, markers)
         analyzer = Analyzer(defs, tick_hz=cap.tick_hz, channel_names=names,
                             markers=marker_map.markers, losses=cap.losses,
+                            ns_histograms=ns_histograms,
                             keep_packets=packets, exact_limit=exact_limit,
                             confidence=confidence, require=measures or (), metadata=metadata)
         done = 0
@@ -291,7 +295,7 @@ def analyze_file(path, *, definitions=None, measures=None, packets=False, mappin
 
 
 def _analyze_sr(path, definitions, measures, packets, mapping, exact_limit, confidence,
-                markers=None):
+                markers=None, ns_histograms=False):
     from latscope.capture.sigrok import SrReader, parse_channel_map, sr_markers
     with SrReader(path) as reader:
         info = reader.info
@@ -307,7 +311,7 @@ def _analyze_sr(path, definitions, measures, packets, mapping, exact_limit, conf
         marker_map = resolve_markers(defs, names, sr_markers(info, pairs), markers)
         metadata["marker_map"] = dataclasses.asdict(marker_map)
         analyzer = Analyzer(defs, tick_hz=info.samplerate, channel_names=names,
-                            markers=marker_map.markers,
+                            markers=marker_map.markers, ns_histograms=ns_histograms,
                             keep_packets=packets, exact_limit=exact_limit,
                             confidence=confidence, require=measures or (), metadata=metadata)
         from latscope.analysis.sigrokref import edges_from_samples

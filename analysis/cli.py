@@ -108,7 +108,8 @@ def cmd_analyze(args):
     if args.hlog:        # --hlog replaces an existing file (there is no --force here)
         check_output(args.hlog, force=True)
     a = api.analyze_file(args.file, definitions=_defs(args), measures=args.measure,
-                         mapping=args.mapping, progress=_progress(), markers=args.markers)
+                         mapping=args.mapping, progress=_progress(), markers=args.markers,
+                         ns_histograms=bool(args.hlog))
     _warn_integrity(args, [a])
     if args.hlog:
         write_hlog_for(a, args.hlog)
@@ -139,9 +140,13 @@ def cmd_analyze(args):
 
 
 def write_hlog_for(analysis, path):
-    """Write every measurement's histogram of an :class:`api.Analysis` to an ``.hlog`` file."""
+    """Write every measurement's histogram of an :class:`api.Analysis` (made with
+    ``ns_histograms=True``) to an ``.hlog`` file."""
     from latscope.analysis.hdr import write_hlog
     r = analysis.result
+    if any(s.n and s.ns_histogram is None for s in r.stats.values()):
+        raise LatscopeError("the analysis kept no histograms in ns; analyse with "
+                            "ns_histograms=True to write an .hlog")
     hists = [(name, 0.0, max(r.duration_s, 1e-3), s.ns_histogram.to_hdrh())
              for name, s in r.stats.items() if s.n]
     write_hlog(path, hists, comment=f"latscope {analysis.label}: values in ns, one interval per "

@@ -83,7 +83,7 @@ def test_hlog_export_keeps_every_value_in_its_bucket(tmp_path, tick_hz):
     from latscope.analysis.stats import describe
     rng = np.random.default_rng(tick_hz % 1000 + 3)
     ticks = np.concatenate([rng.integers(1, 400_000, 20_000), [1, 2, 1023, 1024, 2047, 2048]])
-    s = describe(ticks, tick_hz=tick_hz, exact_limit=100)       # histogram method
+    s = describe(ticks, tick_hz=tick_hz, exact_limit=100, ns_histogram=True)
     per_tick = 1e9 / tick_hz
     true_ns = np.rint(ticks * per_tick).astype(np.int64)
     path = tmp_path / "x.hlog"
