@@ -19,13 +19,18 @@ import os
 import numpy as np
 
 from latscope import LatscopeError
-from latscope.analysis.definitions import load_definitions, parse_definitions
+from latscope.analysis.definitions import (
+    CHANNEL_ROLES,
+    load_definitions,
+    parse_definitions,
+    resolve_markers,
+)
 from latscope.analysis.engine import Analyzer
 from latscope.analysis.pairing import STATUS_NAMES
 from latscope.analysis.stats import DEFAULT_EXACT_LIMIT, PERCENTILES, percentile_key
 
-__all__ = ["Analysis", "load", "analyze_file", "from_events", "summary_frame", "packets_frame",
-           "capture_label", "capture_size", "summarize_captures", "write_report",
+__all__ = ["Analysis", "integrity_note", "load", "analyze_file", "from_events", "summary_frame",
+           "packets_frame", "capture_label", "capture_size", "summarize_captures", "write_report",
            "example_captures", "repository_root"]
 
 
@@ -59,6 +64,14 @@ class Analysis:
     def metadata(self):
         return self.result.metadata
 
+    @property
+    def integrity(self):
+        """The input file's integrity facts (:func:`latscope.capture.capfile.damage_summary`:
+        ``damaged``, ``finalised``, ``truncated``, ``regions``, ``skipped_bytes``, ``problems``,
+        ``text``), or ``None`` for inputs that are not capture files. Show :func:`integrity_note`
+        next to every figure made from a capture whose note is not empty."""
+        return self.result.metadata.get("integrity")
+
     def summary(self, stages=False):
         """DataFrame, one row per measurement (or stage), every figure in ns."""
         return summary_frame(self.result.stages if stages else self.result.stats)
@@ -83,6 +96,19 @@ class Analysis:
         out = self.result.to_dict()
         out.update(path=self.path, label=self.label, size=self.size)
         return out
+
+
+def integrity_note(analysis):
+    """One sentence to show next to figures from ``analysis`` when its capture file is damaged
+    or was not finalised (empty when the input is intact or not a capture file).
+
+    The report and ``compare`` call this for every input, so a figure from a damaged capture
+    never appears without saying so."""
+    facts = analysis.integrity
+    if not facts or not (facts["damaged"] or not facts["finalised"]):
+        return ""
+    what = "damaged" if facts["damaged"] else "not finalised"
+    return f"{analysis.label}: input {what}: {facts['text']}; figures cover the readable part"
 
 
 def summary_frame(stats):
@@ -176,18 +202,29 @@ def _select(defs, measures):
 
 def from_events(time, channel, rising, *, tick_hz, channel_names=None, markers=None, losses=(),
                 definitions=None, measures=None, label="events", size=None, packets=True,
-                metadata=None, **kwargs):
-    """Analyse event arrays held in memory; returns an :class:`Analysis`."""
+                metadata=None, stored_markers=None, path=None, **kwargs):
+    """Analyse event arrays held in memory; returns an :class:`Analysis`.
+
+    With ``channel_names`` the marker meanings go through
+    :func:`~latscope.analysis.definitions.resolve_markers` (``stored_markers`` as the data's
+    own, ``markers`` as an override); without, the instrument's standard roles and the Zephyr
+    app's default marker table are assumed (synthetic streams)."""
     defs = _select(_definitions(definitions, metadata or {}), measures)
+    metadata = dict(metadata or {})
+    if channel_names is not None:
+        marker_map = resolve_markers(defs, channel_names, stored_markers, markers)
+        markers = marker_map.markers
+        metadata["marker_map"] = dataclasses.asdict(marker_map)
     analyzer = Analyzer(defs, tick_hz=tick_hz, channel_names=channel_names, markers=markers,
                         losses=losses, keep_packets=packets, metadata=metadata,
                         require=measures or (), **kwargs)
     analyzer.feed(time, channel, rising)
-    return Analysis(None, label, size, analyzer.finish())
+    return Analysis(path, label, size, analyzer.finish())
 
 
 def analyze_file(path, *, definitions=None, measures=None, packets=False, mapping=None,
-                 exact_limit=DEFAULT_EXACT_LIMIT, confidence=0.95, progress=None):
+                 exact_limit=DEFAULT_EXACT_LIMIT, confidence=0.95, progress=None, markers=None,
+                 ns_histograms=False):
     """Analyse a capture file (``.lsc``) or a sigrok session file (``.sr``) in bounded memory.
 
     Parameters
@@ -203,6 +240,12 @@ def analyze_file(path, *, definitions=None, measures=None, packets=False, mappin
         For ``.sr`` files: ``--map`` text such as ``"rx_dv=D0,m_isr=D1"``.
     progress : callable, optional
         Called as ``progress(events_done, events_total)`` after each chunk.
+    markers : dict or str, optional
+        Marker meanings (``--markers`` text or dict); default: those the file carries. Which map
+        was used and why is ``result.metadata["marker_map"]`` (see
+        :func:`latscope.analysis.definitions.resolve_markers`, which refuses to guess).
+    ns_histograms : bool
+        Keep each measurement's latencies in whole ns for ``.hlog`` export.
 
     Returns
     -------
@@ -213,13 +256,25 @@ def analyze_file(path, *, definitions=None, measures=None, packets=False, mappin
         raise LatscopeError(f"{path}: no such file")
     if path.endswith(".sr"):
         return _analyze_sr(path, definitions, measures, packets, mapping, exact_limit,
-                           confidence)
-    from latscope.capture.capfile import open_capture
+                           confidence, markers, ns_histograms)
+    if path.lower().endswith((".vcd", ".csv")):
+        from latscope.capture.reimport import read_export
+        ev = read_export(path)
+        return from_events(ev.time, ev.channel, ev.rising, tick_hz=ev.tick_hz,
+                           channel_names=ev.channel_names, stored_markers=ev.markers,
+                           markers=markers, definitions=definitions, measures=measures,
+                           label=capture_label(ev.metadata, path), packets=packets,
+                           metadata=ev.metadata, path=path, exact_limit=exact_limit,
+                           confidence=confidence, ns_histograms=ns_histograms)
+    from latscope.capture.capfile import damage_summary, open_capture
     with open_capture(path) as cap:
         metadata = cap.metadata or {}
         defs = _select(_definitions(definitions, metadata), measures)
-        analyzer = Analyzer(defs, tick_hz=cap.tick_hz, channel_names=cap.channel_names or None,
-                            markers=cap.markers or None, losses=cap.losses,
+        names = cap.channel_names or dict(CHANNEL_ROLES)
+        marker_map = resolve_markers(defs, names, cap.markers, markers)
+        analyzer = Analyzer(defs, tick_hz=cap.tick_hz, channel_names=names,
+                            markers=marker_map.markers, losses=cap.losses,
+                            ns_histograms=ns_histograms,
                             keep_packets=packets, exact_limit=exact_limit,
                             confidence=confidence, require=measures or (), metadata=metadata)
         done = 0
@@ -233,13 +288,16 @@ def analyze_file(path, *, definitions=None, measures=None, packets=False, mappin
             if progress:
                 progress(done, cap.n_events)
         result = analyzer.finish()
+        result.metadata = dict(result.metadata, integrity=damage_summary(cap),
+                               marker_map=dataclasses.asdict(marker_map))
         if cap.problems:
-            result.metadata = dict(result.metadata, problems=list(cap.problems))
+            result.metadata["problems"] = list(cap.problems)
     return Analysis(path, capture_label(metadata, path), capture_size(metadata), result)
 
 
-def _analyze_sr(path, definitions, measures, packets, mapping, exact_limit, confidence):
-    from latscope.capture.sigrok import SrReader, parse_channel_map
+def _analyze_sr(path, definitions, measures, packets, mapping, exact_limit, confidence,
+                markers=None, ns_histograms=False):
+    from latscope.capture.sigrok import SrReader, parse_channel_map, sr_markers
     with SrReader(path) as reader:
         info = reader.info
         if info.samplerate is None:
@@ -250,8 +308,11 @@ def _analyze_sr(path, definitions, measures, packets, mapping, exact_limit, conf
                     "source": "sigrok", "source_file": os.path.basename(path)}
         defs = _select(_definitions(definitions, metadata), measures)
         # probes named by role or alias (rx_dv, m_isr) resolve directly; probes named m0..m4
-        # take the default marker meanings
-        analyzer = Analyzer(defs, tick_hz=info.samplerate, channel_names=names, markers=None,
+        # need the meanings the file stores (a latscope export) or --markers
+        marker_map = resolve_markers(defs, names, sr_markers(info, pairs), markers)
+        metadata["marker_map"] = dataclasses.asdict(marker_map)
+        analyzer = Analyzer(defs, tick_hz=info.samplerate, channel_names=names,
+                            markers=marker_map.markers, ns_histograms=ns_histograms,
                             keep_packets=packets, exact_limit=exact_limit,
                             confidence=confidence, require=measures or (), metadata=metadata)
         from latscope.analysis.sigrokref import edges_from_samples

@@ -7,6 +7,8 @@ import sys
 from latscope import LatscopeError
 from latscope.analysis import api, report
 from latscope.analysis.definitions import load_definitions
+from latscope.analysis.stats import bound_hints
+from latscope.userio import check_input, check_output
 
 __all__ = ["register", "cmd_analyze", "cmd_compare", "cmd_report"]
 
@@ -19,6 +21,11 @@ _UNITS = ("Units: tables print microseconds (3 decimals); --json gives nanosecon
 _DEFS_HELP = ("measurement definitions (TOML, see docs/analysis.md); default: those stored in the "
               "capture, else the standard ones (rx.isr = rx_dv falling -> m_isr rising, rx.copy, "
               "rx.udp, rx.fast, tx.wire = m_send rising -> tx_en rising, tx.xmit)")
+_MARKERS_HELP = ("marker meanings CHANNEL=MEANING,... e.g. m0=rx.isr,m3=tx.xmit, or 'default' for "
+                 "the Zephyr app's table (m0=rx.isr,m1=rx.copy,m2=rx.udp,m3=rx.fast,m4=tx.send); "
+                 "default: those the file carries (captures, and latscope's own .sr/.vcd/.csv "
+                 "exports). Without either, a capture with marker channels m0..m4 is refused, "
+                 "never analysed with a guessed map; the map used is printed with its source")
 _MAP_HELP = ("for .sr files: channel map ROLE=PROBE,... e.g. rx_dv=D0,m_isr=D1 "
              "(default: the probe names)")
 
@@ -31,8 +38,10 @@ def register(subparsers):
                     "intervals, max, packet delay variation, and missed/spurious/lost counts. "
                     "FILE is a latscope capture (.lsc) or a sigrok session (.sr).",
         epilog=_UNITS)
-    p.add_argument("file", metavar="FILE")
+    p.add_argument("file", metavar="FILE", help="a capture (.lsc), a sigrok session (.sr), or a "
+                   "latscope export (.vcd, .csv)")
     p.add_argument("--definitions", metavar="FILE.toml", help=_DEFS_HELP)
+    p.add_argument("--markers", metavar="MAP", help=_MARKERS_HELP)
     p.add_argument("--measure", nargs="+", metavar="NAME",
                    help="only these measurements (default: every one the capture supports)")
     p.add_argument("--map", dest="mapping", metavar="MAP", help=_MAP_HELP)
@@ -61,6 +70,7 @@ def register(subparsers):
                    help="how to pair the captures (default: group; config is the former name "
                         "of first)")
     p.add_argument("--definitions", metavar="FILE.toml", help=_DEFS_HELP)
+    p.add_argument("--markers", metavar="MAP", help=_MARKERS_HELP)
     p.add_argument("--json", action="store_true", help="print JSON (figures in ns)")
     p.set_defaults(func=cmd_compare)
 
@@ -79,6 +89,7 @@ def register(subparsers):
     p.add_argument("files", nargs="+", metavar="FILE")
     p.add_argument("-o", "--output", required=True, metavar="DIR", help="directory to write into")
     p.add_argument("--definitions", metavar="FILE.toml", help=_DEFS_HELP)
+    p.add_argument("--markers", metavar="MAP", help=_MARKERS_HELP)
     p.set_defaults(func=cmd_report)
 
 
@@ -103,11 +114,13 @@ def _progress():
 
 
 def cmd_analyze(args):
+    check_input(args.file, "capture file")
+    if args.hlog:        # --hlog replaces an existing file (there is no --force here)
+        check_output(args.hlog, force=True)
     a = api.analyze_file(args.file, definitions=_defs(args), measures=args.measure,
-                         mapping=args.mapping, progress=_progress())
-    for problem in a.result.metadata.get("problems", []):
-        print(f"latscope analyze: warning: {args.file} is damaged: {problem}; the analysis "
-              f"covers the readable part", file=sys.stderr)
+                         mapping=args.mapping, progress=_progress(), markers=args.markers,
+                         ns_histograms=bool(args.hlog))
+    _warn_integrity(args, [a])
     if args.hlog:
         write_hlog_for(a, args.hlog)
     if args.json:
@@ -118,9 +131,13 @@ def cmd_analyze(args):
           f"{len(r.losses)} loss span(s)")
     print(f"resolution {r.resolution_ns:.3f} ns per tick (each latency exact to ±1 tick); "
           f"each table's unit is in its headers")
+    print(_marker_line(a))
     print()
     if r.stats:
         print(report.stats_table(r.stats))
+        for name, s in r.stats.items():
+            for hint in bound_hints(s):
+                print(f"{name} {hint}")
     if r.stages:
         print()
         print("stages (differences on the same packet):")
@@ -133,24 +150,49 @@ def cmd_analyze(args):
 
 
 def write_hlog_for(analysis, path):
-    """Write every measurement's histogram of an :class:`api.Analysis` to an ``.hlog`` file."""
+    """Write every measurement's histogram of an :class:`api.Analysis` (made with
+    ``ns_histograms=True``) to an ``.hlog`` file."""
     from latscope.analysis.hdr import write_hlog
     r = analysis.result
-    hists = [(name, 0.0, max(r.duration_s, 1e-3), s.histogram.to_hdrh(scale=s.tick_ns))
+    if any(s.n and s.ns_histogram is None for s in r.stats.values()):
+        raise LatscopeError("the analysis kept no histograms in ns; analyse with "
+                            "ns_histograms=True to write an .hlog")
+    hists = [(name, 0.0, max(r.duration_s, 1e-3), s.ns_histogram.to_hdrh())
              for name, s in r.stats.items() if s.n]
     write_hlog(path, hists, comment=f"latscope {analysis.label}: values in ns, one interval per "
                                     f"measurement (tag), resolution {r.resolution_ns:.3f} ns")
+
+
+def _marker_line(analysis):
+    from latscope.analysis.definitions import MarkerMap
+    used = analysis.metadata.get("marker_map")
+    return MarkerMap(**used).describe() if used else "markers: -"
+
+
+def _warn_integrity(args, analyses):
+    """One warning line per damaged or unfinished input (see :func:`api.integrity_note`)."""
+    for a in analyses:
+        note = api.integrity_note(a)
+        if note:
+            print(f"latscope {args.command}: warning: {a.path}: {note}", file=sys.stderr)
 
 
 def _load_all(args, packets=True):
     missing = [f for f in args.files if not os.path.exists(f)]
     if missing:
         raise LatscopeError(f"no such file: {', '.join(missing)}")
-    return [api.analyze_file(f, definitions=_defs(args), packets=packets) for f in args.files]
+    for f in args.files:
+        check_input(f, "capture file")
+    analyses = [api.analyze_file(f, definitions=_defs(args), packets=packets,
+                                 markers=args.markers) for f in args.files]
+    for a in analyses:          # which marker map each input used, and why
+        print(f"latscope {args.command}: {a.path}: {_marker_line(a)}", file=sys.stderr)
+    return analyses
 
 
 def cmd_compare(args):
     analyses = _load_all(args)
+    _warn_integrity(args, analyses)
     if args.by == "size":
         fits = report.size_fits(analyses)
         if args.json:
@@ -174,6 +216,8 @@ def cmd_compare(args):
                   for group, rows in grouped]
         print(json.dumps({"baseline": groups[0]["baseline"] if groups else None,
                           "groups": groups,
+                          "inputs": [{"path": a.path, "label": a.label,
+                                      "integrity": a.integrity} for a in analyses],
                           "comparisons": [dict(c, group=g["title"]) for g in groups
                                           for c in g["comparisons"]]}, indent=2))
         return 0
@@ -187,7 +231,9 @@ def cmd_compare(args):
 
 
 def cmd_report(args):
+    check_output(args.output, directory=True)        # before the analyses, not after
     analyses = _load_all(args)
+    _warn_integrity(args, analyses)
     written = report.write_report(analyses, args.output)
     print(f"wrote {written[0]} and {written[1]} ({len(written) - 2} figures)", file=sys.stderr)
     return 0

@@ -22,7 +22,7 @@ from latscope import LatscopeError
 __all__ = [
     "CHANNEL_ROLES", "DEFAULT_MARKERS", "MARKER_ALIASES", "Endpoint", "Measurement", "Stage",
     "Definitions", "parse_endpoint", "parse_definitions", "load_definitions", "default_definitions",
-    "resolve_channel",
+    "resolve_channel", "MarkerMap", "parse_markers", "resolve_markers",
 ]
 
 #: Instrument channel index -> role (project-wide convention).
@@ -214,14 +214,8 @@ def parse_definitions(tables):
 
 def load_definitions(path):
     """Read definitions from a TOML file."""
-    try:
-        with open(path, "rb") as file:
-            tables = tomllib.load(file)
-    except OSError as error:
-        raise LatscopeError(f"cannot read definitions {path}: {error.strerror}") from None
-    except tomllib.TOMLDecodeError as error:
-        raise LatscopeError(f"definitions {path} are not valid TOML: {error}") from None
-    return parse_definitions(tables)
+    from latscope.userio import read_toml
+    return parse_definitions(read_toml(path, "definitions"))
 
 
 def default_definitions():
@@ -257,3 +251,116 @@ def resolve_channel(name, channel_names=None, markers=None):
         if what == meaning and role in by_role:
             return by_role[role]
     return None
+
+
+@dataclasses.dataclass(frozen=True)
+class MarkerMap:
+    """Marker meanings an analysis uses, and where they came from.
+
+    Attributes
+    ----------
+    markers : dict of str to str
+        Marker channel role -> meaning (``{"m3": "tx.xmit"}``).
+    source : str
+        ``"--markers"``, ``"the capture"`` (its metadata, or an export's descriptor),
+        ``"not needed"`` (no measurement names a meaning, or no marker channel exists).
+    """
+    markers: dict
+    source: str
+
+    def describe(self):
+        """One line for a user: the map and why it was used."""
+        table = ", ".join(f"{k}={v}" for k, v in sorted(self.markers.items())) or "none"
+        return f"markers: {table} (from {self.source})"
+
+
+_GENERIC_MARKER = re.compile(r"m[0-9]+")
+
+
+def parse_markers(text):
+    """Parse ``--markers`` text: ``"m0=rx.isr,m3=tx.xmit"``, or ``"default"`` for the Zephyr
+    app's default table (:data:`DEFAULT_MARKERS`).
+
+    >>> parse_markers("m0=rx.isr, m3=tx.xmit")
+    {'m0': 'rx.isr', 'm3': 'tx.xmit'}
+    """
+    if str(text).strip() == "default":
+        return dict(DEFAULT_MARKERS)
+    out = {}
+    for item in str(text).split(","):
+        if not item.strip():
+            continue
+        role, sep, meaning = (part.strip() for part in item.partition("="))
+        if not sep or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", role) or \
+                not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_.]*", meaning):
+            raise LatscopeError(f"--markers entry {item.strip()!r} is not CHANNEL=MEANING "
+                                f"(e.g. m3=tx.xmit)")
+        if role in out:
+            raise LatscopeError(f"--markers names {role} twice")
+        out[role] = meaning
+    if not out:
+        raise LatscopeError("--markers is empty")
+    return out
+
+
+def resolve_markers(definitions, channel_names, stored=None, override=None):
+    """The one marker-map resolver: which marker meanings an analysis of a file uses, and why.
+
+    Parameters
+    ----------
+    definitions : Definitions or None
+        The measurements (default: the standard ones).
+    channel_names : dict of int to str
+        The capture's channel roles.
+    stored : dict or None
+        Marker meanings the capture (or export) carries; ``None`` or empty: it says nothing.
+    override : dict or str, optional
+        ``--markers`` (a dict or its text); it wins over ``stored``.
+
+    Returns
+    -------
+    MarkerMap
+
+    Raises
+    ------
+    LatscopeError
+        ``--markers`` names a channel the capture lacks; or the capture has generic marker
+        channels (``m0``, ``m1``, ...) without meanings while a measurement names a meaning:
+        guessing (the old silent default) would measure the wrong thing, so the user must say.
+
+    Examples
+    --------
+    >>> names = {0: "rx_dv", 1: "tx_en", 6: "m3"}
+    >>> resolve_markers(None, names, {"m3": "tx.xmit"}).describe()
+    'markers: m3=tx.xmit (from the capture)'
+    >>> resolve_markers(None, names, None, "m3=rx.fast").describe()
+    'markers: m3=rx.fast (from --markers)'
+    >>> resolve_markers(None, {0: "rx_dv", 1: "m_isr"}).source
+    'not needed'
+    >>> resolve_markers(None, names)         # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    latscope.LatscopeError: the capture does not say what its marker channel(s) m3 mean...
+    """
+    roles = {str(role) for role in channel_names.values()}
+    if override is not None:
+        markers = parse_markers(override) if isinstance(override, str) else dict(override)
+        unknown = sorted(set(markers) - roles)
+        if unknown and override != "default":
+            raise LatscopeError(f"--markers names {', '.join(unknown)}, which the capture does "
+                                f"not have (its channels: {', '.join(sorted(roles))})")
+        return MarkerMap({k: v for k, v in markers.items() if k in roles}, "--markers")
+    if stored:
+        return MarkerMap(dict(stored), "the capture")
+    generic = sorted(r for r in roles if _GENERIC_MARKER.fullmatch(r))
+    definitions = definitions if definitions is not None else default_definitions()
+    needing = sorted({m.name for m in definitions.measurements
+                      for end in (m.start, m.stop) if end.channel not in roles})
+    if generic and needing:
+        raise LatscopeError(
+            f"the capture does not say what its marker channel(s) {', '.join(generic)} mean, "
+            f"and {', '.join(needing)} need marker meanings: give them with --markers, e.g. "
+            f"--markers {','.join(f'{k}={v}' for k, v in DEFAULT_MARKERS.items() if k in generic)}"
+            f" (or --markers default for the Zephyr app's default table); latscope does not "
+            f"guess")
+    return MarkerMap({}, "not needed")

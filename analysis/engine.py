@@ -94,7 +94,9 @@ class AnalysisResult:
                 "measurements": {k: v.to_dict() for k, v in self.stats.items()},
                 "stages": {k: v.to_dict() for k, v in self.stages.items()},
                 "unavailable": dict(self.unavailable),
-                "config": self.metadata.get("config"), "source": self.metadata.get("source")}
+                "config": self.metadata.get("config"), "source": self.metadata.get("source"),
+                "integrity": self.metadata.get("integrity"),
+                "marker_map": self.metadata.get("marker_map")}
 
 
 def _tick_hz(value):
@@ -145,11 +147,13 @@ class Analyzer:
         Confidence level of percentile intervals.
     require : iterable of str
         Measurements that must be computable (raise instead of skipping).
+    ns_histograms : bool
+        Keep each measurement's latencies in whole ns for ``.hlog`` export.
     """
 
     def __init__(self, definitions=None, *, tick_hz, channel_names=None, markers=None,
                  losses=(), keep_packets=False, exact_limit=DEFAULT_EXACT_LIMIT,
-                 confidence=0.95, require=(), metadata=None):
+                 confidence=0.95, require=(), metadata=None, ns_histograms=False):
         self.tick_hz = _tick_hz(tick_hz)
         self.definitions = definitions if definitions is not None else default_definitions()
         self.confidence = confidence
@@ -211,7 +215,8 @@ class Analyzer:
             self.groups.append({"start": start, "stops": [s for _, s in ordered],
                                 "names": names, "pairer": pairer, "label": label,
                                 "batches": [] if keep_packets else None})
-        self.acc = {name: LatencyAccumulator(name, self.tick_hz, exact_limit=exact_limit)
+        self.acc = {name: LatencyAccumulator(name, self.tick_hz, exact_limit=exact_limit,
+                                             ns_histogram=ns_histograms)
                     for g in self.groups for name in g["names"]}
         self.counts = {name: dict(packets=0, ok=0, missed=0, lost_gap=0, truncated=0)
                        for name in self.acc}

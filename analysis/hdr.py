@@ -126,15 +126,19 @@ class LogLinearHistogram:
         bucket, _ = self._bucket_sub(index)
         return low, low + (np.int64(1) << bucket) - 1, self.counts[index]
 
-    def to_hdrh(self, scale=1.0):
-        """An ``hdrh.histogram.HdrHistogram`` holding the same counts, values multiplied by
-        ``scale`` and rounded (e.g. ticks to ns)."""
+    def to_hdrh(self):
+        """An ``hdrh.histogram.HdrHistogram`` (lowest 1, 3 significant digits) holding exactly
+        these counts in exactly these buckets: the layouts are identical, so each bucket's count
+        is recorded at the bucket's lowest value and lands in the same bucket. Nothing is
+        re-binned, so the bucket of every value still contains it and every figure read back is
+        within :data:`RELATIVE_ERROR`. Record values in the unit the ``.hlog`` is to carry (the
+        analysis keeps a histogram of latencies in whole ns for this)."""
         from hdrh.histogram import HdrHistogram
         low, high, count = self.nonzero()
-        top = max(int(round(float(high.max()) * scale)) if len(high) else 2, 2)
-        hist = HdrHistogram(1, max(top, 2), SIGNIFICANT_FIGURES)
-        for lo, hi, c in zip(low.tolist(), high.tolist(), count.tolist(), strict=True):
-            hist.record_value(int(round((lo + hi) / 2 * scale)), int(c))
+        top = max(int(high.max()) if len(high) else 2, 2)
+        hist = HdrHistogram(1, top, SIGNIFICANT_FIGURES)
+        for lo, c in zip(low.tolist(), count.tolist(), strict=True):
+            hist.record_value(int(lo), int(c))
         return hist
 
 

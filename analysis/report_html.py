@@ -61,11 +61,15 @@ figcaption{font-size:12px;color:#555}
 
 def input_warnings(analyses, extra=None):
     """Per capture (index), the warnings to show: damage the reader found (``problems`` in the
-    result's metadata) and any given in ``extra`` (``{path or label: [text]}``; a hook for
-    callers that check inputs further)."""
+    result's metadata, and the file reader's verdict from ``api.integrity_note``) and any given
+    in ``extra`` (``{path or label: [text]}``; a hook for callers that check inputs further)."""
+    from latscope.analysis.api import integrity_note
     out = {}
     for i, a in enumerate(analyses):
         items = [f"damaged: {p}" for p in (a.result.metadata or {}).get("problems", [])]
+        note = integrity_note(a)        # the file reader's verdict: damaged or not finalised
+        if note:
+            items.append(note)
         if extra:
             items += list(extra.get(a.path, [])) + list(extra.get(a.label, []))
         if items:

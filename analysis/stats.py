@@ -27,8 +27,8 @@ import numpy as np
 from latscope.analysis import distributions as dist
 from latscope.analysis.hdr import RELATIVE_ERROR, LogLinearHistogram
 
-__all__ = ["PERCENTILES", "quantile_ci_ranks", "n_required", "Quantile", "Drift", "Warmup",
-           "LatencyStats", "LatencyAccumulator", "describe", "percentile_key"]
+__all__ = ["PERCENTILES", "quantile_ci_ranks", "n_required", "bound_hints", "Quantile", "Drift",
+           "Warmup", "LatencyStats", "LatencyAccumulator", "describe", "percentile_key"]
 
 #: Percentiles reported for every measurement.
 PERCENTILES = (50.0, 90.0, 99.0, 99.9, 99.99)
@@ -93,14 +93,48 @@ def quantile_ci_ranks(n, q, confidence=0.95):
     return point, lower, min(upper, n + 1)
 
 
-def n_required(q, confidence=0.95):
-    """Smallest sample size whose maximum is a one-sided ``confidence`` upper bound of the ``q``
-    quantile: ``1 - q**n >= confidence``.
+def n_required(q, confidence=0.95, *, two_sided=True):
+    """Smallest sample size for which the ``q`` quantile has a finite distribution-free bound.
+
+    Two-sided (the default, what :func:`quantile_ci_ranks` and every table compute): the upper
+    rank ``F^-1(1 - alpha/2) + 1`` must not exceed ``n``, which happens first when
+    ``1 - q**n >= 1 - alpha/2``. One-sided: the sample maximum is a ``confidence`` upper bound,
+    ``1 - q**n >= confidence``.
 
     >>> n_required(0.999), n_required(0.9999)
+    (3688, 36887)
+    >>> n_required(0.999, two_sided=False), n_required(0.9999, two_sided=False)
     (2995, 29956)
     """
-    return math.ceil(math.log(1 - confidence) / math.log(q) - 1e-12)
+    tail = (1 - confidence) / 2 if two_sided else 1 - confidence
+    n = math.ceil(math.log(tail) / math.log(q) - 1e-12)
+    if two_sided:      # guard the closed form with the computation the tables make
+        while quantile_ci_ranks(n, q, confidence)[2] > n:
+            n += 1
+        while n > 1 and quantile_ci_ranks(n - 1, q, confidence)[2] <= n - 1:
+            n -= 1
+    return n
+
+
+def bound_hints(stats, percents=(99.0, 99.9, 99.99)):
+    """Why a shown percentile has no finite upper bound: one line per percentile of ``stats``
+    (a :class:`LatencyStats`) whose interval is open, naming the packets it would need.
+
+    >>> s = describe(np.arange(1, 513), tick_hz=100_000_000)   # the origin paper's n
+    >>> [h.split(" (")[0] for h in bound_hints(s)]
+    ['p99.9: too few packets for this bound', 'p99.99: too few packets for this bound']
+    >>> bound_hints(s)[0].split("; ")[1]
+    'a finite two-sided 95 % bound needs n >= 3,688)'
+    """
+    hints = []
+    for p in percents:
+        q = stats.quantiles.get(p)
+        if q is None or not stats.n or q.upper_ns is not None:
+            continue
+        need = n_required(p / 100, q.confidence)
+        hints.append(f"p{p:g}: too few packets for this bound (n = {stats.n:,}; a finite "
+                     f"two-sided {q.confidence * 100:g} % bound needs n >= {need:,})")
+    return hints
 
 
 @dataclasses.dataclass(frozen=True)
@@ -162,6 +196,8 @@ class LatencyStats:
     histogram: LogLinearHistogram | None = dataclasses.field(default=None, repr=False)
     series: dict | None = dataclasses.field(default=None, repr=False)
     tick_ns: float = 1.0
+    #: The latencies in whole ns, binned once (what ``.hlog`` export writes).
+    ns_histogram: LogLinearHistogram | None = dataclasses.field(default=None, repr=False)
 
     @property
     def peak_to_peak_ns(self):
@@ -198,6 +234,7 @@ class LatencyStats:
         out["resolution_ns"] = self.resolution_ns
         out["method"] = self.method
         out["relative_error"] = self.relative_error
+        out["bound_hints"] = bound_hints(self) if self.quantiles else []
         out["counts"] = dict(self.counts)
         out["worst"] = [{"time_s": t, "latency_ns": v} for t, v in self.worst]
         out["drift"] = dataclasses.asdict(self.drift) if self.drift else None
@@ -234,10 +271,13 @@ class LatencyAccumulator:
         Most values kept for exact percentiles.
     worst : int
         How many largest values to keep with their times.
+    ns_histogram : bool
+        Also keep the latencies in whole ns in their own log-linear histogram, binned once, for
+        ``.hlog`` export (:attr:`LatencyStats.ns_histogram`).
     """
 
     def __init__(self, name, tick_hz, *, exact_limit=DEFAULT_EXACT_LIMIT, worst=10,
-                 max_windows=256):
+                 max_windows=256, ns_histogram=False):
         if not (isinstance(tick_hz, (int, np.integer)) and tick_hz > 0):
             raise ValueError(f"tick_hz must be a positive integer, not {tick_hz!r}")
         self.name = name
@@ -250,6 +290,10 @@ class LatencyAccumulator:
         self.min = None
         self.max = None
         self.histogram = LogLinearHistogram()
+        # the same latencies in whole ns, binned once, for .hlog export (re-binning the tick
+        # histogram would stack two bucket errors and could exclude the true value)
+        self._tick_ns = 1e9 / self.tick_hz
+        self.ns_histogram = LogLinearHistogram(highest=2 ** 52) if ns_histogram else None
         self._exact = []
         self._exact_n = 0
         self.exact = True
@@ -289,6 +333,8 @@ class LatencyAccumulator:
         self.min = lo if self.min is None else min(self.min, lo)
         self.max = hi if self.max is None else max(self.max, hi)
         self.histogram.record(v)
+        if self.ns_histogram is not None:       # only when asked: it costs ~60 % of add()
+            self.ns_histogram.record(self.to_whole_ns(v))
         if self.exact:
             self._exact.append(v.copy())
             self._exact_n += v.size
@@ -307,6 +353,15 @@ class LatencyAccumulator:
                 cv, ct = cv[keep][order], ct[keep][order]
             self._worst_v, self._worst_t = cv, ct
         self._add_windows(vf, t)
+
+    def to_whole_ns(self, ticks):
+        """Latencies in ticks as whole ns (exact when a tick is a whole number of ns, else the
+        nearest ns)."""
+        ticks = np.asarray(ticks, dtype=np.int64)
+        per_tick = 10 ** 9 // self.tick_hz
+        if per_tick * self.tick_hz == 10 ** 9:
+            return ticks * per_tick
+        return np.rint(ticks.astype(np.float64) * self._tick_ns).astype(np.int64)
 
     def _add_windows(self, vf, t):
         if self._t0 is None:
@@ -376,7 +431,8 @@ class LatencyAccumulator:
             upper = at(hi, "high") * tick_ns if hi <= n else None
             quantiles[p] = Quantile(p, value * tick_ns, lower, upper, confidence)
         mean = self._shift + self._s1 / n
-        std = math.sqrt((n * self._s2 - self._s1 ** 2) / (n * (n - 1))) if n > 1 else 0.0
+        # one value has no spread to estimate: undefined (NaN, shown as '-'), never 0
+        std = math.sqrt((n * self._s2 - self._s1 ** 2) / (n * (n - 1))) if n > 1 else math.nan
         order = np.lexsort((self._worst_t, -self._worst_v))
         worst = [(float(t) / self.tick_hz, float(v) * tick_ns)
                  for v, t in zip(self._worst_v[order], self._worst_t[order], strict=True)]
@@ -386,7 +442,7 @@ class LatencyAccumulator:
         return LatencyStats(self.name, n, mean * tick_ns, std * tick_ns, 3 * std * tick_ns,
                             self.min * tick_ns, self.max * tick_ns, shown, iqr, mad * tick_ns,
                             tick_ns, method, rel, counts, worst, drift, warmup,
-                            self.histogram, series, tick_ns)
+                            self.histogram, series, tick_ns, self.ns_histogram)
 
     def _trend(self, tick_ns):
         filled = self._w_count > 0
@@ -429,7 +485,7 @@ def _order_stat(values, q):
 
 
 def describe(latency_ticks, tick_hz, *, times=None, name="latency", confidence=0.95,
-             exact_limit=DEFAULT_EXACT_LIMIT):
+             exact_limit=DEFAULT_EXACT_LIMIT, ns_histogram=False):
     """Statistics of an array of latencies.
 
     Parameters
@@ -457,6 +513,6 @@ def describe(latency_ticks, tick_hz, *, times=None, name="latency", confidence=0
     v = np.asarray(latency_ticks, dtype=np.int64)
     if times is None:
         times = np.arange(v.size, dtype=np.int64) * max(1, int(tick_hz) // 1000)
-    acc = LatencyAccumulator(name, tick_hz, exact_limit=exact_limit)
+    acc = LatencyAccumulator(name, tick_hz, exact_limit=exact_limit, ns_histogram=ns_histogram)
     acc.add(v, np.asarray(times, dtype=np.int64))
     return acc.result(confidence=confidence)

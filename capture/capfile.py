@@ -5,8 +5,9 @@ A file is a 16-byte header followed by chunks ``[type 4cc][length u64][payload][
 ``META`` (JSON metadata, always first), ``EVTS`` (event columns laid out for zero-copy
 ``np.frombuffer``), ``LOSS`` (loss records), ``HBT `` (heartbeats), ``NOTE`` (end-of-capture
 summary, JSON). The writer fsyncs every chunk it completes, so a capture killed at any instant
-opens with every complete chunk; the reader stops at the first incomplete or bad-CRC chunk and
-says so in :attr:`Capture.problems`.
+opens with every complete chunk. The reader resynchronises after a damaged chunk at the next
+valid one (:func:`scan_chunks`): the skipped bytes become a loss record with cause ``"damage"``
+and a line in :attr:`Capture.problems`; only an unreadable tail ends the readable part.
 
 Ground truth written by the simulated bench lives next to the capture in ``FILE.truth.npz``
 (:func:`truth_path`), written by :meth:`CaptureWriter.attach_truth` and read by
@@ -30,7 +31,7 @@ __all__ = [
     "MAGIC", "FORMAT_MAJOR", "FORMAT_MINOR", "HEADER_SIZE", "CHUNK_HEADER_SIZE", "CRC_SIZE",
     "LossRecord", "Events", "Chunk", "CaptureWriter", "Capture", "open_capture", "truth_path",
     "LOSS_DTYPE", "HEARTBEAT_DTYPE", "CaptureFileError", "scan_chunks", "verify",
-    "write_synthetic", "measure_read_memory",
+    "write_synthetic", "measure_read_memory", "Damage", "damage_summary",
 ]
 
 #: First 8 bytes of every capture file. The high byte, CR LF and Ctrl-Z catch text-mode
@@ -354,17 +355,81 @@ class CaptureWriter:
             self.close(reason=f"error: {exc_type.__name__}: {exc}")
 
 
-def scan_chunks(buffer, *, check_crc=True):
+class Damage(NamedTuple):
+    """Unreadable bytes in the middle of a capture file: ``[offset, end)``, skipped by the reader
+    (``end`` is where the next valid chunk begins). ``claimed_events`` is the event count the
+    first damaged chunk's header states when that header is self-consistent, else ``None``."""
+    offset: int
+    end: int
+    reason: str
+    claimed_events: int | None
+
+
+def _chunk_problem(buffer, view, offset, size, check_crc):
+    """Why no valid chunk starts at ``offset`` (``None`` if one does), and its end."""
+    if size - offset < CHUNK_HEADER_SIZE:
+        return (f"truncated chunk header at offset {offset} ({size - offset} bytes left)",
+                None)
+    kind, length = _CHUNK_HEADER.unpack_from(buffer, offset)
+    if length > MAX_CHUNK_PAYLOAD:
+        return f"implausible chunk length {length} at offset {offset}", None
+    end = offset + CHUNK_HEADER_SIZE + length + CRC_SIZE
+    if end > size:
+        return (f"truncated {kind!r} chunk at offset {offset}: needs {end - offset} bytes, "
+                f"{size - offset} present"), None
+    if check_crc:
+        (stored,) = _CRC.unpack_from(buffer, end - CRC_SIZE)
+        if zlib.crc32(view[offset:end - CRC_SIZE]) != stored:
+            return f"bad CRC in {kind!r} chunk at offset {offset}", None
+    return None, end
+
+
+def _claimed_events(buffer, offset, size):
+    """Event count an ``EVTS`` chunk header at ``offset`` claims, if self-consistent."""
+    if size - offset < CHUNK_HEADER_SIZE + _EVTS_HEADER.size:
+        return None
+    kind, length = _CHUNK_HEADER.unpack_from(buffer, offset)
+    if kind != b"EVTS":
+        return None
+    count, data_offset = _EVTS_HEADER.unpack_from(buffer, offset + CHUNK_HEADER_SIZE)
+    if data_offset < _EVTS_HEADER.size or data_offset + 10 * count != length:
+        return None
+    return int(count)
+
+
+def _resync(buffer, view, start, size, check_crc):
+    """Offset of the first valid chunk of a known type at or after ``start``, or ``None``."""
+    positions = {kind: buffer.find(kind, start) for kind in KNOWN_CHUNKS}
+    while True:
+        live = [(pos, kind) for kind, pos in positions.items() if pos >= 0]
+        if not live:
+            return None
+        pos, kind = min(live)
+        if _chunk_problem(buffer, view, pos, size, check_crc)[0] is None:
+            return pos
+        positions[kind] = buffer.find(kind, pos + 1)
+
+
+def scan_chunks(buffer, *, check_crc=True, resync=True):
     """Walk the chunks of a capture file held in ``buffer`` (bytes or mmap).
+
+    A chunk that is not valid (bad CRC, implausible length, cut short) does not end the walk:
+    the reader resynchronises at the next offset where a valid chunk of a known type begins (its
+    4-character type, a length inside the file and a matching CRC), and records the skipped
+    bytes as a :class:`Damage`. Only when no valid chunk follows does the walk stop (a truncated
+    tail, as a kill during a write leaves it).
 
     Returns
     -------
     chunks : list of Chunk
-        Every complete chunk with a good CRC, up to the first that is not.
+        Every complete chunk with a good CRC.
     problem : str or None
-        Why the walk stopped before the end of the buffer, or ``None`` if it reached the end.
+        Why the walk stopped before the end of the buffer (the tail is unreadable), or ``None``.
     end : int
         File offset just after the last good chunk.
+    damage : list of Damage
+        Skipped regions followed by valid chunks (empty with ``resync=False``, which stops at
+        the first bad chunk).
     """
     size = len(buffer)
     if bytes(buffer[:min(size, len(MAGIC))]) != MAGIC[:min(size, len(MAGIC))]:
@@ -378,33 +443,25 @@ def scan_chunks(buffer, *, check_crc=True):
         raise CaptureFileError(f"capture format {major}.{minor} is newer than this latscope "
                                f"understands ({FORMAT_MAJOR}.{FORMAT_MINOR}); upgrade latscope")
     view = memoryview(buffer)
-    chunks, offset, problem = [], HEADER_SIZE, None
+    chunks, offset, problem, damage = [], HEADER_SIZE, None, []
+    end_good = offset
     try:
         while offset < size:
-            if size - offset < CHUNK_HEADER_SIZE:
-                problem = (f"truncated chunk header at offset {offset} "
-                           f"({size - offset} bytes left)")
+            reason, end = _chunk_problem(buffer, view, offset, size, check_crc)
+            if reason is None:
+                kind, length = _CHUNK_HEADER.unpack_from(buffer, offset)
+                chunks.append(Chunk(bytes(kind), offset + CHUNK_HEADER_SIZE, length))
+                offset = end_good = end
+                continue
+            found = _resync(buffer, view, offset + 1, size, check_crc) if resync else None
+            if found is None:
+                problem = reason
                 break
-            kind, length = _CHUNK_HEADER.unpack_from(buffer, offset)
-            if length > MAX_CHUNK_PAYLOAD:
-                problem = f"implausible chunk length {length} at offset {offset}"
-                break
-            end = offset + CHUNK_HEADER_SIZE + length + CRC_SIZE
-            if end > size:
-                problem = (f"truncated {kind!r} chunk at offset {offset}: needs {end - offset} "
-                           f"bytes, {size - offset} present")
-                break
-            if check_crc:
-                (stored,) = _CRC.unpack_from(buffer, end - CRC_SIZE)
-                crc = zlib.crc32(view[offset:end - CRC_SIZE])
-                if crc != stored:
-                    problem = f"bad CRC in {kind!r} chunk at offset {offset}"
-                    break
-            chunks.append(Chunk(bytes(kind), offset + CHUNK_HEADER_SIZE, length))
-            offset = end
+            damage.append(Damage(offset, found, reason, _claimed_events(buffer, offset, size)))
+            offset = found
     finally:
         view.release()
-    return chunks, problem, offset
+    return chunks, problem, end_good, damage
 
 
 class Capture:
@@ -427,7 +484,12 @@ class Capture:
     note : dict or None
         The end-of-capture ``NOTE`` chunk; ``None`` if the writer never finished.
     problems : list of str
-        Damage found while opening (a truncated or bad-CRC chunk ends the readable part).
+        Damage found while opening, one line per skipped region and one for an unreadable tail.
+    damage : list of Damage
+        Regions in the middle of the file that were skipped: reading resumed at the next valid
+        chunk, and each region is also a loss record with cause ``"damage"`` in ``losses``.
+    truncated : str or None
+        Why the tail of the file is unreadable (a chunk cut short by a kill), or ``None``.
     n_events : int
     version : tuple of int
         ``(major, minor)`` of the file's format.
@@ -452,11 +514,15 @@ class Capture:
             _, major, minor, _ = _HEADER.unpack_from(self._mm, 0) if size >= HEADER_SIZE else \
                 (None, 0, 0, 0)
             self.version = (major, minor)
-            self.chunks, problem, self.end = scan_chunks(self._mm)
+            self.chunks, problem, self.end, self.damage = scan_chunks(self._mm)
         except CaptureFileError as error:
             self.close()
             raise CaptureFileError(f"{self.path}: {error}") from None
-        self.problems = [problem] if problem else []
+        self.truncated = problem
+        self.problems = [f"{d.reason}; {d.end - d.offset} bytes skipped, reading resumed at "
+                         f"offset {d.end}" for d in self.damage]
+        if problem:
+            self.problems.append(problem)
         self.unknown_chunks = []
         self.metadata = None
         self.note = None
@@ -511,6 +577,24 @@ class Capture:
         self.channel_names = {int(k): str(v)
                               for k, v in (self.metadata.get("channels") or {}).items()}
         self.markers = dict(self.metadata.get("markers") or {})
+        self.losses.extend(self._damage_losses())
+        self.losses.sort(key=lambda r: r.first_time)
+
+    def _damage_losses(self):
+        """One loss record (cause ``"damage"``) per skipped region, spanning from the last event
+        read before it to the first event read after it, so analysis never pairs across it."""
+        out = []
+        for d in self.damage:
+            before = [e for e in self._evts if e[0].offset < d.offset and e[1]]
+            after = [e for e in self._evts if e[0].offset >= d.end and e[1]]
+            last = int(self._chunk_events(before[-1]).time[-1]) if before else None
+            first = int(self._chunk_events(after[0]).time[0]) if after else None
+            if last is None and first is None:
+                continue
+            begin = last if last is not None else first
+            stop = first if first is not None else last
+            out.append(LossRecord(begin, max(0, stop - begin), d.claimed_events or 0, "damage"))
+        return out
 
     def _json(self, payload, kind):
         try:
@@ -590,6 +674,11 @@ class Capture:
         return totals
 
     @property
+    def finalised(self):
+        """True when the writer finished the file (its ``NOTE`` chunk was read)."""
+        return self.note is not None
+
+    @property
     def complete(self):
         """True when the file is undamaged and was finalised with a ``NOTE`` chunk."""
         return not self.problems and self.note is not None
@@ -655,66 +744,16 @@ def open_capture(path):
     return Capture(path)
 
 
-def verify(path):
-    """Check a capture file: every chunk's CRC, truncation, event columns, monotonic time,
-    finalisation; list the losses (gap report).
+def damage_summary(capture):
+    """See :func:`latscope.capture.integrity.damage_summary`."""
+    from latscope.capture.integrity import damage_summary as _summary
+    return _summary(capture)
 
-    Returns
-    -------
-    dict
-        ``ok`` (bool: undamaged; an unfinished file whose chunks are all intact is ``ok`` with a
-        warning), ``damage`` and ``warnings`` (lists of str), ``chunks``, ``events``,
-        ``recoverable_events`` (events readable), ``bytes_after_last_good_chunk``,
-        ``losses`` (list of dicts with times in ticks and seconds), ``lost`` (totals by cause),
-        ``finalised`` and ``note``.
-    """
-    with open_capture(path) as cap:
-        damage = list(cap.problems)
-        warnings = []
-        previous = None
-        for index, chunk in enumerate(cap.iter_chunks()):
-            t = chunk.time
-            if len(t):
-                backwards = np.flatnonzero(t[1:] < t[:-1])
-                if len(backwards):
-                    damage.append(f"time goes backwards inside EVTS chunk {index} at event "
-                                  f"{int(backwards[0]) + 1}")
-                if previous is not None and t[0] < previous:
-                    damage.append(f"time goes backwards between EVTS chunks {index - 1} and "
-                                  f"{index}")
-                previous = int(t[-1])
-                if int(chunk.channel.max()) >= 8:
-                    damage.append(f"channel number above 7 in EVTS chunk {index}")
-                if int(chunk.rising.view(np.uint8).max()) > 1:
-                    damage.append(f"edge flag not 0/1 in EVTS chunk {index}")
-        if cap.note is None:
-            warnings.append("not finalised: no NOTE chunk (the capture was killed or crashed); "
-                            "every complete chunk is readable")
-        elif cap.note.get("events") not in (None, cap.n_events):
-            damage.append(f"NOTE counts {cap.note['events']} events, the file holds "
-                          f"{cap.n_events}")
-        lost = cap.lost
-        if sum(lost.values()):
-            warnings.append(f"{sum(lost.values())} events lost during the capture "
-                            f"(overflow {lost['overflow']}, link {lost['link']}), see losses")
-        tick = 1.0 / cap.tick_hz
-        return {
-            "path": cap.path,
-            "ok": not damage,
-            "damage": damage,
-            "warnings": warnings,
-            "format": f"{cap.version[0]}.{cap.version[1]}",
-            "chunks": len(cap.chunks),
-            "events": cap.n_events,
-            "recoverable_events": cap.n_events,
-            "bytes_after_last_good_chunk": cap.size - cap.end,
-            "finalised": cap.note is not None,
-            "note": cap.note,
-            "lost": lost,
-            "losses": [{"cause": r.cause, "lost": r.lost, "first_time": r.first_time,
-                        "span": r.span, "first_s": r.first_time * tick, "span_s": r.span * tick}
-                       for r in cap.losses],
-        }
+
+def verify(path):
+    """See :func:`latscope.capture.integrity.verify`."""
+    from latscope.capture.integrity import verify as _verify
+    return _verify(path)
 
 
 def _rss_anon():

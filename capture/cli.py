@@ -2,14 +2,14 @@
 
 import importlib
 import json
-import os
 import signal
 import sys
 
-from latscope import LatscopeError
+from latscope import LatscopeError, Terminated
 from latscope.capture import capfile, session
 from latscope.capture.progress import CaptureProgress
 from latscope.capture.transport import SerialTransport
+from latscope.userio import check_output
 
 __all__ = ["register", "cmd_capture", "cmd_info", "cmd_verify"]
 
@@ -17,8 +17,9 @@ CAPTURE_EPILOG = """\
 exit status: 0 stopped on a limit, Ctrl-C or SIGTERM (the file is complete); 2 error before
 recording (bad option, port, incompatible instrument: no file is written); 3 the link was lost
 (port closed or unplugged: the file holds everything received and says so); 4 the decoder or
-writer crashed (the file holds everything before it). A packet is a falling edge of the channel
-whose role is rx_dv. Config format: docs/capture-format.md."""
+writer crashed (the file holds everything before it); 130 (Ctrl-C) or 143 (SIGTERM) while the
+instrument or simulator was still starting, before recording (no file is written). A packet is
+a falling edge of the channel whose role is rx_dv. Config format: docs/capture-format.md."""
 
 
 def register(subparsers):
@@ -76,12 +77,18 @@ def register(subparsers):
     p = subparsers.add_parser(
         "verify", help="check a capture file's integrity and report its gaps",
         description="Check every chunk's CRC, truncation, event columns and time order, and "
-                    "list every loss (FIFO overflow, link) with its time span. Exit status 0: "
-                    "intact (possibly unfinished, with a warning); 1: damaged (what is still "
-                    "readable is listed).")
+                    "list every loss (FIFO overflow, link, damaged region) with its time span. "
+                    "A damaged chunk does not hide the rest: reading resumes at the next valid "
+                    "chunk. The status says whether the file was finalised (the capture ended "
+                    "normally) apart from the damage. Exit status 0: intact (possibly not "
+                    "finalised, with a warning); 1: damaged (what is still readable is "
+                    "listed); 2: not a capture file.")
     p.add_argument("file", metavar="FILE")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(func=cmd_verify)
+
+
+_EARLY_STOP = "before recording started: no file was written"
 
 
 class _StopFlag:
@@ -134,11 +141,13 @@ def capture(args, stderr=None):
     stderr = stderr or sys.stderr
     if bool(args.port) == bool(getattr(args, "sim", None)):
         raise LatscopeError("give exactly one of --port DEVICE and --sim PROFILE")
-    if os.path.exists(args.output) and not args.force:
-        raise LatscopeError(f"{args.output} exists; choose another name or use --force")
+    check_output(args.output, force=args.force)     # before the instrument starts
     config = session.load_config(args.config) if args.config else session.CaptureConfig()
     session.Limits(args.duration, args.events, args.packets)     # check before starting
-    port, handle = _open_source(args)      # the simulated bench may set args.events
+    try:
+        port, handle = _open_source(args)      # the simulated bench may set args.events
+    except (KeyboardInterrupt, Terminated):
+        raise type(sys.exc_info()[1])(_EARLY_STOP) from None
     limits = session.Limits(args.duration, args.events, args.packets)
     for key in ("label", "dut", "scenario"):      # the simulated bench describes its run
         if not getattr(config, key) and getattr(handle, key, None):
@@ -149,10 +158,13 @@ def capture(args, stderr=None):
         config.label = args.label
     transport = None
     try:
-        transport = SerialTransport(port, args.baud)
-        instrument = session.Instrument(transport)
-        identity = instrument.identify()
-        session.configure(instrument, config, identity)
+        try:
+            transport = SerialTransport(port, args.baud)
+            instrument = session.Instrument(transport)
+            identity = instrument.identify()
+            session.configure(instrument, config, identity)
+        except (KeyboardInterrupt, Terminated):
+            raise type(sys.exc_info()[1])(_EARLY_STOP) from None
         extra = dict(getattr(handle, "metadata", None) or {})
         if getattr(args, "calibration", None):
             from latscope.capture.calibration import load_calibration
@@ -162,10 +174,11 @@ def capture(args, stderr=None):
         if limits.packets is not None and not rx_dv:
             raise LatscopeError("--packets needs a channel whose role is rx_dv in the channel "
                                 "map")
-        writer = capfile.CaptureWriter(args.output, meta, overwrite=args.force)
-        progress = CaptureProgress(stderr, enabled=False if args.quiet else None,
-                                   limits=limits)
+        # from here a signal is a stop request: the file is created and always finalised
         with _StopFlag() as stop:
+            writer = capfile.CaptureWriter(args.output, meta, overwrite=args.force)
+            progress = CaptureProgress(stderr, enabled=False if args.quiet else None,
+                                       limits=limits)
             outcome = session.run_capture(instrument, writer, limits=limits,
                                           rx_dv_channel=rx_dv[0] if rx_dv else None,
                                           progress=progress, stop=stop)
@@ -254,14 +267,21 @@ def cmd_verify(args):
     if args.json:
         print(json.dumps(report, sort_keys=True, default=str))
         return 0 if report["ok"] else 1
-    status = "OK" if report["ok"] else "DAMAGED"
+    status = {"intact": "OK", "intact, not finalised": "OK, NOT FINALISED",
+              "damaged, finalised": "DAMAGED (finalised)",
+              "damaged, not finalised": "DAMAGED, NOT FINALISED"}.get(report["state"], "DAMAGED")
     print(f"{report['path']}: {status}: {report['chunks']} good chunks, {report['events']} "
           f"events, format {report['format']}")
     for item in report["damage"]:
         print(f"  damage: {item}")
     if not report["ok"]:
-        print(f"  recoverable: {report['recoverable_events']} events in the chunks before the "
-              f"damage; {report['bytes_after_last_good_chunk']} bytes after them are unreadable")
+        regions = report["damaged_regions"]
+        print(f"  recoverable: {report['recoverable_events']} events in the readable chunks"
+              + (f"; {len(regions)} damaged region(s) ({sum(r['bytes'] for r in regions)} "
+                 f"bytes) skipped, reading resumed after each; each is a 'damage' gap below"
+                 if regions else "")
+              + (f"; {report['bytes_after_last_good_chunk']} bytes at the end are unreadable"
+                 if report["truncated"] else ""))
     for item in report["warnings"]:
         print(f"  warning: {item}")
     if report["losses"]:

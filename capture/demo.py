@@ -315,7 +315,9 @@ def format_table(rows):
 
 
 def main(args):
+    from latscope.userio import check_output
     started = time.monotonic()
+    check_output(args.out, directory=True)
     profiles = simbench.list_profiles() if not args.profiles else \
         [p.strip() for p in args.profiles.split(",") if p.strip()]
     for name in profiles:

@@ -16,6 +16,7 @@ from fractions import Fraction
 import numpy as np
 
 from latscope import LatscopeError
+from latscope.userio import check_input, check_output
 
 __all__ = ["Window", "make_window", "parse_time", "parse_rate", "export_csv", "register"]
 
@@ -247,9 +248,10 @@ def _ns_formatter(tick_hz):
 
 
 def export_csv(window, output, *, overwrite=False):
-    """Write the window's events as CSV: ``time_ns,channel,edge`` (channel is the role, edge is
-    ``rising`` or ``falling``; time since the instrument's timestamp reset). ``output`` ``"-"``
-    writes to standard output.
+    """Write the window's events as CSV: a first line ``# latscope {...}`` (the capture's tick
+    rate, roles and marker meanings, see :mod:`latscope.capture.reimport`), then
+    ``time_ns,channel,edge`` (channel is the role, edge is ``rising`` or ``falling``; time since
+    the instrument's timestamp reset). ``output`` ``"-"`` writes to standard output.
 
     Returns
     -------
@@ -266,7 +268,12 @@ def export_csv(window, output, *, overwrite=False):
         if os.path.exists(output) and not overwrite:
             raise LatscopeError(f"{output} exists; choose another name or pass --force")
         handle, close = open(output, "w", newline=""), True
+    from latscope.capture.reimport import DESCRIPTOR_TAG, export_descriptor
     try:
+        # the capture's description (tick rate, roles, marker meanings) travels with the data;
+        # CSV readers skip it as a comment (pandas: comment="#")
+        handle.write(f"# {DESCRIPTOR_TAG} "
+                     f"{json.dumps(export_descriptor(window), sort_keys=True)}\n")
         handle.write("time_ns,channel,edge\n")
         for time, channel, rising in window.blocks(include_start=True):
             lines = [f"{t},{c},{e}\n" for t, c, e in
@@ -310,7 +317,8 @@ class _Progress:
 
 def register(subparsers):
     p = subparsers.add_parser(
-        "import", help="turn a sigrok .sr capture into a latscope capture",
+        "import", help="turn a sigrok .sr capture (or a latscope .vcd/.csv export) into a "
+                       "latscope capture",
         description="Import a sigrok session file (.sr, from any analyzer sigrok or PulseView "
                     "supports) as a latscope capture: one tick per sample (tick_hz = the file's "
                     "sample rate), one event per edge of each mapped probe. Streams in bounded "
@@ -319,7 +327,8 @@ def register(subparsers):
                     "2 MHz). Files without logic data (analog only), sample rates outside 1 Hz "
                     "to 10^12 Hz, and malformed or hostile files (zip bombs, unsafe member names, "
                     "inconsistent metadata, truncated chunks) are refused with a message and "
-                    "exit status 2.")
+                    "exit status 2. A latscope export (.vcd, .csv, or .sr) comes back with its "
+                    "tick rate, channel roles and marker meanings.")
     p.add_argument("file", metavar="FILE.sr", help="sigrok session file")
     p.add_argument("-o", "--output", metavar="FILE", required=True,
                    help="capture file to create (.lsc)")
@@ -389,6 +398,10 @@ def cmd_import(args):
     from latscope.capture.sigrok import SrLimits, import_sr
     if args.max_bytes < 1:
         raise LatscopeError(f"--max-bytes must be positive, not {args.max_bytes}")
+    check_input(args.file, "file to import")
+    check_output(args.output, force=args.force)
+    if args.file.lower().endswith((".vcd", ".csv")):
+        return _import_export(args)
     progress = _Progress("importing")
     try:
         summary = import_sr(args.file, args.output, args.map,
@@ -405,6 +418,27 @@ def cmd_import(args):
         f"{summary.source}",
         f"wrote {summary.events:,} events on channels {channels} to {summary.output} "
         f"({summary.seconds:.2f} s)"], summary.warnings)
+    return 0
+
+
+def _import_export(args):
+    """``latscope import`` of a latscope VCD or CSV export (its descriptor gives the tick rate,
+    roles and marker meanings; --samplerate supplies the tick rate of a foreign file)."""
+    from latscope.capture.reimport import import_export
+    if args.map:
+        raise LatscopeError("--map applies to .sr files; VCD and CSV signals keep their names")
+    started = _time.monotonic()
+    events = import_export(args.file, args.output, tick_hz=args.samplerate,
+                           overwrite=args.force)
+    channels = ", ".join(f"{i}={role}" for i, role in events.channel_names.items())
+    markers = ", ".join(f"{k}={v}" for k, v in (events.markers or {}).items()) or \
+        "none stored"
+    record = {"source": args.file, "output": args.output, "tick_hz": events.tick_hz,
+              "events": int(len(events.time)), "channels": events.channel_names,
+              "markers": events.markers, "seconds": round(_time.monotonic() - started, 3)}
+    _print_summary(args, record, [
+        f"imported {len(events.time):,} events at {events.tick_hz:,} ticks/s from {args.file}",
+        f"wrote channels {channels} (markers: {markers}) to {args.output}"], [])
     return 0
 
 
@@ -435,6 +469,8 @@ def cmd_export(args):
         raise LatscopeError("--samplerate applies to --format sr only")
     if os.path.abspath(output) == os.path.abspath(args.file):
         raise LatscopeError("the output file would replace the capture")
+    check_input(args.file, "capture file")
+    check_output(output, force=args.force)
     with open_capture(args.file) as capture:
         tick_hz = _exact_rate(capture.metadata["tick_hz"])
         # the window holds the ticks t with from <= t / tick_hz < to

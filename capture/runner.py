@@ -33,7 +33,6 @@ import socket
 import struct
 import threading
 import time
-import tomllib
 from pathlib import Path
 
 from latscope import LatscopeError
@@ -126,13 +125,8 @@ class ControlClient:
 
 def load_experiment(path):
     """Read and check EXPERIMENT.toml; returns a dict with every key filled."""
-    try:
-        with open(path, "rb") as f:
-            exp = tomllib.load(f)
-    except FileNotFoundError:
-        raise LatscopeError(f"{path}: no such experiment file") from None
-    except tomllib.TOMLDecodeError as error:
-        raise LatscopeError(f"{path}: not valid TOML ({error})") from None
+    from latscope.userio import read_toml
+    exp = read_toml(path, "experiment")
     exp.setdefault("name", Path(path).stem)
     exp.setdefault("configurations", ["default"])
     exp.setdefault("packets", 500)
@@ -302,7 +296,10 @@ def register(subparsers):
 
 
 def _main(args):
+    from latscope.userio import check_input, check_output
+    check_input(args.experiment, "experiment file")
     exp = load_experiment(args.experiment)
+    check_output(args.output or exp["name"], directory=True)
     summary = run_experiment(exp, args.output or exp["name"])
     if args.json:
         print(json.dumps(summary))

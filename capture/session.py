@@ -13,7 +13,6 @@ import dataclasses
 import os
 import struct
 import time as _time
-import tomllib
 import zlib
 
 import numpy as np
@@ -296,13 +295,8 @@ class CaptureConfig:
 
 def load_config(path):
     """Read a capture config TOML file into a :class:`CaptureConfig` (errors name the key)."""
-    try:
-        with open(path, "rb") as f:
-            raw = tomllib.load(f)
-    except OSError as error:
-        raise LatscopeError(f"cannot read config {path}: {error.strerror}") from None
-    except tomllib.TOMLDecodeError as error:
-        raise LatscopeError(f"config {path} is not valid TOML: {error}") from None
+    from latscope.userio import read_toml
+    raw = read_toml(path, "config")
     return config_from_dict(raw, where=os.fspath(path))
 
 

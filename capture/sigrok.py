@@ -561,6 +561,23 @@ def parse_channel_map(text, info):
     return result
 
 
+def sr_markers(info, pairs):
+    """Marker meanings a latscope export stored (``[latscope] marker PROBE=MEANING``), keyed by
+    the imported roles of ``pairs`` (``[(role, probe_bit)]``), or ``None`` when the file stores
+    none (written by another tool)."""
+    stored = {key[len("marker "):].strip(): value.strip()
+              for key, value in (info.extra or {}).items() if key.startswith("marker ")}
+    if not stored:
+        return None
+    out = {}
+    for role, bit in pairs:
+        probe = info.probes[bit] if bit < len(info.probes) else None
+        meaning = stored.get(role) or (stored.get(probe) if probe else None)
+        if meaning:
+            out[role] = meaning
+    return out
+
+
 @dataclasses.dataclass
 class ImportSummary:
     """What :func:`import_sr` did."""
@@ -625,11 +642,13 @@ def import_sr(source, output, mapping=None, *, limits=None, samplerate=None,
             reader.warnings.append(f"probes {shared} are all named {role!r}: their channels "
                                    f"share that name; --map them by index to tell them apart")
         offset = info.sample_offset if use_offset else 0
+        markers = sr_markers(info, pairs)
         metadata = {
             "tick_hz": info.samplerate,
             "channels": {str(i): role for i, (role, _) in enumerate(pairs)},
             "source": "sigrok",
             "source_file": os.path.basename(info.path),
+            **({"markers": markers} if markers is not None else {}),
             "sigrok": {
                 "samplerate_hz": info.samplerate,
                 "probes": list(info.probes),
@@ -688,6 +707,9 @@ class SrWriter:
     sample_offset : int, optional
         Written as ``[latscope] sample offset`` (ignored by sigrok): the index, in the capture's
         time base at this sample rate, of this file's first sample.
+    markers : dict, optional
+        Marker meanings of probes (``{"m3": "tx.xmit"}``), written as ``[latscope] marker
+        m3=tx.xmit`` (ignored by sigrok) so an import gets them back.
     chunk_samples : int
         Samples per ``logic-1-N`` member.
     overwrite : bool
@@ -698,7 +720,7 @@ class SrWriter:
     ``capturefile``, ``total probes``, ``samplerate``, ``total analog``, ``probeN``, ``unitsize``.
     """
 
-    def __init__(self, path, samplerate, probe_names, *, sample_offset=None,
+    def __init__(self, path, samplerate, probe_names, *, sample_offset=None, markers=None,
                  chunk_samples=1 << 22, overwrite=False):
         names = list(probe_names)
         if not 1 <= len(names) <= 64:
@@ -733,8 +755,12 @@ class SrWriter:
                  f"samplerate={samplerate}", "total analog=0"]
         lines += [f"probe{k + 1}={name}" for k, name in enumerate(names)]
         lines += [f"unitsize={self.unitsize}", ""]
-        if sample_offset is not None:
-            lines += ["[latscope]", f"sample offset={int(sample_offset)}", ""]
+        extra = [f"sample offset={int(sample_offset)}"] if sample_offset is not None else []
+        for role, meaning in sorted((markers or {}).items()):
+            if role in names and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_.]*", str(meaning)):
+                extra.append(f"marker {role}={meaning}")
+        if extra:
+            lines += ["[latscope]", *extra, ""]
         self._zip.writestr("version", b"2")
         self._zip.writestr("metadata", "\n".join(lines).encode())
 
@@ -885,7 +911,7 @@ def export_sr(window, output, samplerate, *, max_samples=10**9, overwrite=False,
                             f"some with --channels")
     try:
         writer = SrWriter(output, samplerate, names, sample_offset=sample_offset,
-                          overwrite=overwrite)
+                          markers=window.capture.markers, overwrite=overwrite)
     except ValueError as error:
         raise LatscopeError(str(error)) from None
     dtype = writer.dtype

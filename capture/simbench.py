@@ -973,6 +973,7 @@ class VerilatorEngine(_Engine):
         self._fed = False
         self._quiet_since = None
         self._last_wall = None
+        self._closing = False
         self.error = None
 
     def metadata(self):
@@ -1011,6 +1012,11 @@ class VerilatorEngine(_Engine):
                     (1 << CORE_PARAMS["heartbeat_shift"]) + COMMAND_CYCLES).stats())
         except LatscopeError as error:
             self.error = error
+        except (ValueError, OSError):
+            # the capture stopped (Ctrl-C, SIGTERM, a limit) and closed the harness's input
+            # while this thread was still feeding it: nothing to report
+            if not self._closing:
+                raise
         self._fed = True
 
     def read(self, max_bytes, timeout=0.0):
@@ -1037,6 +1043,7 @@ class VerilatorEngine(_Engine):
         return data
 
     def close(self):
+        self._closing = True          # before the input closes: the feeder then stops quietly
         try:
             self.proc.close_input()
         except (BrokenPipeError, OSError):

@@ -245,6 +245,9 @@ def register(subparsers):
 
 
 def _main(args):
+    if args.output:      # before sending: the records must have somewhere to go
+        from latscope.userio import check_output
+        check_output(args.output, force=True)
     target = parse_target(args.target)
     sizes = parse_sizes(args.sizes, args.size_kind)
     result = run_traffic(target, sizes, args.count, rate=args.rate,

@@ -12,6 +12,7 @@ tick_hz / 1e15)`` gives back the exact tick. The header's ``$comment`` states wh
 """
 
 import datetime
+import json
 import os
 import re
 from fractions import Fraction
@@ -19,6 +20,7 @@ from fractions import Fraction
 import numpy as np
 
 from latscope import LatscopeError, __version__
+from latscope.capture.reimport import DESCRIPTOR_TAG, export_descriptor
 
 __all__ = ["choose_timescale", "vcd_identifier", "export_vcd"]
 
@@ -141,6 +143,9 @@ def export_vcd(window, output, *, overwrite=False):
         handle.write(f"$version latscope {__version__} $end\n")
         handle.write(f"$comment tick_hz={window.tick_hz}; window ticks [{window.start}, "
                      f"{window.stop}) since the timestamp reset; {rounding} $end\n")
+        # the capture's description (tick rate, roles, marker meanings) travels with the data
+        handle.write(f"$comment {DESCRIPTOR_TAG} "
+                     f"{json.dumps(export_descriptor(window), sort_keys=True)} $end\n")
         handle.write(f"$timescale {timescale} $end\n$scope module latscope $end\n")
         for code, ref, name in zip(codes, refs, window.names, strict=True):
             comment = f" $comment role {name} $end" if ref != name else ""

@@ -78,6 +78,9 @@ def register(subparsers):
 
 def _cmd_build(args):
     from latscope.gateware.build import build_bitstream, format_summary
+    if args.out is not None:     # before minutes of synthesis, not after
+        from latscope.userio import check_output
+        check_output(args.out, directory=True)
     summary = build_bitstream(args.board, args.out, timing_allow_fail=args.timing_allow_fail,
                               seed=args.seed)
     if args.json:
@@ -115,6 +118,8 @@ def _cmd_program(args):
     from latscope.gateware.build import _BITSTREAM, default_build_dir
     board = get_board(args.board)
     bitstream = args.bitstream or default_build_dir(board.name) / _BITSTREAM[board.family]
+    if Path(bitstream).is_dir():
+        raise LatscopeError(f"{bitstream}: is a directory; --bitstream names a bitstream file")
     if not Path(bitstream).exists():
         raise LatscopeError(f"No bitstream at {bitstream}; run `latscope gateware build "
                             f"--board {board.name}` first or pass --bitstream")

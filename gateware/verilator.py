@@ -298,8 +298,11 @@ class VerilatorProcess:
     """
 
     def __init__(self, binary):
+        # its own process group: Ctrl-C at the terminal signals the host's group, which stops
+        # the capture cleanly and then closes the harness, instead of killing it mid-stream
         self._proc = subprocess.Popen([str(binary)], stdin=subprocess.PIPE,
-                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, bufsize=0)
+                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, bufsize=0,
+                                      process_group=0)
         self._chunks = queue.Queue()
         self._pending = bytearray()
         self._stderr = []

@@ -4,9 +4,10 @@ part."""
 
 import argparse
 import importlib
+import os
 import sys
 
-from latscope import LatscopeError, __version__
+from latscope import LatscopeError, Terminated, __version__
 
 #: Modules that contribute subcommands, in the order their commands are listed in ``--help``.
 PART_CLI_MODULES = (
@@ -20,6 +21,14 @@ PART_CLI_MODULES = (
     "latscope.gateware.cli",      # gateware build, program, verilog, boards
     "latscope.bench",             # bench
 )
+
+
+EXIT_EPILOG = """\
+exit status (every command; a command's own help may add meanings): 0 success; 1 a check
+failed (verify: damaged file, selftest: failed); 2 bad input: a bad option, path, file or
+device, with one line on stderr saying which, and nothing is written; 70 internal error (one
+line; set LATSCOPE_DEBUG=1 for the traceback); 130 interrupted by Ctrl-C; 143 stopped by
+SIGTERM. capture stops cleanly on Ctrl-C and SIGTERM, finalises its file and exits 0."""
 
 
 #: Every command's module and one-line help, so that ``latscope --help`` and ``--version`` list
@@ -72,7 +81,8 @@ def build_parser(command=_ALL):
     parser = argparse.ArgumentParser(
         prog="latscope",
         description="Measure the latency inside an embedded Ethernet node, from the wire to its "
-                    "software and back, with nanosecond timestamps on every packet.")
+                    "software and back, with nanosecond timestamps on every packet.",
+        epilog=EXIT_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action="version", version=f"latscope {__version__}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     indexed = {module for module, _ in COMMAND_INDEX.values()}
@@ -106,10 +116,31 @@ def _command_in(argv):
     return None
 
 
+def _raise_terminated(signum, frame):
+    raise Terminated
+
+
 def main(argv=None):
+    import signal
+    try:        # SIGTERM unwinds like Ctrl-C (files closed, children stopped), then one line
+        previous = signal.signal(signal.SIGTERM, _raise_terminated)
+    except ValueError:          # not the main thread (tests)
+        previous = None
+    try:
+        return _main(argv)
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+
+
+def _main(argv):
     argv = sys.argv[1:] if argv is None else list(argv)
     parser = build_parser(_command_in(argv))
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except LatscopeError as error:      # raised by an option's type= parser (times, rates)
+        print(f"latscope: error: {error}", file=sys.stderr)
+        return 2
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
@@ -118,11 +149,27 @@ def main(argv=None):
     except LatscopeError as error:
         print(f"latscope {args.command}: error: {error}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        print(f"latscope {args.command}: interrupted", file=sys.stderr)
+    except KeyboardInterrupt as error:
+        detail = f" {error}" if str(error) else ""
+        print(f"latscope {args.command}: interrupted (Ctrl-C){detail}", file=sys.stderr)
         return 130
+    except Terminated as error:
+        detail = f" {error}" if str(error) else ""
+        print(f"latscope {args.command}: terminated (SIGTERM){detail}", file=sys.stderr)
+        return 143
     except BrokenPipeError:
         return 0
+    except OSError as error:       # a path or device the user gave: one line, never a traceback
+        from latscope.userio import os_error_message
+        print(f"latscope {args.command}: error: {os_error_message(error)}", file=sys.stderr)
+        return 2
+    except Exception as error:
+        if os.environ.get("LATSCOPE_DEBUG"):
+            raise
+        print(f"latscope {args.command}: internal error, please report: "
+              f"{type(error).__name__}: {error} (LATSCOPE_DEBUG=1 shows the traceback)",
+              file=sys.stderr)
+        return 70
 
 
 if __name__ == "__main__":

@@ -81,7 +81,7 @@ def test_load_file(tmp_path):
     path.write_text('[measurement."x"]\nspan = "rx_dv falling -> m1 rising"\n')
     assert load_definitions(path).names() == ["x"]
     path.write_text("[measurement\n")
-    with pytest.raises(LatscopeError, match="are not valid TOML"):
+    with pytest.raises(LatscopeError, match="is not valid TOML"):
         load_definitions(path)
     with pytest.raises(LatscopeError, match="cannot read definitions"):
         load_definitions(tmp_path / "missing.toml")

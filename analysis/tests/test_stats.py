@@ -10,6 +10,7 @@ from scipy import stats as sps
 from latscope.analysis.stats import (
     PERCENTILES,
     LatencyAccumulator,
+    bound_hints,
     describe,
     n_required,
     quantile_ci_ranks,
@@ -46,10 +47,46 @@ def test_ci_ranks_arguments():
 
 
 def test_n_required_matches_field_notes():
-    # FIELD.md §2: n >= 2,995 for p99.9 and >= 29,956 for p99.99 (ln 0.05 / ln q, rounded up)
-    assert n_required(0.999) == 2995
-    assert n_required(0.9999) == 29956
+    # FIELD.md §2 gives the one-sided figures: n >= 2,995 for p99.9 and >= 29,956 for p99.99
+    # (ln 0.05 / ln q, rounded up)
+    assert n_required(0.999, two_sided=False) == 2995
+    assert n_required(0.9999, two_sided=False) == 29956
     assert quantile_ci_ranks(512, 0.999)[2] == 513          # no finite bound at n = 512
+
+
+def test_n_required_is_what_the_tables_compute():
+    # the tables' interval is two-sided: ln 0.025 / ln q rounded up (3,687.3 -> 3,688 for
+    # p99.9; 36,886.6 -> 36,887 for p99.99), and it is exactly where quantile_ci_ranks first
+    # gives a finite upper rank
+    assert n_required(0.999) == 3688
+    assert n_required(0.9999) == 36887
+    for q in (0.9, 0.99, 0.999, 0.9999):
+        n = n_required(q)
+        assert quantile_ci_ranks(n, q)[2] <= n
+        assert quantile_ci_ranks(n - 1, q)[2] == n       # one fewer: no finite bound
+    assert quantile_ci_ranks(2995, 0.999)[2] == 2996     # the one-sided figure is not enough
+
+
+def test_bound_hints_name_the_sample_size():
+    s = describe(np.arange(1, 3001), tick_hz=100_000_000)
+    assert bound_hints(s) == [
+        "p99.9: too few packets for this bound (n = 3,000; a finite two-sided 95 % bound "
+        "needs n >= 3,688)",
+        "p99.99: too few packets for this bound (n = 3,000; a finite two-sided 95 % bound "
+        "needs n >= 36,887)"]
+    assert s.to_dict()["bound_hints"] == bound_hints(s)
+    assert bound_hints(describe(np.arange(1, 3689), tick_hz=100_000_000))[0].startswith(
+        "p99.99:")                  # at 3,688 the p99.9 bound exists
+
+
+def test_std_undefined_for_one_value():
+    # one value has no sample standard deviation (ddof = 1 divides by n - 1 = 0): NaN, not 0
+    s = describe(np.array([700]), tick_hz=100_000_000)
+    assert s.n == 1 and s.mean_ns == 7000.0
+    assert math.isnan(s.std_ns) and math.isnan(s.three_sigma_ns)
+    assert s.to_dict()["std_ns"] is None and s.to_dict()["three_sigma_ns"] is None
+    two = describe(np.array([700, 702]), tick_hz=100_000_000)
+    assert two.std_ns == pytest.approx(np.std([7000.0, 7020.0], ddof=1), rel=1e-12)
 
 
 def test_interval_coverage_monte_carlo():

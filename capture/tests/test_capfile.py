@@ -133,12 +133,27 @@ def test_truncation_at_every_byte_keeps_every_complete_chunk(tmp_path):
             assert cap.complete == (size == len(data))
 
 
-def test_bit_flip_stops_at_damaged_chunk(tmp_path):
+def _evts_ranges(chunks, data):
+    """(chunk index, first event, count) of every EVTS chunk, in file order."""
+    out, first = [], 0
+    for index, chunk in enumerate(chunks):
+        if chunk.type == b"EVTS":
+            count = int(np.frombuffer(data, "<u4", 1, chunk.offset)[0])
+            out.append((index, first, count))
+            first += count
+    return out
+
+
+def test_bit_flip_skips_only_the_damaged_chunk(tmp_path):
+    # Reference: the events as written. A bit flipped in any chunk but the first (META) and the
+    # last (NOTE, nothing follows it to resynchronise on) loses exactly that chunk: every other
+    # chunk is read, the gap is a "damage" loss record, verify says "damaged, finalised".
     path = tmp_path / "f.lsc"
-    _write(path, n=400, chunk_events=100)
+    time, channel, rising = _write(path, n=400, chunk_events=100)
     data = bytearray(path.read_bytes())
     with open_capture(path) as cap:
         chunks = cap.chunks
+    ranges = {index: (first, count) for index, first, count in _evts_ranges(chunks, data)}
     rng = np.random.default_rng(1)
     for index, chunk in enumerate(chunks):
         damaged = bytearray(data)
@@ -150,10 +165,61 @@ def test_bit_flip_stops_at_damaged_chunk(tmp_path):
             with pytest.raises(CaptureFileError, match="no readable META"):
                 open_capture(bad)
             continue
+        start = chunk.offset - capfile.CHUNK_HEADER_SIZE
         with open_capture(bad) as cap:
-            assert len(cap.chunks) == index
-            assert cap.problems == [f"bad CRC in {chunk.type!r} chunk at offset "
-                                    f"{chunk.offset - capfile.CHUNK_HEADER_SIZE}"]
+            assert [c for c in cap.chunks] == chunks[:index] + chunks[index + 1:]
+            reason = f"bad CRC in {chunk.type!r} chunk at offset {start}"
+            if index == len(chunks) - 1:
+                assert cap.problems == [reason] and cap.truncated == reason
+                assert cap.damage == [] and not cap.finalised
+                continue
+            end = chunk.offset + chunk.length + capfile.CRC_SIZE
+            assert cap.problems == [f"{reason}; {end - start} bytes skipped, reading resumed "
+                                    f"at offset {end}"]
+            assert cap.truncated is None and cap.finalised and not cap.complete
+            keep = np.ones(len(time), bool)
+            if index in ranges:
+                first, count = ranges[index]
+                keep[first:first + count] = False
+                gap = [r for r in cap.losses if r.cause == "damage"]
+                # from the last event before the gap to the first after it (either side may
+                # be missing at the ends of the capture)
+                before = int(time[first - 1]) if first else None
+                after = int(time[first + count]) if first + count < len(time) else None
+                begin = before if before is not None else after
+                stop = after if after is not None else before
+                assert gap == [LossRecord(begin, stop - begin, count, "damage")]
+            ev = cap.events()
+            assert ev.time.tolist() == time[keep].tolist()
+            assert ev.channel.tolist() == channel[keep].tolist()
+        report = capfile.verify(bad)
+        assert report["state"] == "damaged, finalised" and report["ok"] is False
+
+
+def test_garbage_over_several_chunks_resyncs(tmp_path):
+    # random bytes over the end of one EVTS chunk and the start of the next two: reading resumes
+    # at the first valid chunk after them, and the region is one damage record
+    path = tmp_path / "g.lsc"
+    time, _, _ = _write(path, n=1000, chunk_events=100)
+    data = bytearray(path.read_bytes())
+    with open_capture(path) as cap:
+        chunks = cap.chunks
+    ranges = _evts_ranges(chunks, data)
+    (i1, _, _), (i2, _, _), (i3, f3, c3), (i4, f4, _) = ranges[2:6]
+    lo = chunks[i1].offset + 50
+    hi = chunks[i3].offset + 10
+    data[lo:hi] = np.random.default_rng(5).integers(0, 256, hi - lo, dtype=np.uint8).tobytes()
+    bad = tmp_path / "bad.lsc"
+    bad.write_bytes(data)
+    with open_capture(bad) as cap:
+        assert len(cap.damage) == 1
+        d = cap.damage[0]
+        assert d.offset == chunks[i1].offset - capfile.CHUNK_HEADER_SIZE
+        assert d.end == chunks[i4].offset - capfile.CHUNK_HEADER_SIZE
+        assert cap.events().time[-len(time[f4:]):].tolist() == time[f4:].tolist()
+        summary = capfile.damage_summary(cap)
+        assert summary["damaged"] and summary["finalised"] and summary["regions"] == 1
+        assert "1 damaged region(s)" in summary["text"]
 
 
 def test_not_a_capture_and_newer_major(tmp_path):

@@ -107,12 +107,14 @@ def test_verify_reports_damage_and_gaps(tmp_path, capsys):
     path.write_bytes(data)
     assert main(["verify", str(path)]) == 1
     text = capsys.readouterr().out
-    assert "DAMAGED" in text and "bad CRC in b'EVTS' chunk" in text
-    assert "recoverable: 100 events" in text
+    # the NOTE after the damaged chunk is still read: damaged but finalised, not "unfinished"
+    assert "DAMAGED (finalised)" in text and "bad CRC in b'EVTS' chunk" in text
+    assert "recoverable: 100 events" in text and "damage          100" in text
     assert main(["verify", str(path), "--json"]) == 1
     report = json.loads(capsys.readouterr().out)
     assert report["ok"] is False and report["recoverable_events"] == 100
-    assert report["lost"] == {"overflow": 0, "link": 12}
+    assert report["lost"] == {"overflow": 0, "link": 12, "damage": 100}
+    assert report["state"] == "damaged, finalised" and report["finalised"] is True
 
 
 def test_info_on_a_non_capture_is_a_clean_error(tmp_path, capsys):

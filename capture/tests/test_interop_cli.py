@@ -242,12 +242,17 @@ def test_export_csv(tmp_path, capsys):
         writer.append_events([0, 1, 7, 320_000_001], [0, 1, 0, 1], [1, 1, 0, 0])
     assert main(["export", str(path), "--format", "csv", "-o", "-"]) == 0
     out = capsys.readouterr().out
-    # 320 MHz: a tick is 3.125 ns exactly
-    assert out.splitlines() == ["time_ns,channel,edge", "0.000,rx_dv,rising",
+    # 320 MHz: a tick is 3.125 ns exactly; the first line describes the capture (tick rate,
+    # roles, marker meanings) so an import or analysis of the CSV measures the same things
+    first, *rest = out.splitlines()
+    assert json.loads(first.removeprefix("# latscope ")) == {
+        "channels": {"0": "rx_dv", "1": "m_isr"}, "label": None, "markers": {},
+        "source_file": "c.lsc", "tick_hz": 320_000_000}
+    assert rest == ["time_ns,channel,edge", "0.000,rx_dv,rising",
                                 "3.125,m_isr,rising", "21.875,rx_dv,falling",
                                 "1000000003.125,m_isr,falling"]
     assert main(["export", str(path), "-o", str(tmp_path / "c.csv"), "--from", "1ns"]) == 0
-    assert (tmp_path / "c.csv").read_text().splitlines()[1] == "3.125,m_isr,rising"
+    assert (tmp_path / "c.csv").read_text().splitlines()[2] == "3.125,m_isr,rising"
 
 
 def test_export_vcd_default_name(tmp_path, capsys):

@@ -54,7 +54,7 @@ def test_experiment_validation(tmp_path):
     f.write_text('target = "192.0.2.1"\npaths = ["gem"]\nsizes = [64]\ninstrument = "/x"\n')
     with pytest.raises(LatscopeError, match="hardware paths must be among"):
         runner.load_experiment(f)
-    with pytest.raises(LatscopeError, match="no such experiment file"):
+    with pytest.raises(LatscopeError, match="cannot read experiment .*no such file or directory"):
         runner.load_experiment(tmp_path / "missing.toml")
 
 
