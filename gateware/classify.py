@@ -14,6 +14,7 @@ from amaranth.lib import data, fifo, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from .encoder import _rejected
+from .framer import RecordByte
 from .protocol import (
     NUM_CLASSES,
     TRAFFIC_SEQ_OFFSET,
@@ -32,14 +33,6 @@ CONFIG_ARG_BYTES = {Opcode.SET_RULE: 1 + ClassRule.as_shape().size // 8, Opcode.
                     Opcode.SET_SEQ_OFFSET: 2, Opcode.SET_COUNTER_PERIOD: 1}
 _FR_BYTES = FrameRecord.as_shape().size // 8
 _CR_BYTES = CounterRecord.as_shape().size // 8
-
-
-class RecordByte(data.Struct):
-    """One byte of a FRAME or COUNTERS payload; ``length`` and ``type`` are constant while one
-    record is offered."""
-    data:   8
-    length: 16
-    type:   4     # FrameType
 
 
 class ConfigWrite(data.Struct):
