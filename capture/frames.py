@@ -104,3 +104,69 @@ def decode_counter_records(arr, starts):
 def frame_header(records, headers, i):
     """The kept bytes of record ``i``."""
     return bytes(headers[i, :int(records["header_len"][i])])
+
+
+#: Channel roles whose rising edges number the frames of each direction (RX: RX_DV on MII,
+#: CRS_DV on RMII; TX: TX_EN).
+DIRECTION_ROLES = {0: ("rx_dv", "crs_dv"), 1: ("tx_en",)}
+
+
+def frame_edge_times(records, time, channel, rising, channel_of):
+    """Start and end ticks of each frame record, from its direction's DV edges.
+
+    Frame ``frame_index`` of a direction starts at that channel's ``frame_index``-th rising edge
+    (counting from 0 since the timestamp reset, which is where a capture starts) and ends at the
+    next falling edge of the same channel.
+
+    Parameters
+    ----------
+    records : FRAME_DTYPE array
+    time, channel, rising : arrays
+        The capture's events.
+    channel_of : dict
+        ``{direction: channel number}`` of the RX and TX valid signals (missing: unknown).
+
+    Returns
+    -------
+    (start, end) : int64 arrays
+        Ticks; -1 where the edge is not in the capture (lost, or a capture that did not start at
+        a timestamp reset).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> rec = np.zeros(2, FRAME_DTYPE); rec["frame_index"] = [1, 0]
+    >>> t = np.array([10, 20, 30, 45]); ch = np.zeros(4, np.uint8)
+    >>> rise = np.array([True, False, True, False])
+    >>> [a.tolist() for a in frame_edge_times(rec, t, ch, rise, {0: 0})]
+    [[30, 10], [45, 20]]
+    """
+    start = np.full(len(records), -1, np.int64)
+    end = np.full(len(records), -1, np.int64)
+    time = np.asarray(time, np.int64)
+    for d, ch in channel_of.items():
+        mine = np.flatnonzero(records["direction"] == d)
+        if not len(mine):
+            continue
+        on = np.asarray(channel) == ch
+        rises = time[on & np.asarray(rising)]
+        falls = time[on & ~np.asarray(rising)]
+        k = records["frame_index"][mine].astype(np.int64)
+        ok = k < len(rises)
+        s = np.where(ok, rises[np.minimum(k, max(len(rises) - 1, 0))] if len(rises) else -1, -1)
+        j = np.searchsorted(falls, s, side="right")
+        e = np.where(ok & (j < len(falls)), falls[np.minimum(j, max(len(falls) - 1, 0))]
+                     if len(falls) else -1, -1)
+        start[mine], end[mine] = s, e
+    return start, end
+
+
+def direction_channels(channel_names):
+    """``{direction: channel}`` from a capture's ``{channel: role}`` names."""
+    out = {}
+    for d, roles in DIRECTION_ROLES.items():
+        for ch, role in sorted(channel_names.items()):
+            if role in roles:
+                out[d] = ch
+                break
+    return out

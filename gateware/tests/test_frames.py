@@ -56,7 +56,7 @@ def commands():
 def run_core(frames_rx, frames_tx, *, extra_link_cycles=4000):
     dut = LatscopeCore(channels=2, lanes=1, counter_width=24, heartbeat_shift=12, fifo_depth=16,
                        capture_hz=100_000_000, channel_names=["rx_dv", "tx_en"], max_payload=64,
-                       sniffer="mii")
+                       sniffer="mii", frame_options={"header_bytes": 32})
     out = bytearray()
     state = {"replies": 0, "go": False, "level": [0, 0], "done": [False, False]}
     cmds = commands()
@@ -125,13 +125,16 @@ def run_core(frames_rx, frames_tx, *, extra_link_cycles=4000):
     return StreamDecoder().feed(bytes(out))
 
 
-def test_core_records_classifies_counts_and_matches_edges():
+def test_core_records_classifies_counts_and_matches_edges(tmp_path):
     """12 frames each way (probes on port 4242 mixed with background, some tagged PCP 5, some
     with a bad FCS). Checks: FRAME records exactly for the recorded classes with the reference
     parser's fields and the reference class; COUNTERS totals equal to plain counts over all
     frames; frame ``k`` of a direction spans the ``k``-th rising to the next falling edge of its
     channel, ``(16 + 2 * length)`` MII clocks (preamble, SFD and data nibbles) long, to within
-    one capture cycle plus one MII clock (the pins are sampled in a different clock domain)."""
+    one capture cycle plus one MII clock (the pins are sampled in a different clock domain).
+    Then the decoded stream goes into a capture file and out as pcapng, read back by scapy (an
+    independent pcapng reader): each recorded frame's first 32 bytes, length, direction and
+    nanosecond timestamp (its first edge) exactly."""
     rng = random.Random(3)
     frames = {d: [make_frame(rng, 1000 + 10 * d + i, probe=rng.random() < 0.5) for i in range(12)]
               for d in (0, 1)}
@@ -178,3 +181,27 @@ def test_core_records_classifies_counts_and_matches_edges():
             expect_s = (16 + 2 * len(frame)) * period
             assert abs(width_s - expect_s) <= CAPTURE_PERIOD + period
         assert np.all(np.diff(rise) > 0)
+
+    # gateware -> host decoder -> .lsc -> pcapng -> scapy
+    from latscope.capture import capfile
+    from latscope.capture.pcapng import export_pcapng
+    path = tmp_path / "frames.lsc"
+    with capfile.CaptureWriter(path, {"tick_hz": 1 / CAPTURE_PERIOD,
+                                      "channels": {"0": "rx_dv", "1": "tx_en"}}) as w:
+        w.append_events(result.time, result.channel, result.rising)
+        w.append_frames(result.frames, result.frame_headers)
+        w.append_frame_counters(result.frame_counters)
+    with capfile.open_capture(path) as cap:
+        summary = export_pcapng(cap, tmp_path / "frames.pcapng")
+    assert summary.packets == len(recs) and summary.skipped == 0
+    packets = scapy_all.rdpcap(str(tmp_path / "frames.pcapng"))
+    expected = []
+    for r in recs:
+        d, k = int(r["direction"]), int(r["frame_index"])
+        ch = result.channel == d
+        t_ns = int(round(result.time[ch & result.rising][k] * CAPTURE_PERIOD * 1e9))
+        expected.append((t_ns, frames[d][k][:32], len(frames[d][k]), 1 if d == 0 else 2))
+    expected.sort(key=lambda e: e[0])
+    got = [(int(round(float(p.time) * 1e9)), bytes(p),
+            p.wirelen, p.direction) for p in packets]
+    assert got == expected
