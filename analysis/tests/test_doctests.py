@@ -5,7 +5,8 @@ import importlib
 
 import pytest
 
-MODULES = ["definitions", "pairing", "hdr", "stats", "engine", "compare", "report", "synth"]
+MODULES = ["definitions", "pairing", "hdr", "stats", "engine", "compare", "report", "synth",
+           "frames"]
 
 
 @pytest.mark.parametrize("name", MODULES)
