@@ -170,3 +170,20 @@ def direction_channels(channel_names):
                 out[d] = ch
                 break
     return out
+
+
+def rule_command(direction, index, **rule):
+    """Arguments of a SET_RULE command: ``(opcode, args)`` for ``encode_command``.
+
+    ``rule`` holds ``ClassRule`` fields (``enable``, ``cls``, ``match_port``, ``port_lo`` ...).
+
+    >>> from latscope.gateware.protocol import Opcode
+    >>> op, args = rule_command(1, 2, enable=1, cls=3, match_pcp=1, pcp=5)
+    >>> op == Opcode.SET_RULE, args.hex()
+    (True, '82270000050000000000')
+    """
+    from latscope.gateware.protocol import ClassRule, Opcode
+    if direction not in (0, 1) or not 0 <= index < 128:
+        raise ValueError(f"direction must be 0 or 1 and index 0..127, not {direction}, {index}")
+    value = data.Layout.cast(ClassRule).const(rule).as_value().value
+    return Opcode.SET_RULE, bytes([direction << 7 | index]) + value.to_bytes(9, "little")

@@ -112,3 +112,11 @@ def test_info_lists_frames_and_export_refuses_edge_only_capture(tmp_path, capsys
     assert main(["export", str(tmp_path / "e.lsc"), "--format", "pcapng"]) != 0
     err = capsys.readouterr().err
     assert "holds no frame records" in err and "Traceback" not in err
+
+
+def test_frames_module_doctests():
+    import doctest
+
+    from latscope.capture import frames
+    result = doctest.testmod(frames, optionflags=doctest.NORMALIZE_WHITESPACE)
+    assert result.attempted > 0 and result.failed == 0
