@@ -280,6 +280,9 @@ def cmd_verify(args):
     status = "OK" if report["ok"] else "DAMAGED"
     print(f"{report['path']}: {status}: {report['chunks']} good chunks, {report['events']} "
           f"events, format {report['format']}")
+    if report.get("frames") or report.get("frame_counters"):
+        print(f"  frames: {report['frames']} frame records, {report['frame_counters']} class "
+              f"counter snapshots")
     for item in report["damage"]:
         print(f"  damage: {item}")
     if not report["ok"]:
