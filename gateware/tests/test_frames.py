@@ -9,13 +9,12 @@ import zlib
 
 import numpy as np
 import pytest
-from amaranth.lib import data
 from amaranth.sim import Simulator
 
-from latscope.capture.frames import FLAGS
+from latscope.capture.frames import FLAGS, rule_command
 from latscope.capture.stream import StreamDecoder, encode_command
 from latscope.gateware.model_sniffer import classify, mii_nibbles, parse_frame
-from latscope.gateware.protocol import ClassRule, Opcode
+from latscope.gateware.protocol import Opcode
 from latscope.gateware.top import LatscopeCore
 
 scapy_all = pytest.importorskip("scapy.all", reason="scapy builds the test frames (pip: scapy)")
@@ -46,8 +45,7 @@ def commands():
     cmds = [(Opcode.ARM, b"\x01")]
     for d, rules in RULES.items():
         for i, rule in enumerate(rules):
-            raw = data.Layout.cast(ClassRule).const(rule).as_value().value
-            cmds.append((Opcode.SET_RULE, bytes([d << 7 | i]) + raw.to_bytes(9, "little")))
+            cmds.append(rule_command(d, i, **rule))
         cmds.append((Opcode.SET_CLASS_MODE, bytes([d, RECORD[d]])))
     cmds.append((Opcode.SET_COUNTER_PERIOD, bytes([11])))
     return cmds
