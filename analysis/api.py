@@ -290,9 +290,50 @@ def analyze_file(path, *, definitions=None, measures=None, packets=False, mappin
         result = analyzer.finish()
         result.metadata = dict(result.metadata, integrity=damage_summary(cap),
                                marker_map=dataclasses.asdict(marker_map))
+        if cap.n_frames:
+            _add_frame_analysis(cap, result, confidence, marker_map.markers)
         if cap.problems:
             result.metadata["problems"] = list(cap.problems)
     return Analysis(path, capture_label(metadata, path), capture_size(metadata), result)
+
+
+def class_label(cls, metadata):
+    """A class's name from the capture's ``frame_classes`` metadata, else its number."""
+    return str((metadata.get("frame_classes") or {}).get(str(cls), cls))
+
+
+def _add_frame_analysis(cap, result, confidence, marker_meanings=None):
+    """Pair the capture's frame records by sequence number (:mod:`latscope.analysis.frames`) and
+    add each class's stages to ``result.stats`` as ``<stage>[<class>]``, so analyze, compare,
+    report and the API show them like any measurement."""
+    from latscope.analysis.definitions import resolve_channel
+    from latscope.analysis.engine import PacketTable
+    from latscope.analysis.frames import analyze_frames
+    from latscope.capture.frames import direction_channels, frame_edge_times
+    records, _ = cap.frames()
+    events = cap.events()
+    start, end = frame_edge_times(records, events.time, events.channel, events.rising,
+                                  direction_channels(cap.channel_names))
+    markers = {}
+    meanings = marker_meanings or cap.markers or {}   # the map resolve_markers settled on
+    for role, meaning in meanings.items():
+        ch = resolve_channel(role, cap.channel_names or None, meanings or None)
+        if ch is not None:
+            markers[meaning] = events.time[(events.channel == ch) & events.rising]
+    fa = analyze_frames(records, start, end, tick_hz=result.tick_hz, markers=markers,
+                        counters=cap.frame_counters(), losses=[(r.first_time, r.span)
+                                                                for r in cap.losses],
+                        confidence=confidence)
+    result.frames = fa
+    for cls, report in fa.classes.items():
+        for stage, stats in report.stats.items():
+            name = f"{stage}[{class_label(cls, result.metadata)}]"
+            result.stats[name] = stats
+            result.counts[name] = stats.counts
+            if result.packets is not None:
+                at, ticks = report.samples[stage]
+                result.packets.append(PacketTable(name, at, {name: ticks},
+                                                  {name: np.zeros(len(ticks), np.uint8)}))
 
 
 def _analyze_sr(path, definitions, measures, packets, mapping, exact_limit, confidence,

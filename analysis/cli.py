@@ -144,9 +144,30 @@ def cmd_analyze(args):
         print(report.stats_table(r.stages))
     for name, why in r.unavailable.items():
         print(f"{name}: not computed: {why}")
+    if r.frames is not None:
+        print()
+        print(frames_table(r.frames, r.metadata))
     if not r.stats:
         raise LatscopeError(f"{args.file}: no measurement could be computed")
     return 0
+
+
+def frames_table(fa, metadata):
+    """Per-class counts of the frame analysis (requests paired with replies by sequence
+    number; stages are in the tables above as ``<stage>[<class>]``)."""
+    lines = ["frames by class (received requests paired with replies by sequence number):",
+             f"{'class':>8} {'requests':>9} {'replied':>8} {'dropped':>8} {'unknown':>8} "
+             f"{'dup':>5} {'reorder':>8} {'FCS err':>8}  counted on the FPGA (rx frames/bytes)"]
+    for cls, c in fa.classes.items():
+        rx = c.counted.get("rx")
+        counted = f"{rx['frames']}/{rx['octets']}" if rx else "-"
+        lines.append(f"{api.class_label(cls, metadata):>8} {c.requests:>9} {c.replied:>8} "
+                     f"{c.dropped:>8} {c.unknown:>8} {c.duplicates:>5} {c.reordered:>8} "
+                     f"{c.fcs_errors:>8}  {counted}")
+    if fa.unplaced:
+        lines.append(f"{fa.unplaced} frame record(s) had no edges in the capture and were left "
+                     f"out")
+    return "\n".join(lines)
 
 
 def write_hlog_for(analysis, path):

@@ -81,6 +81,7 @@ class AnalysisResult:
     losses: list
     duration_s: float
     metadata: dict = dataclasses.field(default_factory=dict)
+    frames: object = None       # analysis.frames.FrameAnalysis for captures with frame records
 
     @property
     def resolution_ns(self):
@@ -94,6 +95,7 @@ class AnalysisResult:
                 "measurements": {k: v.to_dict() for k, v in self.stats.items()},
                 "stages": {k: v.to_dict() for k, v in self.stages.items()},
                 "unavailable": dict(self.unavailable),
+                "frames": self.frames.to_dict() if self.frames is not None else None,
                 "config": self.metadata.get("config"), "source": self.metadata.get("source"),
                 "integrity": self.metadata.get("integrity"),
                 "marker_map": self.metadata.get("marker_map")}

@@ -3,7 +3,8 @@
 The format is specified in ``docs/capture-format.md``; this module is its only implementation.
 A file is a 16-byte header followed by chunks ``[type 4cc][length u64][payload][crc32 u32]``:
 ``META`` (JSON metadata, always first), ``EVTS`` (event columns laid out for zero-copy
-``np.frombuffer``), ``LOSS`` (loss records), ``HBT `` (heartbeats), ``NOTE`` (end-of-capture
+``np.frombuffer``), ``LOSS`` (loss records), ``HBT `` (heartbeats), ``FRMS``/``FCNT`` (frame
+records and class counters of frame-aware capture, format 1.1), ``NOTE`` (end-of-capture
 summary, JSON). The writer fsyncs every chunk it completes, so a capture killed at any instant
 opens with every complete chunk. The reader resynchronises after a damaged chunk at the next
 valid one (:func:`scan_chunks`): the skipped bytes become a loss record with cause ``"damage"``
@@ -40,7 +41,7 @@ MAGIC = b"\x89LSC\r\n\x1a\n"
 #: Readers refuse a file whose major version is greater than theirs (see the version rule).
 FORMAT_MAJOR = 1
 #: Minor versions only add things an older reader may skip (new chunk types, new JSON keys).
-FORMAT_MINOR = 0
+FORMAT_MINOR = 1
 HEADER_SIZE = 16
 _HEADER = struct.Struct("<8sHHI")            # magic, major, minor, flags (0)
 CHUNK_HEADER_SIZE = 12
@@ -63,7 +64,8 @@ HEARTBEAT_DTYPE = np.dtype([("time", "<i8"), ("events", "<u8"), ("lost", "<u8"),
                             ("fifo_high_water", "<u2"), ("status", "u1"), ("epoch", "u1"),
                             ("reserved", "V4")])
 
-KNOWN_CHUNKS = (b"META", b"EVTS", b"LOSS", b"HBT ", b"NOTE")
+KNOWN_CHUNKS = (b"META", b"EVTS", b"LOSS", b"HBT ", b"NOTE", b"FRMS", b"FCNT")
+_FRMS_HEADER = struct.Struct("<II")          # record count, kept header bytes per record
 
 
 class CaptureFileError(LatscopeError):
@@ -276,6 +278,31 @@ class CaptureWriter:
         if len(array):
             self._flush_events()
             self._write_chunk(b"HBT ", array.tobytes())
+
+    def append_frames(self, records, headers=None):
+        """Store FRAME records (a ``capture.frames.FRAME_DTYPE`` array) and their kept header
+        bytes (an ``(n, k)`` uint8 array, zero past each record's ``header_len``)."""
+        from latscope.capture.frames import FRAME_DTYPE
+        self._check_open()
+        records = np.ascontiguousarray(records, FRAME_DTYPE)
+        if not len(records):
+            return
+        width = int(records["header_len"].max())
+        kept = np.zeros((len(records), width), np.uint8)
+        if width and headers is not None:
+            kept[:] = np.asarray(headers, np.uint8)[:, :width]
+        self._flush_events()
+        self._write_chunk(b"FRMS", _FRMS_HEADER.pack(len(records), width) + records.tobytes()
+                          + kept.tobytes())
+
+    def append_frame_counters(self, counters):
+        """Store COUNTERS records (a ``capture.frames.COUNTER_DTYPE`` array)."""
+        from latscope.capture.frames import COUNTER_DTYPE
+        self._check_open()
+        counters = np.ascontiguousarray(counters, COUNTER_DTYPE)
+        if len(counters):
+            self._flush_events()
+            self._write_chunk(b"FCNT", counters.tobytes())
 
     def _flush_events(self):
         if not self._buffered:
@@ -529,6 +556,7 @@ class Capture:
         self.losses = []
         self._evts = []      # (chunk, count, time offset)
         heartbeats = []
+        self._frms, self._fcnt = [], []
         for index, chunk in enumerate(self.chunks):
             payload = self._mm[chunk.offset:chunk.offset + chunk.length] \
                 if chunk.type in (b"META", b"NOTE") else None
@@ -560,6 +588,9 @@ class Capture:
                 heartbeats.append(np.frombuffer(self._mm, HEARTBEAT_DTYPE,
                                                 chunk.length // HEARTBEAT_DTYPE.itemsize,
                                                 chunk.offset))
+            elif chunk.type in (b"FRMS", b"FCNT"):
+                if not self._parse_frames(chunk):
+                    break
             elif chunk.type == b"NOTE":
                 self.note = self._json(payload, "NOTE")
             elif chunk.type == b"META":
@@ -595,6 +626,53 @@ class Capture:
             stop = first if first is not None else last
             out.append(LossRecord(begin, max(0, stop - begin), d.claimed_events or 0, "damage"))
         return out
+
+    def _parse_frames(self, chunk):
+        """Map a FRMS or FCNT chunk; False (with a problem noted) if its size is inconsistent."""
+        from latscope.capture.frames import COUNTER_DTYPE, FRAME_DTYPE, HEADER_MAX
+        if chunk.type == b"FCNT":
+            if chunk.length % COUNTER_DTYPE.itemsize:
+                self.problems.append(f"FCNT chunk at {chunk.offset} has a partial record")
+                return False
+            self._fcnt.append(np.frombuffer(self._mm, COUNTER_DTYPE,
+                                            chunk.length // COUNTER_DTYPE.itemsize, chunk.offset))
+            return True
+        if chunk.length >= _FRMS_HEADER.size:
+            n, width = _FRMS_HEADER.unpack_from(self._mm, chunk.offset)
+            if width <= HEADER_MAX and \
+                    chunk.length == _FRMS_HEADER.size + n * (FRAME_DTYPE.itemsize + width):
+                start = chunk.offset + _FRMS_HEADER.size
+                records = np.frombuffer(self._mm, FRAME_DTYPE, n, start)
+                kept = np.frombuffer(self._mm, np.uint8, n * width,
+                                     start + n * FRAME_DTYPE.itemsize).reshape(n, width)
+                self._frms.append((records, kept))
+                return True
+        self.problems.append(f"FRMS chunk at {chunk.offset} has an inconsistent size")
+        return False
+
+    @property
+    def n_frames(self):
+        """FRAME records stored (frame-aware capture)."""
+        return sum(len(r) for r, _ in self._frms)
+
+    def frames(self):
+        """``(records, headers)``: every FRAME record (``capture.frames.FRAME_DTYPE``) and an
+        ``(n, HEADER_MAX)`` uint8 array of their kept frame bytes, in stream order."""
+        from latscope.capture.frames import HEADER_MAX, empty_frames
+        if not self._frms:
+            return empty_frames()
+        records = np.concatenate([r for r, _ in self._frms])
+        headers = np.zeros((len(records), HEADER_MAX), np.uint8)
+        row = 0
+        for r, kept in self._frms:
+            headers[row:row + len(r), :kept.shape[1]] = kept
+            row += len(r)
+        return records, headers
+
+    def frame_counters(self):
+        """Every COUNTERS record (``capture.frames.COUNTER_DTYPE``), in stream order."""
+        from latscope.capture.frames import empty_counters
+        return np.concatenate(self._fcnt) if self._fcnt else empty_counters()
 
     def _json(self, payload, kind):
         try:

@@ -211,6 +211,27 @@ def cmd_capture(args):
     return outcome.exit_status
 
 
+def frame_summary(cap):
+    """Frame-aware capture in a capture: records per direction and class, and the last
+    COUNTERS totals per direction and class (``None`` when the capture has neither)."""
+    import numpy as np
+    records, _ = cap.frames()
+    counters = cap.frame_counters()
+    if not len(records) and not len(counters):
+        return None
+    out = {"records": int(len(records)), "by_class": {}, "counted": {}}
+    for d, name in ((0, "rx"), (1, "tx")):
+        mine = records[records["direction"] == d]
+        for c in np.unique(mine["cls"]).tolist():
+            out["by_class"][f"{name}.{c}"] = int(np.count_nonzero(mine["cls"] == c))
+        for c in counters[counters["direction"] == d][::-1]:
+            key = f"{name}.{int(c['cls'])}"
+            if key not in out["counted"]:
+                out["counted"][key] = {k: int(c[k]) for k in ("frames", "fcs_errors", "dropped",
+                                                              "octets")}
+    return out
+
+
 def info_dict(path):
     """What ``latscope info`` shows, as a dict."""
     with capfile.open_capture(path) as cap:
@@ -227,6 +248,7 @@ def info_dict(path):
             "lost": cap.lost,
             "losses": len(cap.losses),
             "heartbeats": int(len(cap.heartbeats)),
+            "frames": frame_summary(cap),
             "finalised": cap.note is not None,
             "stop_reason": (cap.note or {}).get("reason"),
             "problems": cap.problems,
@@ -255,6 +277,14 @@ def cmd_info(args):
         f"in {info['losses']} records",
         f"stopped     {info['stop_reason'] or 'not finalised (killed or crashed)'}",
     ]
+    frames = info["frames"]
+    if frames:
+        lines.append(f"frames      {frames['records']} recorded ("
+                     + (", ".join(f"{k} {v}" for k, v in frames["by_class"].items()) or "-")
+                     + ")")
+        for key, c in frames["counted"].items():
+            lines.append(f"  class {key:6} {c['frames']} frames, {c['octets']} bytes, "
+                         f"{c['fcs_errors']} FCS errors, {c['dropped']} not recorded (link busy)")
     if info["problems"]:
         lines.append("damage      " + "; ".join(info["problems"]) +
                      " (run latscope verify)")
@@ -272,6 +302,9 @@ def cmd_verify(args):
               "damaged, not finalised": "DAMAGED, NOT FINALISED"}.get(report["state"], "DAMAGED")
     print(f"{report['path']}: {status}: {report['chunks']} good chunks, {report['events']} "
           f"events, format {report['format']}")
+    if report.get("frames") or report.get("frame_counters"):
+        print(f"  frames: {report['frames']} frame records, {report['frame_counters']} class "
+              f"counter snapshots")
     for item in report["damage"]:
         print(f"  damage: {item}")
     if not report["ok"]:

@@ -86,6 +86,17 @@ def verify(path):
             warnings.append(f"NOTE counts {cap.note['events']} events, {cap.n_events} are "
                             f"readable: {cap.note['events'] - cap.n_events} were in the damaged "
                             f"region(s)")
+        records, _ = cap.frames()
+        if len(records):
+            if int(records["direction"].max()) > 1 or \
+                    np.any(records["header_len"] > records["length"]):
+                damage.append("frame records with a direction above 1 or more kept bytes than "
+                              "the frame has")
+            for d in (0, 1):
+                index = records["frame_index"][records["direction"] == d].astype(np.int64)
+                if np.any(np.diff(index) <= 0):
+                    warnings.append(f"{'RX' if d == 0 else 'TX'} frame indices go backwards "
+                                    f"(a timestamp reset, or records out of order)")
         lost = cap.lost
         if sum(lost.values()):
             causes = ", ".join(f"{cause} {n}" for cause, n in lost.items())
@@ -109,6 +120,8 @@ def verify(path):
             "chunks": len(cap.chunks),
             "events": cap.n_events,
             "recoverable_events": cap.n_events,
+            "frames": cap.n_frames,
+            "frame_counters": len(cap.frame_counters()),
             "bytes_after_last_good_chunk": cap.size - cap.end,
             "finalised": cap.note is not None,
             "note": cap.note,

@@ -353,14 +353,17 @@ def register(subparsers):
     p.set_defaults(func=cmd_import)
 
     p = subparsers.add_parser(
-        "export", help="write a capture window as sigrok .sr, VCD or CSV",
+        "export", help="write a capture window as sigrok .sr, VCD or CSV, or its frames as "
+                       "pcapng",
         description="Export a time window of a capture for other tools: 'sr' for PulseView and "
                     "sigrok-cli (sampled at --samplerate; every edge lands on the first sample "
                     "at or after it), 'vcd' for GTKWave and Surfer (exact times, one wire per "
-                    "channel), 'csv' with columns time_ns,channel,edge. Times are since the "
+                    "channel), 'csv' with columns time_ns,channel,edge, 'pcapng' for "
+                    "Wireshark (every recorded frame of frame-aware capture, ns timestamps at "
+                    "the frame's first edge, direction in epb_flags). Times are since the "
                     "instrument's timestamp reset.")
     p.add_argument("file", metavar="CAPTURE", help="capture file (.lsc)")
-    p.add_argument("--format", choices=("sr", "vcd", "csv"),
+    p.add_argument("--format", choices=("sr", "vcd", "csv", "pcapng"),
                    help="output format (default: from the output file's suffix)")
     p.add_argument("-o", "--output", metavar="FILE",
                    help="file to write ('-' for standard output, csv only); default: the "
@@ -442,11 +445,25 @@ def _import_export(args):
     return 0
 
 
-_SUFFIXES = {"sr": ".sr", "vcd": ".vcd", "csv": ".csv"}
+_SUFFIXES = {"sr": ".sr", "vcd": ".vcd", "csv": ".csv", "pcapng": ".pcapng"}
 
 
 def _ceil(value):
     return -(-value.numerator // value.denominator)
+
+
+def _export_pcapng(args, output):
+    from latscope.capture.capfile import open_capture
+    from latscope.capture.pcapng import export_pcapng
+    if args.start is not None or args.stop is not None or args.channels or \
+            args.samplerate is not None:
+        raise LatscopeError("--format pcapng writes every recorded frame: --from, --to, "
+                            "--channels and --samplerate do not apply")
+    with open_capture(args.file) as capture:
+        summary = export_pcapng(capture, output, overwrite=args.force)
+    _print_summary(args, dataclasses.asdict(summary), [
+        f"wrote {summary.output} (pcapng): {summary.packets:,} frames"], summary.warnings)
+    return 0
 
 
 def cmd_export(args):
@@ -458,8 +475,8 @@ def cmd_export(args):
         suffix = os.path.splitext(args.output or "")[1].lower()
         fmt = next((f for f, s in _SUFFIXES.items() if s == suffix), None)
         if fmt is None:
-            raise LatscopeError("give --format sr, vcd or csv (or an output name ending in "
-                                ".sr, .vcd or .csv)")
+            raise LatscopeError("give --format sr, vcd, csv or pcapng (or an output name "
+                                "ending in .sr, .vcd, .csv or .pcapng)")
     output = args.output or os.path.splitext(args.file)[0] + _SUFFIXES[fmt]
     if output == "-" and fmt != "csv":
         raise LatscopeError(f"--format {fmt} cannot be written to standard output")
@@ -471,6 +488,8 @@ def cmd_export(args):
         raise LatscopeError("the output file would replace the capture")
     check_input(args.file, "capture file")
     check_output(output, force=args.force)
+    if fmt == "pcapng":
+        return _export_pcapng(args, output)
     with open_capture(args.file) as capture:
         tick_hz = _exact_rate(capture.metadata["tick_hz"])
         # the window holds the ticks t with from <= t / tick_hz < to

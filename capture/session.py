@@ -504,6 +504,12 @@ def run_capture(instrument, writer, *, limits=None, rx_dv_channel=None, progress
             heartbeats = getattr(r, "heartbeats", None)
             if heartbeats is not None and len(heartbeats):
                 writer.append_heartbeats(heartbeats)
+            frames = getattr(r, "frames", None)
+            if frames is not None and len(frames):
+                writer.append_frames(frames, r.frame_headers)
+            counters = getattr(r, "frame_counters", None)
+            if counters is not None and len(counters):
+                writer.append_frame_counters(counters)
             out.frames_bad += int(getattr(r, "frames_bad", 0) or 0)
             out.bytes_skipped += int(getattr(r, "bytes_skipped", 0) or 0)
             if keep < len(time):

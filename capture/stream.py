@@ -18,6 +18,14 @@ import numpy as np
 from amaranth.lib import data
 
 from latscope import LatscopeError
+from latscope.capture.frames import (
+    COUNTER_BYTES,
+    FRAME_BYTES,
+    decode_counter_records,
+    decode_frame_records,
+    empty_counters,
+    empty_frames,
+)
 from latscope.gateware.protocol import (
     CONT_BITS,
     CRC_BYTES,
@@ -125,8 +133,11 @@ class DecodeResult:
     ``time`` (int64 ticks since the instrument's timestamp reset; it restarts at 0 after a
     RESET_TIME, see ``resets``), ``channel`` (uint8) and ``rising`` (bool) are the events in stream
     order. ``losses`` are :class:`LossRecord`\\ s, ``heartbeats`` a :data:`HEARTBEAT_DTYPE` array,
-    ``replies`` a list of :class:`Reply`. The counters (names in :data:`COUNTERS`) count this call
-    only; :attr:`StreamDecoder.counters` holds the running totals.
+    ``replies`` a list of :class:`Reply`. ``frames`` (``capture.frames.FRAME_DTYPE``) with
+    ``frame_headers`` (kept bytes, one row each) and ``frame_counters``
+    (``capture.frames.COUNTER_DTYPE``) are the FRAME and COUNTERS records of frame-aware
+    capture. The counters (names in :data:`COUNTERS`) count this call only;
+    :attr:`StreamDecoder.counters` holds the running totals.
     """
     time: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))
     channel: np.ndarray = field(default_factory=lambda: np.empty(0, np.uint8))
@@ -134,6 +145,9 @@ class DecodeResult:
     losses: list = field(default_factory=list)
     heartbeats: np.ndarray = field(default_factory=lambda: np.empty(0, HEARTBEAT_DTYPE))
     replies: list = field(default_factory=list)
+    frames: np.ndarray = field(default_factory=lambda: empty_frames()[0])
+    frame_headers: np.ndarray = field(default_factory=lambda: empty_frames()[1])
+    frame_counters: np.ndarray = field(default_factory=empty_counters)
     frames_ok: int = 0
     frames_bad: int = 0
     frames_missing: int = 0
@@ -160,6 +174,9 @@ class DecodeResult:
         out.channel = np.concatenate([r.channel for r in results])
         out.rising = np.concatenate([r.rising for r in results])
         out.heartbeats = np.concatenate([r.heartbeats for r in results])
+        out.frames = np.concatenate([r.frames for r in results])
+        out.frame_headers = np.concatenate([r.frame_headers for r in results])
+        out.frame_counters = np.concatenate([r.frame_counters for r in results])
         for r in results:
             out.losses += r.losses
             out.replies += r.replies
@@ -764,7 +781,15 @@ class StreamDecoder:
         is_ev = gtype == FrameType.EVENTS
         is_hb = (gtype == FrameType.HEARTBEAT) & (glen >= HEARTBEAT_DTYPE.itemsize)
         is_rep = (gtype == FrameType.REPLY) & (glen >= _RH_BYTES)
-        result.frames_unknown += int(len(good) - np.count_nonzero(is_ev | is_hb | is_rep))
+        is_fr = (gtype == FrameType.FRAME) & (glen >= FRAME_BYTES)
+        is_ct = (gtype == FrameType.COUNTERS) & (glen >= COUNTER_BYTES)
+        result.frames_unknown += int(len(good) - np.count_nonzero(is_ev | is_hb | is_rep
+                                                                  | is_fr | is_ct))
+        if is_fr.any():
+            result.frames, result.frame_headers = decode_frame_records(arr, gstart[is_fr],
+                                                                       glen[is_fr])
+        if is_ct.any():
+            result.frame_counters = decode_counter_records(arr, gstart[is_ct])
         hbs = _record_view(arr, HEARTBEAT_DTYPE, len(arr) - _PAD)[gstart[is_hb]]
         if len(hbs):
             result.heartbeats = hbs
@@ -809,7 +834,7 @@ def decode_reference(stream):
     buf = bytes(stream)
     result = DecodeResult()
     ledger = _Ledger()
-    times, channels, risings, hbs = [], [], [], []
+    times, channels, risings, hbs, records, counters = [], [], [], [], [], []
     p = pos = 0
     n = len(buf)
     while p + 1 < n:
@@ -849,6 +874,10 @@ def decode_reference(stream):
             ledger.heartbeat(*(int(hb[k]) for k in ("events", "lost", "time", "epoch")), result)
         elif fr.type == FrameType.REPLY and fr.length >= _RH_BYTES:
             result.replies.append(_reply(buf, fr))
+        elif fr.type == FrameType.FRAME and fr.length >= FRAME_BYTES:
+            records.append((fr.start, fr.length))
+        elif fr.type == FrameType.COUNTERS and fr.length >= COUNTER_BYTES:
+            counters.append(fr.start)
         else:
             result.frames_unknown += 1
     result.bytes_skipped += n - pos
@@ -857,6 +886,12 @@ def decode_reference(stream):
     result.rising = np.array(risings, bool)
     if hbs:
         result.heartbeats = np.array(hbs, HEARTBEAT_DTYPE)
+    arr = np.frombuffer(buf, np.uint8)
+    if records:
+        result.frames, result.frame_headers = decode_frame_records(
+            arr, [r[0] for r in records], [r[1] for r in records])
+    if counters:
+        result.frame_counters = decode_counter_records(arr, counters)
     return result
 
 

@@ -21,9 +21,14 @@ import time
 from dataclasses import dataclass, field
 
 from latscope import LatscopeError
+from latscope.gateware.protocol import TRAFFIC_HEADER_BYTES, TRAFFIC_MAGIC, TRAFFIC_SEQ_OFFSET
 
-MAGIC = 0x4C54
+# The layout is defined once, in gateware/protocol.py (the sniffers read the sequence number
+# there); this struct spells it out for packing and is checked against it at import.
+MAGIC = TRAFFIC_MAGIC
 HEADER = struct.Struct(">HHIQ")
+if HEADER.size != TRAFFIC_HEADER_BYTES or struct.calcsize(">HH") != TRAFFIC_SEQ_OFFSET:
+    raise ImportError("capture/traffic.py's HEADER disagrees with gateware/protocol.py")
 #: Bytes of an Ethernet II frame around a UDP payload: 14 header + 20 IPv4 + 8 UDP + 4 FCS.
 FRAME_OVERHEAD = 46
 MAX_PAYLOAD = 1472

@@ -13,7 +13,7 @@ test_boards.py`` checks the two agree.
 
 from dataclasses import dataclass, field
 
-from amaranth.build import Attrs, Pins, Resource
+from amaranth.build import Attrs, Clock, Pins, Resource
 from amaranth.hdl import (
     ClockDomain,
     ClockSignal,
@@ -93,6 +93,11 @@ class Board:
         capture clock is the edge clock halved).
     eclk_pll : dict
         With ``gearing="x2"``: parameters of a second EHXPLLL making the edge clock (CLKOP).
+    frame_pins : dict
+        Frame-aware capture (``BoardTop(..., sniffer="mii"|"rmii")``): per interface, the pins of
+        the DUT's MII/RMII bus by role (``rx_clk``, ``rx_dv``, ``rx_er``, ``rxd``, ``tx_clk``,
+        ``tx_en``, ``txd``; RMII: ``ref_clk``, ``crs_dv``, ``rxd``, ``tx_en``, ``txd``) as
+        ``(connector, number, "pins")``. Empty: the board captures edges only.
     """
     name: str
     title: str
@@ -119,6 +124,7 @@ class Board:
     def eclk_hz(self):
         """Edge clock frequency with ``gearing="x2"`` (twice the capture clock), else ``None``."""
         return 2 * self.capture_hz if self.gearing == "x2" else None
+    frame_pins: dict = field(default_factory=dict)
 
     @property
     def tick_hz(self):
@@ -192,6 +198,17 @@ BOARDS = {
         # EHXPLLL: 100 MHz / CLKI_DIV 5 = 20 MHz PFD; CLKOP feedback x8 -> 160 MHz;
         # VCO = 160 MHz * CLKOP_DIV 3 = 480 MHz (400..800 allowed); CLKOS = 480 / 10 = 48 MHz.
         pll=dict(CLKI_DIV=5, CLKFB_DIV=8, CLKOP_DIV=3, CLKOS_DIV=10),
+        # Frame-aware capture: the DUT's MII/RMII bus on PMOD2 (receive) and PMOD3 (transmit).
+        # RX_DV/CRS_DV and TX_EN go to these pins as well as to their capture channels.
+        frame_pins={
+            "mii": {"rx_clk": ("pmod", 2, "1"), "rx_dv": ("pmod", 2, "2"),
+                    "rx_er": ("pmod", 2, "3"), "rxd": ("pmod", 2, "4 7 8 9"),
+                    "tx_clk": ("pmod", 3, "1"), "tx_en": ("pmod", 3, "2"),
+                    "txd": ("pmod", 3, "4 7 8 9")},
+            "rmii": {"ref_clk": ("pmod", 2, "1"), "crs_dv": ("pmod", 2, "2"),
+                     "rxd": ("pmod", 2, "4 7"), "tx_en": ("pmod", 3, "2"),
+                     "txd": ("pmod", 3, "4 7")},
+        },
     ),
     "icebreaker": Board(
         name="icebreaker", title="1BitSquared iCEBreaker (iCE40UP5K-SG48)", family="ice40",
@@ -225,12 +242,20 @@ def get_board(name):
                             f"{', '.join(sorted(BOARDS))}") from None
 
 
-def make_platform(board):
+def make_platform(board, *, sniffer=None):
     """An amaranth-boards platform instance for ``board`` with latscope's pins added as resources
-    ``latscope_ch`` (all channels, channel order) and ``latscope_selftest``."""
+    ``latscope_ch`` (all channels, channel order) and ``latscope_selftest``, and with ``sniffer``
+    (``"mii"``/``"rmii"``) one ``latscope_phy_<role>`` resource per bus pin."""
     if isinstance(board, str):
         board = get_board(board)
     platform = board.platform_class()()
+    if sniffer is not None:
+        for role, (c, n, pins) in frame_pins(board, sniffer).items():
+            # the PHY clocks are constrained at the port, so nextpnr reports their Fmax
+            clock = [Clock(25e6 if sniffer == "mii" else 50e6)] if role.endswith("clk") else []
+            platform.add_resources([Resource(f"latscope_phy_{role}", 0,
+                                             Pins(pins, dir="i", conn=(c, n)), *clock,
+                                             Attrs(**board.io_attrs))])
     conn = {(c, n) for c, n, _ in board.channel_pins}
     if len(conn) != 1:
         raise ValueError("All channel pins must be on one connector")
@@ -243,6 +268,16 @@ def make_platform(board):
                  Attrs(**board.io_attrs)),
     ])
     return platform
+
+
+def frame_pins(board, sniffer):
+    """The MII/RMII pins of ``board`` for ``sniffer``; LatscopeError if it has none."""
+    if sniffer not in ("mii", "rmii"):
+        raise LatscopeError(f"Frame capture interface must be 'mii' or 'rmii', not {sniffer!r}")
+    if sniffer not in board.frame_pins:
+        raise LatscopeError(f"Board {board.name!r} has no {sniffer.upper()} frame capture "
+                            f"(edges only; see docs/boards.md)")
+    return board.frame_pins[sniffer]
 
 
 def board_pin_table(board):
@@ -289,6 +324,10 @@ class BoardTop(Elaboratable):
         if core is not None and core_overrides:
             raise TypeError("Core overrides cannot be given together with a core")
         self.board = board
+        self.sniffer = core_overrides.get("sniffer") if core is None else getattr(
+            getattr(core, "frames", None), "interface", None)
+        if self.sniffer is not None:
+            frame_pins(board, self.sniffer)
         if core is None:
             from latscope.gateware.top import LatscopeCore
             core = LatscopeCore(**board.core_params(**core_overrides))
@@ -448,6 +487,8 @@ class BoardTop(Elaboratable):
                                                       reset=gear_reset)
             m.d.comb += st_x2.o.eq(core.selftest_out)
             self._uart(m, platform, core)
+            if self.sniffer is not None:
+                self._frame_pins(m, platform)
             return m
 
         # Channels: DDR input, lane 0 is the sample taken at the rising edge (earlier in time).
@@ -459,6 +500,8 @@ class BoardTop(Elaboratable):
         m.submodules.st_ddr = st_ddr = io.DDRBuffer("o", st_port, o_domain="capture")
         m.d.comb += [st_ddr.o[0].eq(core.selftest_out[0]), st_ddr.o[1].eq(core.selftest_out[1])]
         self._uart(m, platform, core)
+        if self.sniffer is not None:
+            self._frame_pins(m, platform)
         return m
 
     def _uart(self, m, platform, core):
@@ -475,3 +518,35 @@ class BoardTop(Elaboratable):
         m.d.comb += [tx_buf.o.eq(uart.tx), uart.rx.eq(rx_buf.i)]
         wiring.connect(m, core.tx, uart.tx_data)
         wiring.connect(m, uart.rx_data, core.rx)
+
+    def _frame_pins(self, m, platform):
+        """The DUT's MII/RMII bus: its clocks drive domains ``phy_rx``/``phy_tx`` (one REF_CLK for
+        both on RMII); data and valid are registered in the I/O cells on the rising edge, where
+        the PHY (receive) and the MAC (transmit) hold them stable (IEEE 802.3 §22.3; RMII §7)."""
+        mii = self.sniffer == "mii"
+
+        def pin(role):
+            port = platform.request(f"latscope_phy_{role}", 0, dir="-")
+            return port
+
+        clocks = {"phy_rx": "rx_clk", "phy_tx": "tx_clk"} if mii else \
+            {"phy_rx": "ref_clk", "phy_tx": "ref_clk"}
+        clk_bufs = {}
+        for domain, role in clocks.items():
+            if role not in clk_bufs:
+                m.submodules[f"phy_{role}_buf"] = buf = io.Buffer("i", pin(role))
+                clk_bufs[role] = buf.i
+            m.domains += ClockDomain(domain)
+            m.d.comb += ClockSignal(domain).eq(clk_bufs[role])
+            m.submodules[f"rst_{domain}"] = ResetSynchronizer(ResetSignal("sync"),
+                                                              domain=domain)
+        for side, dv_role, data_role, er_role in [
+                ("rx", "rx_dv" if mii else "crs_dv", "rxd", "rx_er" if mii else None),
+                ("tx", "tx_en", "txd", None)]:
+            pins = getattr(self.core, f"phy_{side}")
+            for name, role in (("dv", dv_role), ("data", data_role), ("er", er_role)):
+                if role is None:
+                    continue
+                m.submodules[f"phy_{role}_ff"] = ff = io.FFBuffer("i", pin(role),
+                                                                  i_domain=f"phy_{side}")
+                m.d.comb += getattr(pins, name).eq(ff.i)

@@ -90,6 +90,8 @@ def _clock_role(net, board):
         return "capture+link"
     if "capture" in name:
         return "capture"
+    if "phy_" in name or "latscope_phy" in name:
+        return "phy"
     if name in ("clk", "sync_clk") or "sync" in name:
         return "link"
     return "other"
@@ -205,7 +207,7 @@ def build_bitstream(board, out_dir=None, *, core=None, timing_allow_fail=False, 
     out_dir.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
 
-    platform = make_platform(board)
+    platform = make_platform(board, sniffer=core_overrides.get("sniffer"))
     top = BoardTop(board, core=core, **core_overrides)
     if seed is None:
         seed = board.nextpnr_seed

@@ -41,6 +41,9 @@ def register(subparsers):
     p.add_argument("--timing-allow-fail", action="store_true",
                    help="write the bitstream even if timing is not met (for exploration only; "
                         "the summary then says timing_met: false)")
+    p.add_argument("--frames", choices=["mii", "rmii"],
+                   help="add frame-aware capture of the DUT's MII or RMII bus (ECPIX-5 only; "
+                        "pins in docs/boards.md)")
     p.set_defaults(func=_cmd_build)
 
     p = sub.add_parser(
@@ -81,8 +84,9 @@ def _cmd_build(args):
     if args.out is not None:     # before minutes of synthesis, not after
         from latscope.userio import check_output
         check_output(args.out, directory=True)
+    extra = {"sniffer": args.frames} if getattr(args, "frames", None) else {}
     summary = build_bitstream(args.board, args.out, timing_allow_fail=args.timing_allow_fail,
-                              seed=args.seed)
+                              seed=args.seed, **extra)
     if args.json:
         print(json.dumps(summary, indent=2))
     else:

@@ -21,6 +21,7 @@ from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 from amaranth.utils import bits_for
 
+from .classify import CONFIG_ARG_BYTES, ConfigWrite
 from .encoder import _check, _rejected
 from .framer import ReplyByte
 from .model_capture import selftest_min_ticks
@@ -28,6 +29,7 @@ from .model_stream import MAX_COMMAND_PAYLOAD, check_names, identify_data
 from .protocol import (
     PROTOCOL_VERSION,
     SYNC,
+    ClassRule,
     FrameHeader,
     FrameType,
     Heartbeat,
@@ -95,11 +97,14 @@ class Control(wiring.Component):
     config_busy : In(1)
         A crossing transfer is under way: commands wait, so the registers stay unchanged until
         the capture side has copied them. Low (never waiting) without a crossing.
+    frame_config : Out(stream.Signature(ConfigWrite))
+        With ``frame_rules``: opcodes 0x10..0x13 after their arguments were checked, one cycle
+        each, for the :class:`~latscope.gateware.classify.FrameClassifier` (always ready).
     """
 
     def __init__(self, *, channels=8, lanes=2, counter_width=48, max_glitch=15,
                  heartbeat_shift=20, fifo_depth=1024, capture_hz, board="sim", channel_names,
-                 source_hash=0, timeout=1 << 16):
+                 source_hash=0, timeout=1 << 16, frame_rules=0):
         with _rejected(self):
             _check("Channel count", channels, 1, 8)
             _check("Lane count", lanes, 1, 255)
@@ -110,11 +115,16 @@ class Control(wiring.Component):
             _check("Capture frequency", capture_hz, 1, (1 << 32) - 1)
             _check("Source hash", source_hash, 0, (1 << 64) - 1)
             _check("Timeout", timeout, 16)
+            _check("Frame rule count", frame_rules, 0, 128)
             if not isinstance(board, str) or not board or any(c in board for c in ",;="):
                 raise TypeError(f"Board name must be non-empty text without ',', ';' or '=', "
                                 f"not {board!r}")
             self.channel_names = check_names(channels, channel_names)
         self.channels, self.max_glitch, self.timeout = channels, max_glitch, timeout
+        self.frame_rules = frame_rules
+        self._arg_lengths = dict(_ARG_LENGTHS)
+        if frame_rules:
+            self._arg_lengths.update(CONFIG_ARG_BYTES)
         self.identify = identify_data(
             channels=channels, lanes=lanes, counter_width=counter_width, max_glitch=max_glitch,
             heartbeat_shift=heartbeat_shift, fifo_depth=fifo_depth, capture_hz=capture_hz,
@@ -125,7 +135,7 @@ class Control(wiring.Component):
         least = selftest_min_ticks(lanes)
         self.config_init = {"rise_en": every, "fall_en": every, "selftest_high": least,
                             "selftest_low": least}
-        super().__init__({
+        members = {
             "rx": In(stream.Signature(8)),
             "replies": Out(stream.Signature(ReplyByte)),
             "config": Out(self.config_layout, init=self.config_init),
@@ -133,7 +143,10 @@ class Control(wiring.Component):
             "status": In(Heartbeat),
             "config_write": Out(1),
             "config_busy": In(1),
-        })
+        }
+        if frame_rules:
+            members["frame_config"] = Out(stream.Signature(ConfigWrite))
+        super().__init__(members)
 
     def elaborate(self, platform):
         m = Module()
@@ -290,7 +303,7 @@ class Control(wiring.Component):
 
     def _dispatch(self, m, arg, nargs, u16, beyond, status, which, cfg, ok):
         with m.Switch(arg[0]):
-            for opcode, nbytes in _ARG_LENGTHS.items():
+            for opcode, nbytes in self._arg_lengths.items():
                 with m.Case(opcode):
                     with m.If(nargs != nbytes):
                         m.d.sync += status.eq(Status.BAD_LENGTH)
@@ -333,6 +346,23 @@ class Control(wiring.Component):
                 m.d.sync += [status.eq(ok), cfg.selftest_on.eq(arg[1][0]),
                              cfg.selftest_drive.eq(arg[1][1]), cfg.selftest_mask.eq(mask),
                              cfg.selftest_high.eq(high), cfg.selftest_low.eq(low)]
+        elif opcode in CONFIG_ARG_BYTES:
+            # frame capture: check the arguments here, the classifier applies them
+            rule = Signal(ClassRule)
+            m.d.comb += rule.eq(Cat(*arg[2:2 + ClassRule.as_shape().size // 8]))
+            invalid = {
+                Opcode.SET_RULE: (arg[1][:7] >= self.frame_rules) | (rule.reserved != 0),
+                Opcode.SET_CLASS_MODE: arg[1] > 1,
+                Opcode.SET_SEQ_OFFSET: C(0),
+                Opcode.SET_COUNTER_PERIOD: arg[1] > 40,
+            }[opcode]
+            with m.If(invalid):
+                m.d.sync += status.eq(bad)
+            with m.Else():
+                out = self.frame_config
+                m.d.sync += status.eq(ok)
+                m.d.comb += [out.valid.eq(1), out.payload.opcode.eq(opcode),
+                             out.payload.args.eq(Cat(*arg[1:1 + CONFIG_ARG_BYTES[opcode]]))]
 
 
 class ConfigCrossing(wiring.Component):

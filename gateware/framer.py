@@ -5,7 +5,8 @@ RAM while the other is sent, so encoding continues during transmission. A buffer
 next unit would not fit in ``max_payload`` bytes, when the frame type changes (a heartbeat) or on a
 ``flush``. The sender emits each closed buffer as a frame (sync, type, version, seq, length,
 EventsHeader for EVENTS frames, payload, CRC-32) and slips REPLY frames from the command handler in
-between frames. One ``seq`` counter numbers every frame sent.
+between frames, and FRAME/COUNTERS records from the frame classifier (taking turns with the
+EVENTS buffers when both wait). One ``seq`` counter numbers every frame sent.
 """
 
 from amaranth.hdl import Array, Cat, Module, Signal
@@ -26,7 +27,7 @@ from .protocol import (
     FrameType,
 )
 
-__all__ = ["ReplyByte", "Framer"]
+__all__ = ["ReplyByte", "RecordByte", "Framer"]
 
 _FH_BYTES = FrameHeader.as_shape().size // 8
 _EH_BYTES = EventsHeader.as_shape().size // 8
@@ -37,6 +38,14 @@ class ReplyByte(data.Struct):
     constant while a reply is offered."""
     data:   8
     length: 16
+
+
+class RecordByte(data.Struct):
+    """One byte of a FRAME or COUNTERS payload from the frame classifier; ``length`` and
+    ``type`` are constant while one record is offered."""
+    data:   8
+    length: 16
+    type:   4     # FrameType
 
 
 class Framer(wiring.Component):
@@ -54,6 +63,8 @@ class Framer(wiring.Component):
         From the encoder.
     replies : In(stream.Signature(ReplyByte))
         REPLY payloads (ReplyHeader and data) from the command handler.
+    records : In(stream.Signature(RecordByte))
+        FRAME and COUNTERS payloads from the frame classifier (leave unconnected without one).
     tx : Out(stream.Signature(8))
         The framed bytes.
     idle : Out(1)
@@ -76,6 +87,7 @@ class Framer(wiring.Component):
         super().__init__({
             "units": In(stream.Signature(LinkItem)),
             "replies": In(stream.Signature(ReplyByte)),
+            "records": In(stream.Signature(RecordByte)),
             "tx": Out(stream.Signature(8)),
             "idle": Out(1),
             "waiting": Out(1),
@@ -127,6 +139,8 @@ class Framer(wiring.Component):
         send_sel = Signal()
         seq = Signal(8)
         is_reply = Signal()
+        is_record = Signal()
+        record_turn = Signal()      # records and EVENTS buffers alternate when both wait
         hdr = Signal(FrameHeader)
         hdr_bytes = Signal(range(_FH_BYTES + _EH_BYTES + 1))
         head = Signal((_FH_BYTES + _EH_BYTES) * 8)
@@ -150,19 +164,29 @@ class Framer(wiring.Component):
 
         with m.FSM():
             with m.State("IDLE"):
-                waiting = (full == 0) & ~self.units.valid & ~self.replies.valid
+                waiting = ((full == 0) & ~self.units.valid & ~self.replies.valid
+                           & ~self.records.valid)
                 m.d.comb += [self.waiting.eq(waiting),
-                             self.idle.eq((fill_len == 0) & (full == 0) & ~self.units.valid)]
+                             self.idle.eq((fill_len == 0) & (full == 0) & ~self.units.valid
+                                          & ~self.records.valid)]
                 m.d.sync += [idx.eq(0)]
                 m.d.comb += crc.start.eq(1)
+                buffer_ready = full.bit_select(send_sel, 1)
                 with m.If(self.replies.valid):
-                    m.d.sync += [is_reply.eq(1), hdr.type.eq(FrameType.REPLY),
+                    m.d.sync += [is_reply.eq(1), is_record.eq(0), hdr.type.eq(FrameType.REPLY),
                                  hdr.length.eq(self.replies.payload.length),
                                  hdr_bytes.eq(_FH_BYTES),
                                  plen.eq(self.replies.payload.length)]
                     m.next = "HEADER"
-                with m.Elif(full.bit_select(send_sel, 1)):
-                    m.d.sync += [is_reply.eq(0), plen.eq(blen[send_sel])]
+                with m.Elif(self.records.valid & (record_turn | ~buffer_ready)):
+                    m.d.sync += [is_reply.eq(0), is_record.eq(1), record_turn.eq(0),
+                                 hdr.type.eq(self.records.payload.type),
+                                 hdr.length.eq(self.records.payload.length),
+                                 hdr_bytes.eq(_FH_BYTES), plen.eq(self.records.payload.length)]
+                    m.next = "HEADER"
+                with m.Elif(buffer_ready):
+                    m.d.sync += [is_reply.eq(0), is_record.eq(0), record_turn.eq(1),
+                                 plen.eq(blen[send_sel])]
                     with m.If(bhb[send_sel]):
                         m.d.sync += [hdr.type.eq(FrameType.HEARTBEAT),
                                      hdr.length.eq(blen[send_sel]), hdr_bytes.eq(_FH_BYTES)]
@@ -183,6 +207,8 @@ class Framer(wiring.Component):
                             m.next = "CRC_WAIT"
                         with m.Elif(is_reply):
                             m.next = "REPLY"
+                        with m.Elif(is_record):
+                            m.next = "RECORD"
                         with m.Else():
                             m.next = "PAYLOAD"
 
@@ -190,6 +216,16 @@ class Framer(wiring.Component):
                 m.d.comb += [self.tx.valid.eq(self.replies.valid),
                              self.tx.payload.eq(self.replies.payload.data),
                              self.replies.ready.eq(self.tx.ready), crc_next.eq(handshake)]
+                with m.If(handshake):
+                    m.d.sync += idx.eq(idx + 1)
+                    with m.If(idx == plen - 1):
+                        m.d.sync += idx.eq(0)
+                        m.next = "CRC_WAIT"
+
+            with m.State("RECORD"):
+                m.d.comb += [self.tx.valid.eq(self.records.valid),
+                             self.tx.payload.eq(self.records.payload.data),
+                             self.records.ready.eq(self.tx.ready), crc_next.eq(handshake)]
                 with m.If(handshake):
                     m.d.sync += idx.eq(idx + 1)
                     with m.If(idx == plen - 1):
@@ -218,7 +254,7 @@ class Framer(wiring.Component):
                     m.d.sync += idx.eq(idx + 1)
                     with m.If(idx == 3):
                         m.d.sync += seq.eq(seq + 1)
-                        with m.If(~is_reply):
+                        with m.If(~is_reply & ~is_record):
                             m.d.sync += [full.bit_select(send_sel, 1).eq(0),
                                          send_sel.eq(~send_sel)]
                         m.next = "IDLE"

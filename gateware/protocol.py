@@ -28,6 +28,8 @@ __all__ = [
     "Token", "EVENT_FIRST_BITS", "CONT_BITS", "EVENT_MAX_CONT", "TIME_FIRST_BITS",
     "TIME_MAX_CONT", "OVERFLOW_CONT", "Overflow",
     "EntryKind", "capture_entry_layout", "NUM_CHANNELS",
+    "FrameFlags", "FrameRecord", "CounterRecord", "ClassRule", "Direction", "NUM_CLASSES",
+    "TRAFFIC_MAGIC", "TRAFFIC_HEADER_BYTES", "TRAFFIC_SEQ_OFFSET", "RUNT_BYTES", "OVERSIZE_BYTES",
 ]
 
 #: Version of this protocol. See the module docstring for when it changes.
@@ -58,6 +60,8 @@ class FrameType(enum.IntEnum):
     HEARTBEAT = 2   # device -> host: Heartbeat
     REPLY     = 3   # device -> host: ReplyHeader, then reply data
     COMMAND   = 4   # host -> device: CommandHeader, then arguments
+    FRAME     = 5   # device -> host: one FrameRecord, then the frame's first captured bytes
+    COUNTERS  = 6   # device -> host: one CounterRecord
 
 
 class FrameHeader(data.Struct):
@@ -106,6 +110,13 @@ class Opcode(enum.IntEnum):
     SELFTEST   = 0x06  # u8 flags (bit0 on, bit1 drive output pin), u16 channel mask,
                        # u16 high ticks, u16 low ticks (both >= 2 and >= lanes)
     STATUS     = 0x07  # no arguments; reply data: Heartbeat layout with current values
+    # frame-aware capture (gateware/sniffer.py); a design without sniffers answers UNKNOWN_OPCODE
+    SET_RULE           = 0x10  # u8 direction << 7 | rule index, then ClassRule (9 bytes)
+    SET_CLASS_MODE     = 0x11  # u8 direction, u8 record mask (bit c set: record every frame of
+                               # class c; clear: count it only)
+    SET_SEQ_OFFSET     = 0x12  # u16 byte offset of the big-endian u32 sequence number in the UDP
+                               # payload (default TRAFFIC_SEQ_OFFSET)
+    SET_COUNTER_PERIOD = 0x13  # u8 shift: COUNTERS records every 2**shift link cycles (0 = off)
 
 
 class Status(enum.IntEnum):
@@ -205,3 +216,106 @@ def capture_entry_layout(*, channels, lanes, counter_width):
             "lost":  data.StructLayout({"count": 40, "span": counter_width}),
         }),
     })
+
+
+# --- Frame-aware capture: FRAME and COUNTERS records (gateware/sniffer.py) ----------------------
+
+#: The default test payload, at the start of every UDP payload `latscope traffic` sends and the DUT
+#: echoes unchanged (``capture/traffic.py``; ``zephyr-app/lib/latscope_core/include/latscope_core/
+#: traffic.h``), big-endian: u16 magic, u16 run id, u32 sequence number, u64 intended send time.
+#: The sniffers read the sequence number at ``TRAFFIC_SEQ_OFFSET`` unless SET_SEQ_OFFSET moves it.
+TRAFFIC_MAGIC = 0x4C54
+TRAFFIC_HEADER_BYTES = 16
+TRAFFIC_SEQ_OFFSET = 4
+
+#: Classes a rule can assign (3 bits). Class 0 is where frames no enabled rule matches go.
+NUM_CLASSES = 8
+#: Frames shorter than this (destination MAC through FCS) are runts (IEEE 802.3 minimum frame).
+RUNT_BYTES = 64
+#: Frames longer than this are oversize (1518 plus one 802.1Q tag).
+OVERSIZE_BYTES = 1522
+
+
+class Direction(enum.IntEnum):
+    RX = 0   # the DUT receives: the wire into the DUT's PHY (RX_DV / CRS_DV)
+    TX = 1   # the DUT transmits (TX_EN)
+
+
+class FrameFlags(data.Struct):
+    """What the sniffer found in one frame. Parsed fields of the record are zero where the flag
+    that introduces them is clear."""
+    fcs_ok:     1   # the last 4 bytes are the CRC-32 of the rest (IEEE 802.3 clause 3.2.9)
+    rx_er:      1   # RX_ER was high during the frame (MII only; never on TX)
+    runt:       1   # fewer than RUNT_BYTES bytes
+    oversize:   1   # more than OVERSIZE_BYTES bytes (counting stops at 65,535)
+    vlan:       1   # one 802.1Q tag (TPID 0x8100): vid, dei, pcp valid
+    ipv4:       1   # EtherType 0x0800 and version 4: ip_proto, src_ip, dst_ip valid
+    ipv6:       1   # EtherType 0x86DD and version 6: ip_proto = next header
+    ip_csum_ok: 1   # IPv4 header checksum verifies (RFC 1071)
+    udp:        1   # ip_proto 17 and the 8-byte UDP header present: ports valid
+    seq_valid:  1   # the UDP payload holds the 4 sequence-number bytes: seq valid
+    odd_nibble: 1   # the frame ended on half a byte (MII) or a partial byte (RMII): dribble
+    reserved:   5
+
+
+class FrameRecord(data.Struct):
+    """Payload of a FRAME frame: one frame seen on one direction's data pins, followed by the
+    frame's first bytes from the destination MAC on if the design keeps header bytes (all the
+    FRAME payload holds after these 30 bytes; zero past ``length``). ``frame_index`` counts the
+    frames of this direction since the last timestamp reset (every frame, recorded or counted):
+    frame ``k`` is the ``k``-th rising edge of the direction's RX_DV / CRS_DV / TX_EN channel
+    since that reset, counting from 0, so a record finds its start and end edges, and their
+    timestamps, by index."""
+    frame_index: 32
+    length:      16  # bytes from the destination MAC through the FCS (no preamble, no SFD)
+    flags:       FrameFlags
+    direction:   1   # Direction
+    cls:         3   # class from the direction's rule table
+    reserved:    4
+    ip_proto:    8   # IPv4 protocol or IPv6 next header
+    ethertype:   16  # after the VLAN tag if there is one
+    vid:         12  # 802.1Q tag control information, as on the wire
+    dei:         1
+    pcp:         3
+    src_port:    16
+    dst_port:    16
+    seq:         32  # big-endian u32 at the sequence offset of the UDP payload
+    src_ip:      32  # IPv4 addresses as numbers (192.0.2.1 = 0xC0000201)
+    dst_ip:      32
+
+
+class CounterRecord(data.Struct):
+    """Payload of a COUNTERS frame: running totals of one class of one direction since the last
+    timestamp reset, every frame of the class counted whether recorded or not. Totals, not
+    increments, so a lost COUNTERS frame loses nothing. ``frames_seen`` is the direction's frame
+    index at the moment of the snapshot: the totals include exactly the frames with a lower index,
+    which places the record among the FRAME records."""
+    direction:   1
+    cls:         3
+    reserved:    12
+    frames_seen: 32  # frames of this direction (all classes) so far, mod 2**32
+    frames:      32  # frames of this class, mod 2**32
+    fcs_errors:  32  # of which with a bad FCS or RX_ER, mod 2**32
+    dropped:     32  # of which to be recorded but not sent: the record queue was full, mod 2**32
+    octets:      48  # their bytes (destination MAC through FCS), mod 2**48
+
+
+class ClassRule(data.Struct):
+    """Argument of SET_RULE: one entry of a direction's rule table. The first enabled rule (lowest
+    index) whose selected conditions all hold assigns its class; a frame no rule takes gets class
+    0. The port condition holds if a selected port (``port_dst``, ``port_src``) of a UDP frame lies
+    in ``port_lo..port_hi`` inclusive; the others compare the frame's field with the rule's."""
+    enable:          1
+    cls:             3
+    match_ethertype: 1
+    match_pcp:       1   # frames without a tag have PCP 0
+    match_ip_proto:  1
+    match_port:      1
+    ethertype:       16
+    pcp:             3
+    port_dst:        1
+    port_src:        1
+    reserved:        3
+    ip_proto:        8
+    port_lo:         16
+    port_hi:         16

@@ -24,6 +24,7 @@ from .control import ConfigCrossing, Control
 from .encoder import Encoder, _rejected
 from .fifo import CaptureFIFO, level_at_most
 from .framer import Framer
+from .frames import FrameCapture
 from .model_stream import ENTRY_RESET, check_names
 from .protocol import MAX_PAYLOAD, Heartbeat, HeartbeatStatus
 
@@ -62,12 +63,18 @@ class LatscopeCore(wiring.Component):
         Token bytes per EVENTS frame.
     command_timeout : int
         Link cycles after which a partly received command is abandoned.
+    sniffer : str or None
+        ``"mii"`` or ``"rmii"``: add frame-aware capture (:mod:`latscope.gateware.frames`), with
+        the DUT's receive pins ``phy_rx`` in clock domain ``phy_rx`` and its transmit pins
+        ``phy_tx`` in ``phy_tx``. None (default): edges only.
+    frame_options : dict
+        ``rules``, ``classes``, ``header_bytes``, ``queue_depth`` of the frame capture.
     """
 
     def __init__(self, *, channels=8, lanes=2, counter_width=48, max_glitch=15,
                  heartbeat_shift=20, fifo_depth=1024, async_fifo=True, capture_hz, board="sim",
                  channel_names, source_hash=0, fast_forward=False, max_payload=MAX_PAYLOAD,
-                 command_timeout=1 << 16, time_width=64):
+                 command_timeout=1 << 16, time_width=64, sniffer=None, frame_options=None):
         with _rejected(self):
             if not isinstance(fifo_depth, int) or fifo_depth < 4 or fifo_depth & (fifo_depth - 1):
                 raise TypeError(f"FIFO depth must be a power of two >= 4, not {fifo_depth!r}")
@@ -83,11 +90,14 @@ class LatscopeCore(wiring.Component):
         self.encoder = Encoder(channels=channels, lanes=lanes, counter_width=counter_width,
                                time_width=time_width)
         self.framer = Framer(max_payload=max_payload)
+        self.frames = (FrameCapture(interface=sniffer, **(frame_options or {}))
+                       if sniffer is not None else None)
         self.control = Control(channels=channels, lanes=lanes, counter_width=counter_width,
                                max_glitch=max_glitch, heartbeat_shift=heartbeat_shift,
                                fifo_depth=fifo_depth, capture_hz=capture_hz, board=board,
                                channel_names=self.channel_names, source_hash=source_hash,
-                               timeout=command_timeout)
+                               timeout=command_timeout,
+                               frame_rules=self.frames.rules if self.frames else 0)
         self.fifo_depth, self.async_fifo, self.fast_forward = fifo_depth, async_fifo, fast_forward
         self.identify = self.control.identify
         members = {
@@ -96,6 +106,8 @@ class LatscopeCore(wiring.Component):
             "tx": Out(stream.Signature(8)),
             "rx": In(stream.Signature(8)),
         }
+        if self.frames is not None:
+            members.update(phy_rx=In(self.frames.pins), phy_tx=In(self.frames.pins))
         if fast_forward:
             members.update(ff_skip=In(counter_width), quiescent=Out(1),
                            ff_limit=Out(counter_width))
@@ -212,6 +224,12 @@ class LatscopeCore(wiring.Component):
             m.d.sync += [out_valid.eq(1), out_byte.eq(framer.tx.payload)]
         with m.Elif(self.tx.ready):
             m.d.sync += out_valid.eq(0)
+        if self.frames is not None:
+            m.submodules.frames = frames = self.frames
+            m.d.comb += [frames.phy_rx.eq(self.phy_rx), frames.phy_tx.eq(self.phy_tx),
+                         frames.clear.eq(ctl.time_reset)]
+            wiring.connect(m, ctl.frame_config, frames.config)
+            wiring.connect(m, frames.records, framer.records)
         m.submodules.rx_fifo = rxq = fifo.SyncFIFOBuffered(width=8, depth=32)
         wiring.connect(m, wiring.flipped(self.rx), rxq.w_stream)
         wiring.connect(m, rxq.r_stream, ctl.rx)

@@ -6,7 +6,8 @@ import importlib
 import pytest
 
 MODULES = ["definitions", "pairing", "hdr", "stats", "engine", "compare", "report", "synth",
-           "grouping", "units", "figures"]
+           "grouping", "units", "figures",
+           "frames"]
 
 
 @pytest.mark.parametrize("name", MODULES)

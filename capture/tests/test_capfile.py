@@ -234,7 +234,8 @@ def test_not_a_capture_and_newer_major(tmp_path):
     data = bytearray(path.read_bytes())
     struct.pack_into("<H", data, 8, capfile.FORMAT_MAJOR + 1)
     path.write_bytes(data)
-    with pytest.raises(CaptureFileError, match=r"capture format 2\.0 is newer"):
+    with pytest.raises(CaptureFileError,
+                       match=rf"capture format 2\.{capfile.FORMAT_MINOR} is newer"):
         open_capture(path)
     assert issubclass(CaptureFileError, LatscopeError)
 
@@ -292,7 +293,8 @@ def test_loss_record_duck_typing_and_meta_json(tmp_path):
     raw = path.read_bytes()
     (length,) = struct.unpack_from("<Q", raw, capfile.HEADER_SIZE + 4)
     meta = json.loads(raw[capfile.HEADER_SIZE + 12:capfile.HEADER_SIZE + 12 + length])
-    assert meta["tick_hz"] == 200e6 and meta["format"] == "latscope-capture 1.0"
+    assert meta["tick_hz"] == 200e6
+    assert meta["format"] == f"latscope-capture {capfile.FORMAT_MAJOR}.{capfile.FORMAT_MINOR}"
 
 
 def test_heartbeat_structured_array(tmp_path):
@@ -340,3 +342,48 @@ def test_reading_a_large_file_takes_bounded_memory(tmp_path):
     assert result["events"] == 2_000_000
     # Bound: one chunk's worth of temporaries (2.6 MB at 10 B/event), far below the 20 MB file.
     assert result["heap_peak_bytes"] < 5_000_000, result
+
+
+def test_frame_chunks_round_trip_and_match_the_spec(tmp_path):
+    """FRMS/FCNT chunks: records and kept bytes come back exactly; the FRMS field table in
+    docs/capture-format.md matches capture.frames.FRAME_DTYPE; a truncated FRMS chunk is a
+    problem, and the events before it stay readable."""
+    import re
+    from pathlib import Path
+
+    from latscope.capture.frames import COUNTER_DTYPE, FRAME_DTYPE, HEADER_MAX
+    rng = np.random.default_rng(4)
+    records = np.zeros(50, FRAME_DTYPE)
+    records["frame_index"] = np.arange(50)
+    records["seq"] = rng.integers(0, 2**32, 50)
+    records["length"] = rng.integers(64, 1518, 50)
+    records["header_len"] = rng.integers(0, 20, 50)
+    headers = rng.integers(0, 256, (50, HEADER_MAX)).astype(np.uint8)
+    headers[np.arange(HEADER_MAX)[None, :] >= records["header_len"][:, None]] = 0
+    counters = np.zeros(3, COUNTER_DTYPE)
+    counters["frames"] = [1, 2, 3]
+    counters["octets"] = [2**40, 5, 6]
+    path = tmp_path / "f.lsc"
+    w = capfile.CaptureWriter(path, {"tick_hz": 1e8})
+    w.append_events(np.arange(10, dtype=np.int64), np.zeros(10, np.uint8), np.ones(10, bool))
+    w.append_frames(records[:20], headers[:20])
+    w.append_frames(records[20:], headers[20:])
+    w.append_frame_counters(counters)
+    w.close()
+    with capfile.open_capture(path) as cap:
+        got, kept = cap.frames()
+        assert cap.n_frames == 50 and not cap.problems
+        assert np.array_equal(got, records) and np.array_equal(kept, headers)
+        assert np.array_equal(cap.frame_counters(), counters)
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "capture-format.md").read_text()
+    section = doc.split("### `FRMS`")[1].split("### ")[0]
+    rows = re.findall(r"^\| (\d+) \| `(\w+)` \| (u\d+) \|", section, re.M)
+    assert [(int(o), n, t) for o, n, t in rows] == [
+        (FRAME_DTYPE.fields[n][1], n, f"u{FRAME_DTYPE.fields[n][0].itemsize * 8}")
+        for n in FRAME_DTYPE.names]
+    data = bytearray(path.read_bytes())
+    start = data.index(b"FRMS")
+    cut = tmp_path / "cut.lsc"
+    cut.write_bytes(bytes(data[:start + 40]))
+    with capfile.open_capture(cut) as cap:
+        assert cap.n_events == 10 and cap.n_frames == 0 and cap.problems

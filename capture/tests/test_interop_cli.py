@@ -263,7 +263,7 @@ def test_export_vcd_default_name(tmp_path, capsys):
 
 
 @pytest.mark.parametrize("args, message", [
-    (["-o", "x.txt"], "give --format sr, vcd or csv"),
+    (["-o", "x.txt"], "give --format sr, vcd, csv or pcapng"),
     (["--format", "vcd", "--samplerate", "1MHz"], "--samplerate applies to --format sr only"),
     (["--format", "sr", "-o", "-"], "--format sr cannot be written to standard output"),
     (["--format", "sr", "--max-samples", "100"], "the window needs .* samples at 200,000,000 Hz, "

@@ -91,3 +91,21 @@ def test_one_in_flight(echo_server):
     for a, b in zip(result.records, result.records[1:], strict=False):
         if a["received_ns"] is not None:   # next send only after the echo arrived
             assert b["intended_ns"] >= a["received_ns"]
+
+
+def test_payload_layout_is_shared_with_gateware_and_firmware():
+    """The sequence number `latscope traffic` writes is where the sniffers read it
+    (gateware/protocol.py) and where the DUT firmware's header says it is (traffic.h)."""
+    import re
+    from pathlib import Path
+
+    from latscope.gateware import protocol
+    payload = traffic.encode_payload(7, 0xDEADBEEF, 5, 64)
+    off = protocol.TRAFFIC_SEQ_OFFSET
+    assert int.from_bytes(payload[off:off + 4], "big") == 0xDEADBEEF
+    assert int.from_bytes(payload[:2], "big") == protocol.TRAFFIC_MAGIC
+    header = (Path(__file__).resolve().parents[2] / "zephyr-app" / "lib" / "latscope_core"
+              / "include" / "latscope_core" / "traffic.h").read_text()
+    assert re.search(rf"\b{off}\s+u32 sequence number", header)
+    assert f"LS_TRAFFIC_MAGIC   0x{protocol.TRAFFIC_MAGIC:04X}u" in header
+    assert f"LS_TRAFFIC_HDR_LEN {protocol.TRAFFIC_HEADER_BYTES}u" in header

@@ -327,3 +327,21 @@ def test_ice40_lane_order_in_vendor_model(tmp_path):
     lines = [line for line in out.splitlines() if line.startswith(("RISE", "FALL"))]
     # (lane 0, lane 1) per cycle after the re-register: the edge cycle, then steady.
     assert lines == ["RISE 01", "RISE 11", "RISE 11", "FALL 11", "FALL 00", "FALL 00"]
+
+
+def test_frame_capture_pins_and_refusals():
+    """ECPIX-5 elaborates with MII and RMII sniffers on the pins docs/boards.md lists; the
+    iCEBreaker (edge-only) and an unknown interface are refused with one clear message."""
+    from latscope.gateware.boards import make_platform
+    board = BOARDS["ecpix5"]
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "boards.md").read_text()
+    for sniffer in ("mii", "rmii"):
+        platform = make_platform(board, sniffer=sniffer)
+        platform.prepare(BoardTop(board, sniffer=sniffer), name="t")
+        for conn, num, _ in board.frame_pins[sniffer].values():
+            assert f"PMOD{num} pin" in doc and conn == "pmod"
+    assert "RXD[3:0] / RXD[1:0] | PMOD2 pins 4 7 8 9" in doc
+    with pytest.raises(LatscopeError, match="Board 'icebreaker' has no MII frame capture"):
+        BoardTop("icebreaker", sniffer="mii")
+    with pytest.raises(LatscopeError, match="must be 'mii' or 'rmii', not 'gmii'"):
+        BoardTop("ecpix5", sniffer="gmii")

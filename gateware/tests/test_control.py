@@ -206,3 +206,23 @@ def test_constructor_validation(kwargs, error, message):
         Control(**params)
     with pytest.raises(TypeError, match="Output domain must be a domain name other than 'sync'"):
         ConfigCrossing(8, o_domain="sync")
+
+
+def test_frame_capture_opcodes_are_checked():
+    """Opcodes 0x10..0x13: argument lengths and ranges checked by the command handler of a
+    design with 4 frame rules; a design without frame capture does not know them."""
+    from latscope.capture.frames import rule_command
+    cmds = [rule_command(0, 3, enable=1, cls=2), rule_command(1, 4, enable=1),
+            (Opcode.SET_RULE, bytes(5)), (Opcode.SET_CLASS_MODE, b"\x01\x06"),
+            (Opcode.SET_CLASS_MODE, b"\x02\x06"), (Opcode.SET_SEQ_OFFSET, b"\x0a\x00"),
+            (Opcode.SET_COUNTER_PERIOD, b"\x29"), (Opcode.SET_COUNTER_PERIOD, b"\x28")]
+    expected = [Status.OK, Status.BAD_ARGUMENT, Status.BAD_LENGTH, Status.OK,
+                Status.BAD_ARGUMENT, Status.OK, Status.BAD_ARGUMENT, Status.OK]
+    stream = [encode_command(i, op, args) for i, (op, args) in enumerate(cmds)]
+    dut = Control(channels=4, capture_hz=48_000_000, board="icebreaker", channel_names=NAMES,
+                  timeout=64, frame_rules=4)
+    got, _ = run(dut, stream, len(cmds))
+    assert [(seq, op, status) for seq, op, status, _ in got] == \
+        [(i, op, s) for i, ((op, _), s) in enumerate(zip(cmds, expected, strict=True))]
+    got, _ = run(make(), stream[:1], 1)
+    assert got[0][2] == Status.UNKNOWN_OPCODE

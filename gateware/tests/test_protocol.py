@@ -26,7 +26,8 @@ from latscope.gateware.top import LatscopeCore
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "stream-format.md"
 LAYOUTS = ["FrameHeader", "EventsHeader", "Overflow", "Heartbeat", "HeartbeatStatus",
-           "CommandHeader", "ReplyHeader", "IdentifyReply"]
+           "CommandHeader", "ReplyHeader", "IdentifyReply",
+           "FrameRecord", "FrameFlags", "CounterRecord", "ClassRule"]
 ENUMS = ["FrameType", "Opcode", "Status"]
 
 
@@ -90,6 +91,20 @@ def test_constants_and_tokens_match_protocol():
         == protocol.OVERFLOW_CONT * protocol.CONT_BITS == data.Layout.cast(protocol.Overflow).size
     assert integer(tokens["EVENT"]["max value bits"]) \
         == protocol.EVENT_FIRST_BITS + protocol.EVENT_MAX_CONT * protocol.CONT_BITS
+
+
+def test_default_payload_table_matches_protocol():
+    rows = doc_tables()["Default payload"]
+    documented = {r["name"]: integer(r["value"]) for r in rows}
+    assert documented == {name: getattr(protocol, name) for name in documented}
+    assert set(documented) >= {"TRAFFIC_MAGIC", "TRAFFIC_SEQ_OFFSET", "TRAFFIC_HEADER_BYTES"}
+
+
+def test_frame_records_are_whole_bytes():
+    """FRAME and COUNTERS payloads and the SET_RULE argument are byte strings of fixed size."""
+    for layout, size in [(protocol.FrameRecord, 30), (protocol.CounterRecord, 24),
+                         (protocol.ClassRule, 9), (protocol.FrameFlags, 2)]:
+        assert data.Layout.cast(layout).size == 8 * size
 
 
 def test_host_dtype_matches_layout():

@@ -1,0 +1,196 @@
+"""Analysis by identity: frames paired by their sequence numbers, per class.
+
+A pure core (arrays in, named results out): :func:`analyze_frames` takes the FRAME records of a
+capture (``capture.frames.FRAME_DTYPE``), their start and end ticks (from their DV edges,
+``capture.frames.frame_edge_times``), optional marker edges and COUNTERS records, and returns a
+:class:`FrameAnalysis` with, for each class of received frame:
+
+* ``node.e2e``: the end of a received frame (its RX_DV falling edge) to the start of the first
+  transmitted frame with the same sequence number (TX_EN rising edge): the node's end-to-end
+  latency on the wire, paired by identity rather than by order;
+* marker stages chained from *their* frame: a receive marker (meaning ``rx.*``) is the first
+  rising edge after the request's end and before the next request of the class ends; a transmit
+  marker (``tx.*``) is the last rising edge before the reply starts and after the request ended;
+* ``requests``, ``replied``, ``dropped`` (no reply within the window), ``unknown`` (the reply
+  could have been lost on the link or fall after the end of the capture), ``duplicates`` (a reply or
+  request whose sequence number was already seen), ``reordered`` (a reply that left before the
+  reply of an earlier request), ``fcs_errors`` (received frames of the class with a bad FCS or
+  RX_ER) and, from COUNTERS records, the frames and bytes counted on the FPGA.
+
+>>> import numpy as np
+>>> from latscope.capture.frames import FRAME_DTYPE, FLAGS
+>>> rec = np.zeros(4, FRAME_DTYPE)
+>>> rec["direction"] = [0, 1, 0, 1]; rec["seq"] = [7, 7, 8, 8]
+>>> rec["flags"] = FLAGS["seq_valid"] | FLAGS["fcs_ok"]
+>>> start = np.array([0, 500, 1000, 1400]); end = np.array([100, 600, 1100, 1500])
+>>> r = analyze_frames(rec, start, end, tick_hz=100_000_000)
+>>> e2e = r.classes[0].stats["node.e2e"]
+>>> e2e.n, e2e.min_ns, e2e.max_ns, r.classes[0].dropped
+(2, 3000.0, 4000.0, 0)
+"""
+
+import dataclasses
+
+import numpy as np
+
+from latscope.analysis.pairing import (
+    DUPLICATE,
+    LOST_GAP,
+    MISSED,
+    OK,
+    TRUNCATED,
+    LossIndex,
+    pair_sequence,
+)
+from latscope.analysis.stats import describe
+
+__all__ = ["ClassReport", "FrameAnalysis", "analyze_frames", "DEFAULT_WINDOW_S"]
+
+#: A request without a reply this long after its end counts as dropped.
+DEFAULT_WINDOW_S = 0.1
+
+def _flags():
+    from latscope.capture.frames import FLAGS
+    return FLAGS
+
+
+@dataclasses.dataclass
+class ClassReport:
+    """Results for one class of received (request) frames. Latencies are
+    :class:`~latscope.analysis.stats.LatencyStats` keyed by stage name (``node.e2e``,
+    ``rx.isr``, ...); counts are integers."""
+    cls: int
+    stats: dict
+    requests: int
+    replied: int
+    dropped: int
+    unknown: int
+    duplicates: int
+    reordered: int
+    fcs_errors: int
+    counted: dict
+    samples: dict = dataclasses.field(default_factory=dict)   # stage -> (at ticks, ticks)
+
+    def to_dict(self):
+        return {"class": self.cls, "requests": self.requests, "replied": self.replied,
+                "dropped": self.dropped, "unknown": self.unknown,
+                "duplicates": self.duplicates,
+                "reordered": self.reordered, "fcs_errors": self.fcs_errors,
+                "counted": self.counted,
+                "stats": {k: v.to_dict() for k, v in self.stats.items()}}
+
+
+@dataclasses.dataclass
+class FrameAnalysis:
+    """Per-class results (:class:`ClassReport` by class number) and the records whose edges were
+    not in the capture (``unplaced``)."""
+    classes: dict
+    unplaced: int
+    tick_hz: float
+
+    def to_dict(self):
+        return {"unplaced": self.unplaced,
+                "classes": {str(k): v.to_dict() for k, v in self.classes.items()}}
+
+
+def _counted(counters, cls):
+    """Last COUNTERS totals of ``cls`` per direction."""
+    out = {}
+    if counters is None:
+        return out
+    for d, name in ((0, "rx"), (1, "tx")):
+        mine = counters[(counters["direction"] == d) & (counters["cls"] == cls)]
+        if len(mine):
+            last = mine[-1]
+            out[name] = {k: int(last[k]) for k in ("frames", "octets", "fcs_errors", "dropped")}
+    return out
+
+
+def analyze_frames(records, start, end, *, tick_hz, markers=None, counters=None, losses=(),
+                   window_s=DEFAULT_WINDOW_S, confidence=0.95):
+    """Pair requests and replies by sequence number and compute per-class statistics.
+
+    Parameters
+    ----------
+    records : FRAME_DTYPE array
+    start, end : int64 arrays
+        Each record's first and last DV edge, ticks; -1 where unknown (the record is skipped).
+    tick_hz : float
+    markers : dict of str -> int64 array, optional
+        Rising-edge ticks of each marker, keyed by its meaning (``rx.isr``, ``tx.xmit`` ...).
+    counters : COUNTER_DTYPE array, optional
+    losses : iterable of (first_time, span)
+        Event losses: a request whose reply window meets one is ``unknown``, not dropped.
+    window_s : float
+        Longest request-to-reply time; a request without a reply by then is dropped.
+
+    Returns
+    -------
+    FrameAnalysis
+    """
+    flags = _flags()
+    start = np.asarray(start, np.int64)
+    end = np.asarray(end, np.int64)
+    placed = (start >= 0) & (end >= 0)
+    window = int(window_s * tick_hz)
+    f = records["flags"].astype(np.int64)
+    has_seq = (f & flags["seq_valid"]) != 0
+    bad = ((f & flags["fcs_ok"]) == 0) | ((f & flags["rx_er"]) != 0)
+    rx = placed & (records["direction"] == 0)
+    tx = placed & (records["direction"] == 1) & has_seq & ~bad
+    tx_idx = np.flatnonzero(tx)
+    tx_idx = tx_idx[np.argsort(start[tx_idx], kind="stable")]
+    tx_start, tx_seq = start[tx_idx], records["seq"][tx_idx].astype(np.int64)
+    classes = {}
+    for cls in np.unique(records["cls"][rx]).tolist():
+        mine = np.flatnonzero(rx & (records["cls"] == cls))
+        mine = mine[np.argsort(end[mine], kind="stable")]
+        fcs_errors = int(np.count_nonzero(bad[mine]))
+        req = mine[has_seq[mine] & ~bad[mine]]
+        req_end, req_seq = end[req], records["seq"][req].astype(np.int64)
+        pairs = pair_sequence(req_end, req_seq, tx_start, tx_seq, window,
+                              losses=LossIndex(losses),
+                              end_time=int(max(end.max(), start.max())) if len(end) else None)
+        ok = pairs.status == OK
+        reply_start = np.where(ok, tx_start[np.maximum(pairs.stop_index, 0)], -1)
+        latency = reply_start[ok] - req_end[ok]
+        stats, samples = {}, {}
+        if ok.any():
+            samples["node.e2e"] = (req_end[ok], latency)
+            stats["node.e2e"] = describe(latency, tick_hz, times=req_end[ok], name="node.e2e",
+                                         confidence=confidence)
+        # replies that left before the reply of an earlier request
+        rs = reply_start[ok]
+        reordered = int(np.count_nonzero(rs[1:] < np.maximum.accumulate(rs)[:-1])) \
+            if len(rs) > 1 else 0
+        # duplicates: repeated request numbers, and replies to a number already answered
+        dup_requests = len(req_seq) - len(np.unique(req_seq))
+        answered = np.isin(tx_seq, req_seq)
+        dup_replies = int(np.count_nonzero((pairs.stop_class == DUPLICATE) & answered))
+        for meaning, times in (markers or {}).items():
+            times = np.sort(np.asarray(times, np.int64))
+            if meaning.startswith("rx."):
+                nxt = np.append(req_end[1:], np.iinfo(np.int64).max)
+                k = np.searchsorted(times, req_end, side="left")
+                t = times[np.minimum(k, max(len(times) - 1, 0))] if len(times) else req_end
+                good = (k < len(times)) & (t < nxt) & (t - req_end <= window)
+                values, at = t[good] - req_end[good], req_end[good]
+            elif meaning.startswith("tx."):
+                k = np.searchsorted(times, reply_start[ok], side="right") - 1
+                t = times[np.maximum(k, 0)] if len(times) else reply_start[ok]
+                good = (k >= 0) & (t >= req_end[ok])
+                values, at = reply_start[ok][good] - t[good], req_end[ok][good]
+            else:
+                continue
+            if len(values):
+                samples[meaning] = (at, values)
+                stats[meaning] = describe(values, tick_hz, times=at, name=meaning,
+                                          confidence=confidence)
+        classes[cls] = ClassReport(
+            cls=cls, stats=stats, requests=len(req), replied=int(np.count_nonzero(ok)),
+            dropped=int(np.count_nonzero(pairs.status == MISSED)),
+            unknown=int(np.count_nonzero((pairs.status == LOST_GAP)
+                                         | (pairs.status == TRUNCATED))),
+            duplicates=int(dup_requests + dup_replies), reordered=reordered,
+            fcs_errors=fcs_errors, counted=_counted(counters, cls), samples=samples)
+    return FrameAnalysis(classes, int(np.count_nonzero(~placed)), tick_hz)
