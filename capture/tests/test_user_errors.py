@@ -250,7 +250,7 @@ def test_os_error_and_unexpected_exception_reaching_main(monkeypatch, capsys):
     # LATSCOPE_DEBUG=1)
     import latscope.cli as cli
 
-    def parser():
+    def parser(command=None):
         p = argparse.ArgumentParser(prog="latscope")
         sub = p.add_subparsers(dest="command")
         q = sub.add_parser("boom")
