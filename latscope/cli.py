@@ -43,7 +43,8 @@ COMMAND_INDEX = {
     "info": ("latscope.capture.cli", "describe a capture file"),
     "verify": ("latscope.capture.cli", "check a capture file's integrity and report its gaps"),
     "import": ("latscope.capture.interop",
-               "turn a sigrok .sr capture (or a latscope .vcd/.csv export) into a latscope capture"),
+               "turn a sigrok .sr capture (or a latscope .vcd/.csv export) into a latscope "
+               "capture"),
     "export": ("latscope.capture.interop",
                "write a capture window as sigrok .sr, VCD or CSV, or its frames as pcapng"),
     "traffic": ("latscope.capture.traffic",
