@@ -169,6 +169,18 @@ def _pmod(number, *pins):
 
 
 #: The supported boards, by name.
+# Frame-aware capture on the ECPIX-5: the DUT's MII/RMII bus on PMOD2 (receive) and PMOD3
+# (transmit). RX_DV/CRS_DV and TX_EN go to these pins as well as to their capture channels.
+_ECPIX5_FRAME_PINS = {
+    "mii": {"rx_clk": ("pmod", 2, "1"), "rx_dv": ("pmod", 2, "2"),
+            "rx_er": ("pmod", 2, "3"), "rxd": ("pmod", 2, "4 7 8 9"),
+            "tx_clk": ("pmod", 3, "1"), "tx_en": ("pmod", 3, "2"),
+            "txd": ("pmod", 3, "4 7 8 9")},
+    "rmii": {"ref_clk": ("pmod", 2, "1"), "crs_dv": ("pmod", 2, "2"),
+             "rxd": ("pmod", 2, "4 7"), "tx_en": ("pmod", 3, "2"),
+             "txd": ("pmod", 3, "4 7")},
+}
+
 BOARDS = {
     # The default ECPIX-5 build: 2:1 input gearing, 4 samples per 200 MHz capture clock (1.25 ns).
     "ecpix5": Board(
@@ -185,6 +197,7 @@ BOARDS = {
         # VCO = 400 MHz * CLKOP_DIV 2 = 800 MHz. No VCO in 400..800 MHz divides to both 400 and
         # 48 MHz, hence two PLLs. CLKDIVF halves 400 MHz to the 200 MHz capture clock.
         eclk_pll=dict(CLKI_DIV=1, CLKFB_DIV=4, CLKOP_DIV=2),
+        frame_pins=_ECPIX5_FRAME_PINS,
     ),
     # The 3.125 ns build: IDDRX1F (amaranth DDRBuffer), 2 samples per 160 MHz capture clock.
     "ecpix5-x1": Board(
@@ -198,17 +211,7 @@ BOARDS = {
         # EHXPLLL: 100 MHz / CLKI_DIV 5 = 20 MHz PFD; CLKOP feedback x8 -> 160 MHz;
         # VCO = 160 MHz * CLKOP_DIV 3 = 480 MHz (400..800 allowed); CLKOS = 480 / 10 = 48 MHz.
         pll=dict(CLKI_DIV=5, CLKFB_DIV=8, CLKOP_DIV=3, CLKOS_DIV=10),
-        # Frame-aware capture: the DUT's MII/RMII bus on PMOD2 (receive) and PMOD3 (transmit).
-        # RX_DV/CRS_DV and TX_EN go to these pins as well as to their capture channels.
-        frame_pins={
-            "mii": {"rx_clk": ("pmod", 2, "1"), "rx_dv": ("pmod", 2, "2"),
-                    "rx_er": ("pmod", 2, "3"), "rxd": ("pmod", 2, "4 7 8 9"),
-                    "tx_clk": ("pmod", 3, "1"), "tx_en": ("pmod", 3, "2"),
-                    "txd": ("pmod", 3, "4 7 8 9")},
-            "rmii": {"ref_clk": ("pmod", 2, "1"), "crs_dv": ("pmod", 2, "2"),
-                     "rxd": ("pmod", 2, "4 7"), "tx_en": ("pmod", 3, "2"),
-                     "txd": ("pmod", 3, "4 7")},
-        },
+        frame_pins=_ECPIX5_FRAME_PINS,
     ),
     "icebreaker": Board(
         name="icebreaker", title="1BitSquared iCEBreaker (iCE40UP5K-SG48)", family="ice40",
