@@ -23,7 +23,20 @@ def _read_all(handle, block):
             return b"".join(parts)
 
 
-def test_same_bytes_as_zipfile(tmp_path):
+@pytest.fixture(params=["whole", "streamed"])
+def path_kind(request, monkeypatch):
+    """Both fast paths: libdeflate on the whole member, and zlib-ng streaming (members larger
+    than ``_WHOLE_LIMIT``)."""
+    if request.param == "whole" and zipread._whole is None:
+        pytest.skip("deflate (libdeflate) not installed")
+    if request.param == "streamed":
+        if zipread._fast is None:
+            pytest.skip("zlib-ng not installed")
+        monkeypatch.setattr(zipread, "_WHOLE_LIMIT", -1)
+    return request.param
+
+
+def test_same_bytes_as_zipfile(tmp_path, path_kind):
     payload = bytes(range(256)) * 4000 + b"\x00" * 300_000
     path = tmp_path / "a.sr"
     _archive(path, payload)
@@ -35,8 +48,7 @@ def test_same_bytes_as_zipfile(tmp_path):
             assert h.read(10) == b"2"
 
 
-@pytest.mark.skipif(zipread._fast is None, reason="zlib-ng not installed: zipfile is used")
-def test_damage_is_refused_like_zipfile(tmp_path):
+def test_damage_is_refused_like_zipfile(tmp_path, path_kind):
     payload = bytes(range(256)) * 2000
     path = tmp_path / "a.sr"
     _archive(path, payload)
