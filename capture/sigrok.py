@@ -548,23 +548,30 @@ class SrReader:
         previous = None
         self.initial_levels = None
         for start, samples in self.iter_samples(block_samples):
-            masked = samples & samples.dtype.type(mask)
+            m = samples.dtype.type(mask)
+            first = samples[0] & m
             if previous is None:
-                self.initial_levels = [bool((int(masked[0]) >> int(b)) & 1) for b in bits]
-            # a bool comparison then nonzero is several times faster than nonzero of the xor
-            where = np.flatnonzero(masked[1:] != masked[:-1]) + 1
-            first_changed = previous is not None and masked[0] != previous
-            if first_changed:
-                where = np.concatenate(([0], where))
-            last = masked[-1]
+                self.initial_levels = [bool((int(first) >> int(b)) & 1) for b in bits]
+            # Changes of any probe first, on the raw samples (no masking pass over the block: a
+            # bool comparison then nonzero is several times faster than nonzero of the xor), then
+            # only those where a mapped probe changed; when unmapped probes toggle so often that
+            # the candidates are many, compare the mapped bits of every sample instead.
+            where = np.flatnonzero(samples[1:] != samples[:-1]) + 1
+            if len(where) > len(samples) >> 5:
+                masked = samples & m
+                where = np.flatnonzero(masked[1:] != masked[:-1]) + 1
+            after = samples[where] & m
+            before = samples[where - 1] & m
+            changed = after != before
+            if not changed.all():
+                where, after, before = where[changed], after[changed], before[changed]
+            if previous is not None and first != previous:
+                where = np.concatenate((np.zeros(1, where.dtype), where))
+                before = np.concatenate((np.array([previous], samples.dtype), before))
+                after = np.concatenate((np.array([first], samples.dtype), after))
+            previous = samples[-1] & m
             if not len(where):
-                previous = last
                 continue
-            before = masked[where - 1]
-            if first_changed:
-                before[0] = previous
-            previous = last
-            after = masked[where]
             diff = (after ^ before).astype(np.uint64)[:, None] >> bits[None, :]
             level = after.astype(np.uint64)[:, None] >> bits[None, :]
             rows, cols = np.nonzero(diff & np.uint64(1))
