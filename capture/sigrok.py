@@ -20,8 +20,6 @@ mapped probes into a latscope capture (one tick per sample). :class:`SrWriter` a
 import dataclasses
 import os
 import re
-import subprocess
-import tempfile
 import time as _time
 import zipfile
 import zlib
@@ -1053,6 +1051,7 @@ def peak_rss():
 
 def _timed_child(code):
     """Run ``code`` in a fresh interpreter; return (seconds, peak RSS in bytes)."""
+    import subprocess  # here, not at the top: the import and analyse commands never need it
     import sys
     script = ("import time\nfrom latscope.capture.sigrok import peak_rss\n"
               "t = time.perf_counter()\n" + code +
@@ -1072,6 +1071,8 @@ def bench_import(quick):
         10^7 samples instead of 10^9.
     """
     import shutil
+    import subprocess
+    import tempfile
     samples = 10**7 if quick else 10**9
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
