@@ -8,8 +8,6 @@ This is a shell around :mod:`latscope.capture.sigrok` (the ``.sr`` writer) and t
 """
 
 import re
-import shutil
-import subprocess
 
 import numpy as np
 
@@ -83,6 +81,7 @@ def write_sr(path, chunks, *, samplerate, probes, total_samples=None, block=1 <<
 
 def have_sigrok_cli():
     """True when ``sigrok-cli`` is on the PATH."""
+    import shutil  # here, not at the top: ``latscope analyze FILE.sr`` only needs the edges
     return shutil.which("sigrok-cli") is not None
 
 
@@ -109,6 +108,7 @@ def sigrok_jitter(path, clk, sig, *, clk_polarity="falling", sig_polarity="risin
     cmd = ["sigrok-cli", "-i", str(path), "-P",
            f"jitter:clk={clk}:sig={sig}:clk_polarity={clk_polarity}:sig_polarity={sig_polarity}",
            "-A", "jitter=jitter", "--protocol-decoder-samplenum"]
+    import subprocess
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
     if proc.returncode != 0:
         raise LatscopeError(f"sigrok-cli failed ({proc.returncode}): {proc.stderr.strip()}")

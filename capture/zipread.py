@@ -40,12 +40,17 @@ class _DeflateMember:
         self._info = info
         self._inflate = _fast.decompressobj(-15)
         self._pending = b""
+        self._surplus = b""          # inflated past a read's ``n`` (flush has no length limit)
         self._crc = 0
         self._size = 0
 
     def read(self, n):
         """Up to ``n`` bytes (fewer only at the end of the member)."""
         out, have = [], 0
+        if self._surplus:
+            out.append(self._surplus[:n])
+            have = len(out[0])
+            self._surplus = self._surplus[n:]
         try:
             while have < n:
                 if self._pending:
@@ -63,6 +68,9 @@ class _DeflateMember:
                     piece = self._inflate.flush()
                     if not piece:
                         break
+                    if len(piece) > n - have:
+                        self._surplus = piece[n - have:]
+                        piece = piece[:n - have]
                 if piece:
                     out.append(piece)
                     have += len(piece)

@@ -206,6 +206,27 @@ def test_edges_equal_reference_across_blocks_and_chunks(tmp_path, unitsize, prob
     assert got == reference_edges(samples, bits)
 
 
+@pytest.mark.parametrize("block", [7, 640, 100_000])
+def test_sparse_edges_with_busy_unmapped_probes_equal_reference(tmp_path, block):
+    """Long runs (the raw-sample pass that keeps only changes of mapped probes) and a stretch
+    where an unmapped probe toggles every sample (the masked pass); the reference is the
+    brute-force unpacking above. Blocks of 7 take the masked pass throughout."""
+    rng = np.random.default_rng(block)
+    runs = rng.integers(1, 200, size=400)
+    values = rng.integers(0, 256, size=400)
+    samples = np.repeat(values, runs)
+    busy = slice(len(samples) // 3, len(samples) // 3 + 3000)
+    samples[busy] ^= (np.arange(3000) & 1) << 6         # probe 6 (unmapped) every sample
+    samples = samples.tolist()
+    path = write_session(tmp_path / "s.sr", [f"D{k}" for k in range(8)], samples, unitsize=1,
+                         chunk=4099)
+    bits = [5, 0, 3]
+    with SrReader(path) as reader:
+        got = collect(reader, bits, block)
+    assert got == reference_edges(samples, bits)
+    assert len(got[0]) > 500
+
+
 def test_truncated_last_chunk_can_be_dropped_with_warning(tmp_path):
     path = tmp_path / "t.sr"
     with zipfile.ZipFile(path, "w") as archive:

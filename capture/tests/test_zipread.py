@@ -28,7 +28,7 @@ def test_same_bytes_as_zipfile(tmp_path):
     path = tmp_path / "a.sr"
     _archive(path, payload)
     with zipfile.ZipFile(path) as z:
-        for block in (1, 4096, len(payload), len(payload) + 1, 1 << 20):
+        for block in (1, 7, 4099, 4096, len(payload), len(payload) + 1, 1 << 20):
             with zipread.open_member(z, "logic-1-1") as h:
                 assert _read_all(h, block) == payload
         with zipread.open_member(z, "version") as h:       # stored: zipfile's own reader
