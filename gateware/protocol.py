@@ -106,6 +106,8 @@ class Opcode(enum.IntEnum):
     SELFTEST   = 0x06  # u8 flags (bit0 on, bit1 drive output pin), u16 channel mask,
                        # u16 high ticks, u16 low ticks (both >= 2)
     STATUS     = 0x07  # no arguments; reply data: Heartbeat layout with current values
+    SET_NET    = 0x20  # Ethernet boards only: 6-byte MAC, 4-byte IPv4 (both network order),
+                       # u16 UDP port; unicast MAC and port != 0, else BAD_ARGUMENT
 
 
 class Status(enum.IntEnum):
