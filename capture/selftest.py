@@ -736,7 +736,8 @@ def register(subparsers):
         epilog=EPILOG)
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument("--port", metavar="DEVICE",
-                     help="serial device of the instrument, e.g. /dev/ttyUSB1")
+                     help="serial device of the instrument, e.g. /dev/ttyUSB1, or "
+                          "udp://HOST[:PORT] for the ECPIX-5's Ethernet link")
     src.add_argument("--sim", action="store_true",
                      help="the simulated instrument: the real gateware compiled by Verilator, "
                           "with idle pins (no DUT traffic) and no loop-back cable")
@@ -809,7 +810,7 @@ def _plan(args):
 def selftest(args):
     """Run ``latscope selftest`` with parsed ``args``; returns a JSON-ready result dict."""
     from latscope.capture import session
-    from latscope.capture.transport import SerialTransport
+    from latscope.capture.transport import open_port
     chans, loop, reference = _plan(args)
     if args.sim and loop is not None:
         raise LatscopeError("--loopback needs a cable from the self-test output pin to a channel "
@@ -824,16 +825,18 @@ def selftest(args):
         port, handle = open_simulated_instrument(args.sim_engine)
     transport = None
     try:
-        transport = SerialTransport(port, args.baud)
+        transport = open_port(port, args.baud)
         instrument = session.Instrument(transport)
         identity = instrument.identify()
         tick_hz = identity["tick_hz"]
         involved = len(chans) + (loop is not None)
         rate = 2 * involved * tick_hz / (args.high + args.low)
         capacity = args.baud / 10 / BYTES_PER_EVENT
+        if str(port).startswith("udp://"):
+            capacity = 119e6 / BYTES_PER_EVENT       # 1000BASE-T UDP payload, bytes/s
         if not args.sim and rate > 0.5 * capacity:
             print(f"latscope selftest: warning: the pattern makes {rate:,.0f} events/s, more "
-                  f"than half of what a {args.baud:,} baud link carries (~{capacity:,.0f}/s); "
+                  f"than half of what the link carries (~{capacity:,.0f}/s); "
                   f"expect FIFO overflow, use longer --high/--low", file=sys.stderr)
         cap = run_selftest(instrument, identity, channels=chans, high_ticks=args.high,
                            low_ticks=args.low, loopback=loop, edges=edges,
