@@ -84,6 +84,8 @@ class Board:
         configuration when the timing margin depends on placement.
     core_overrides : dict
         Extra :class:`~latscope.gateware.top.LatscopeCore` parameters for this board.
+    ethernet : bool
+        The board streams over its RGMII Ethernet PHY too (:mod:`latscope.gateware.eth.board`).
     """
     name: str
     title: str
@@ -103,6 +105,7 @@ class Board:
     nextpnr_seed: int = None
     uart_rx_domain: str = "sync"
     core_overrides: dict = field(default_factory=dict)
+    ethernet: bool = False
 
     @property
     def tick_hz(self):
@@ -159,6 +162,7 @@ BOARDS = {
         # EHXPLLL: 100 MHz / CLKI_DIV 5 = 20 MHz PFD; CLKOP feedback x8 -> 160 MHz;
         # VCO = 160 MHz * CLKOP_DIV 3 = 480 MHz (400..800 allowed); CLKOS = 480 / 10 = 48 MHz.
         pll=dict(CLKI_DIV=5, CLKFB_DIV=8, CLKOP_DIV=3, CLKOS_DIV=10),
+        ethernet=True,
     ),
     "icebreaker": Board(
         name="icebreaker", title="1BitSquared iCEBreaker (iCE40UP5K-SG48)", family="ice40",
@@ -258,6 +262,9 @@ class BoardTop(Elaboratable):
         self.board = board
         if core is None:
             from latscope.gateware.top import LatscopeCore
+            if board.ethernet:
+                from latscope.gateware.eth.model import DEFAULT_NET
+                core_overrides.setdefault("net", DEFAULT_NET)
             core = LatscopeCore(**board.core_params(**core_overrides))
         expected = board.lanes * len(CHANNEL_ROLES)
         if len(core.samples) != expected:
@@ -299,6 +306,7 @@ class BoardTop(Elaboratable):
         arst = ~locked | rst_buf.i
         m.submodules.rst_capture = ResetSynchronizer(arst, domain="capture")
         m.submodules.rst_sync = ResetSynchronizer(arst, domain="sync")
+        self._clk_in, self._arst = clk_buf.i, rst_buf.i       # for the Ethernet link's PLL
 
     def _clocks_ice40(self, m, platform):
         clk_port = platform.request(platform.default_clk, dir="-")
@@ -368,6 +376,12 @@ class BoardTop(Elaboratable):
                                         rx_divisor=board.uart_rx_divisor,
                                         rx_domain=board.uart_rx_domain)
         m.d.comb += [tx_buf.o.eq(uart.tx), uart.rx.eq(rx_buf.i)]
-        wiring.connect(m, core.tx, uart.tx_data)
-        wiring.connect(m, uart.rx_data, core.rx)
+        tx_src, rx_dst = core.tx, core.rx
+        if board.ethernet and "net" in core.signature.members:   # a core with SET_NET
+            from latscope.gateware.eth.board import add_ethernet
+            from latscope.gateware.eth.simtop import max_frame_for
+            tx_src, rx_dst = add_ethernet(m, platform, board, core, clk_in=self._clk_in,
+                                          arst=self._arst, max_frame=max_frame_for(core))
+        wiring.connect(m, tx_src, uart.tx_data)
+        wiring.connect(m, uart.rx_data, rx_dst)
         return m
