@@ -143,3 +143,25 @@ def test_bad_udp_port_is_one_line(capsys):
     status = cli.main(["capture", "--port", "udp://127.0.0.1:99999", "-o", "/tmp/never.lsc"])
     err = capsys.readouterr().err
     assert status != 0 and "1..65535" in err and "Traceback" not in err
+
+
+@pytest.mark.slow
+def test_latscope_selftest_over_udp_port(capsys):
+    """``latscope selftest --port udp://127.0.0.1:PORT`` on the real gateware (Verilator)."""
+    import json
+    import shutil
+    if shutil.which("g++") is None:
+        pytest.skip("needs a C++ compiler (g++) for the Verilator model")
+    from latscope import cli
+    from latscope.capture.selftest import SelftestBenchEngine
+    server = UdpServer(SelftestBenchEngine())
+    try:
+        status = cli.main(["selftest", "--port", server.url, "--high", "101", "--low", "99",
+                           "--edges", "40", "--json"])
+    finally:
+        server.close()
+    out = capsys.readouterr()
+    assert status == 0, out.err
+    result = json.loads(out.out)
+    assert result["ok"] and result["pattern"]["lost"] == 0
+    assert all(c["edges"] == 40 and c["errors"] == 0 for c in result["pattern"]["channels"])

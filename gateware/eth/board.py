@@ -70,7 +70,8 @@ def add_ethernet(m, platform, board, core, *, clk_in, arst, max_frame):
     m.submodules.eth_rx_clk_buf = rx_clk = io.Buffer("i", port.rx_clk)
     m.domains.eth_rx = ClockDomain("eth_rx")
     m.d.comb += ClockSignal("eth_rx").eq(rx_clk.i)
-    platform.add_clock_constraint(rx_clk.i, 125e6)
+    # on the pin: the buffer's output net does not survive synthesis under its own name
+    platform.add_clock_constraint(port.rx_clk.io, 125e6)
     m.submodules.rst_eth_rx = ResetSynchronizer(arst, domain="eth_rx")
 
     # PHY reset (active low on the pin; the buffer inverts PinsN): held after our own reset

@@ -381,19 +381,24 @@ class EthReceiver(wiring.Component):
         pay_len = Signal(16)
         m.d.comb += pay_len.eq(udp_len - UDP_HEADER)
         for_us = (dst_mac == net.mac)
-        is_udp = Signal()
-        m.d.comb += is_udp.eq(
+        # The header checks are registered every cycle: the header (bytes 0..41) and the IPv4
+        # sum (bytes 14..33) are complete long before a frame's last byte (>= 64 bytes), so the
+        # registered results are current when the frame ends; only the length checks are not.
+        udp_header_ok, arp_header_ok = Signal(), Signal()
+        d += udp_header_ok.eq(
             for_us & (ethertype == 0x0800) & (field(14, 1) == 0x45) & (field(23, 1) == 17)
             & ((field(20, 2) & 0x3FFF) == 0) & (field(30, 4) == net.ip)
             & (field(36, 2) == net.port) & ip_ok & (udp_len >= UDP_HEADER)
-            & (pay_len <= self.max_command)
-            & (length >= _HEADER_BYTES + 4 + pay_len) & (length >= MIN_FRAME))
-        is_arp = Signal()
-        m.d.comb += is_arp.eq(
+            & (pay_len <= self.max_command))
+        d += arp_header_ok.eq(
             ((dst_mac == 0xFFFFFFFFFFFF) | for_us) & (ethertype == 0x0806)
             & (field(14, 2) == 1) & (field(16, 2) == 0x0800) & (field(18, 1) == 6)
-            & (field(19, 1) == 4) & (field(20, 2) == 1) & (field(38, 4) == net.ip)
-            & (length >= MIN_FRAME))
+            & (field(19, 1) == 4) & (field(20, 2) == 1) & (field(38, 4) == net.ip))
+        is_udp = Signal()
+        m.d.comb += is_udp.eq(udp_header_ok & (length >= _HEADER_BYTES + 4 + pay_len)
+                              & (length >= MIN_FRAME))
+        is_arp = Signal()
+        m.d.comb += is_arp.eq(arp_header_ok & (length >= MIN_FRAME))
 
         with m.If(self.arp_done):
             d += self.arp.valid.eq(0)
