@@ -306,7 +306,7 @@ class BoardTop(Elaboratable):
         arst = ~locked | rst_buf.i
         m.submodules.rst_capture = ResetSynchronizer(arst, domain="capture")
         m.submodules.rst_sync = ResetSynchronizer(arst, domain="sync")
-        self._clk_in, self._arst = clk_buf.i, rst_buf.i       # for the Ethernet link's PLL
+        self._clk_in, self._arst = clk_buf.i, arst            # for the Ethernet link's PLL
 
     def _clocks_ice40(self, m, platform):
         clk_port = platform.request(platform.default_clk, dir="-")

@@ -12,8 +12,9 @@
   the link.
 
 Clock-domain crossings it adds (all through the project's FIFO and synchroniser primitives):
-``sync -> eth`` (stream bytes, ``AsyncFIFO``; SET_NET registers, ``ConfigCrossing``),
-``eth_rx -> eth`` (received bytes, ``AsyncFIFO``), ``eth -> sync`` (command bytes, ``AsyncFIFO``).
+``sync -> eth`` (stream bytes, ``CaptureFIFO``; SET_NET registers, ``ConfigCrossing``),
+``eth_rx -> eth`` (received bytes, ``CaptureFIFO``), ``eth -> sync`` (command bytes,
+``CaptureFIFO``).
 """
 
 from amaranth.hdl import ClockDomain, ClockSignal, Const, Instance, Signal
@@ -59,12 +60,14 @@ def _eth_pll(m, clk_in, arst):
     m.d.comb += [ClockSignal("eth").eq(eth), ClockSignal("eth90").eq(eth90)]
     m.submodules.rst_eth = ResetSynchronizer(~locked | arst, domain="eth")
     m.submodules.rst_eth90 = ResetSynchronizer(~locked | arst, domain="eth90")
+    return locked
 
 
 def add_ethernet(m, platform, board, core, *, clk_in, arst, max_frame):
-    """Add the link to ``m``; return the UART-side streams ``(uart_tx, uart_rx)`` of the link
+    """Add the link to ``m`` (``arst``: the board's reset, PLL lock included); return the UART-side
+    streams ``(uart_tx, uart_rx)`` of the link
     multiplexer (connect the UART's ``tx_data`` and ``rx_data`` to them)."""
-    _eth_pll(m, clk_in, arst)
+    locked = _eth_pll(m, clk_in, arst)
     port = platform.request("eth_rgmii", 0, dir={name: "-" for name in (
         "rst", "mdio", "mdc", "tx_clk", "tx_ctrl", "tx_data", "rx_clk", "rx_ctrl", "rx_data")})
     m.submodules.eth_rx_clk_buf = rx_clk = io.Buffer("i", port.rx_clk)
@@ -72,7 +75,8 @@ def add_ethernet(m, platform, board, core, *, clk_in, arst, max_frame):
     m.d.comb += ClockSignal("eth_rx").eq(rx_clk.i)
     # on the pin: the buffer's output net does not survive synthesis under its own name
     platform.add_clock_constraint(port.rx_clk.io, 125e6)
-    m.submodules.rst_eth_rx = ResetSynchronizer(arst, domain="eth_rx")
+    # The receive FIFO's two sides leave reset together with the eth domain (gateware/fifo.py)
+    m.submodules.rst_eth_rx = ResetSynchronizer(~locked | arst, domain="eth_rx")
 
     # PHY reset (active low on the pin; the buffer inverts PinsN): held after our own reset
     m.submodules.phy_rst_buf = phy_rst = io.Buffer("o", port.rst)

@@ -4,9 +4,12 @@
 stream bytes cross into the 125 MHz ``eth`` domain in an asynchronous FIFO, the
 :class:`~.mac.UdpStreamer` sends them as datagrams; received frames cross from the PHY's ``eth_rx``
 clock into ``eth`` in another, the :class:`~.mac.EthReceiver` answers ARP and passes command
-datagrams back to ``sync`` in a third. The instrument's addresses (SET_NET) cross from ``sync``
-with a :class:`~latscope.gateware.control.ConfigCrossing`. These four are the only crossings of
-the Ethernet domains.
+datagrams back to ``sync`` in a third (all three the project's
+:class:`~latscope.gateware.fifo.CaptureFIFO`: the stock ``AsyncFIFO``'s read side, Gray to
+binary and a level compare in series with the read address, missed 125 MHz). The
+instrument's addresses (SET_NET) cross from ``sync`` with a
+:class:`~latscope.gateware.control.ConfigCrossing`. These four are the only crossings of the
+Ethernet domains.
 
 :class:`LinkMux` lets the UART and Ethernet both reach the command handler: a command is taken
 whole from one link, and the stream (events, heartbeats, replies) goes to the link that sent the
@@ -14,11 +17,12 @@ last command, switching only between stream frames.
 """
 
 from amaranth.hdl import DomainRenamer, Module, Mux, Signal
-from amaranth.lib import fifo, stream, wiring
+from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from ..control import ConfigCrossing
 from ..encoder import _rejected
+from ..fifo import CaptureFIFO
 from .mac import EthReceiver, NetLayout, RxByte, UdpStreamer, frame_tracker
 from .model import DEFAULT_NET
 from .rgmii import TX_LANE_BITS, RgmiiRxFront, tx_lanes
@@ -72,8 +76,8 @@ class EthLink(wiring.Component):
         m.submodules.streamer = streamer = self.streamer
         m.submodules.receiver = receiver = self.receiver
 
-        m.submodules.tx_fifo = txq = fifo.AsyncFIFO(width=8, depth=64, w_domain="sync",
-                                                    r_domain="eth")
+        m.submodules.tx_fifo = txq = CaptureFIFO(width=8, depth=64, w_domain="sync",
+                                                 r_domain="eth")
         wiring.connect(m, wiring.flipped(self.stream_in), txq.w_stream)
         wiring.connect(m, txq.r_stream, streamer.stream_in)
 
@@ -86,8 +90,8 @@ class EthLink(wiring.Component):
         m.submodules.rx_front = front = DomainRenamer({"sync": "eth_rx"})(RgmiiRxFront())
         m.d.comb += [front.rise.eq(self.rx_rise), front.fall.eq(self.rx_fall)]
         rx_width = RxByte.size
-        m.submodules.rx_fifo = rxq = fifo.AsyncFIFO(width=rx_width, depth=64,
-                                                    w_domain="eth_rx", r_domain="eth")
+        m.submodules.rx_fifo = rxq = CaptureFIFO(width=rx_width, depth=64, w_domain="eth_rx",
+                                                 r_domain="eth")
         # No backpressure on a wire: a byte finding the FIFO full is lost, and the frame with it
         # fails its FCS. Both clocks are 125 MHz +-100 ppm and frames have >= 20 idle bytes
         # between them, so the FIFO never holds more than a few bytes.
@@ -98,8 +102,8 @@ class EthLink(wiring.Component):
         m.d.comb += [streamer.arp.eq(receiver.arp), receiver.arp_done.eq(streamer.arp_done),
                      streamer.dest.eq(receiver.dest)]
 
-        m.submodules.cmd_fifo = cmdq = fifo.AsyncFIFO(width=8, depth=64, w_domain="eth",
-                                                      r_domain="sync")
+        m.submodules.cmd_fifo = cmdq = CaptureFIFO(width=8, depth=64, w_domain="eth",
+                                                   r_domain="sync")
         wiring.connect(m, receiver.commands, cmdq.w_stream)
         wiring.connect(m, cmdq.r_stream, wiring.flipped(self.commands))
 
