@@ -90,14 +90,16 @@ class EthLink(wiring.Component):
         m.submodules.rx_front = front = DomainRenamer({"sync": "eth_rx"})(RgmiiRxFront())
         m.d.comb += [front.rise.eq(self.rx_rise), front.fall.eq(self.rx_fall)]
         rx_width = RxByte.size
-        m.submodules.rx_fifo = rxq = CaptureFIFO(width=rx_width, depth=64, w_domain="eth_rx",
+        m.submodules.rx_fifo = rxq = CaptureFIFO(width=rx_width, depth=16, w_domain="eth_rx",
                                                  r_domain="eth")
         # No backpressure on a wire: a byte finding the FIFO full is lost, and the frame with it
         # fails its FCS. Both clocks are 125 MHz +-100 ppm and frames have >= 20 idle bytes
         # between them, so the FIFO never holds more than a few bytes.
         m.d.comb += [rxq.w_en.eq(front.bytes.valid), rxq.w_data.eq(front.bytes.payload),
-                     receiver.rx.valid.eq(rxq.r_rdy), receiver.rx.payload.eq(rxq.r_data),
                      rxq.r_en.eq(1)]
+        # A register between the FIFO's read side (pointer compare, increment, RAM read) and the
+        # receiver: the receiver never holds back, so no skid buffer is needed.
+        m.d.eth += [receiver.rx.valid.eq(rxq.r_rdy), receiver.rx.payload.eq(rxq.r_data)]
 
         m.d.comb += [streamer.arp.eq(receiver.arp), receiver.arp_done.eq(streamer.arp_done),
                      streamer.dest.eq(receiver.dest)]
