@@ -378,8 +378,10 @@ class EthReceiver(wiring.Component):
         ip_ok = Signal()
         m.d.comb += ip_ok.eq((folded[:16] + folded[16]) == 0xFFFF)
         udp_len = field(38, 2)
-        pay_len = Signal(16)
-        m.d.comb += pay_len.eq(udp_len - UDP_HEADER)
+        pay_len = Signal(16)          # registered: the header is stable long before the end
+        min_len = Signal(17)
+        d += [pay_len.eq(udp_len - UDP_HEADER), min_len.eq(udp_len - UDP_HEADER
+                                                           + _HEADER_BYTES + 4)]
         for_us = (dst_mac == net.mac)
         # The header checks are registered every cycle: the header (bytes 0..41) and the IPv4
         # sum (bytes 14..33) are complete long before a frame's last byte (>= 64 bytes), so the
@@ -395,8 +397,7 @@ class EthReceiver(wiring.Component):
             & (field(14, 2) == 1) & (field(16, 2) == 0x0800) & (field(18, 1) == 6)
             & (field(19, 1) == 4) & (field(20, 2) == 1) & (field(38, 4) == net.ip))
         is_udp = Signal()
-        m.d.comb += is_udp.eq(udp_header_ok & (length >= _HEADER_BYTES + 4 + pay_len)
-                              & (length >= MIN_FRAME))
+        m.d.comb += is_udp.eq(udp_header_ok & (length >= min_len) & (length >= MIN_FRAME))
         is_arp = Signal()
         m.d.comb += is_arp.eq(arp_header_ok & (length >= MIN_FRAME))
 
@@ -415,15 +416,20 @@ class EthReceiver(wiring.Component):
                 with m.If(pay_len != 0):
                     d += busy.eq(1)
 
-        # Pass the kept payload on, read one ahead from the buffer.
+        # Pass the kept payload on, read one ahead from the buffer. The decision to pass it on is
+        # registered (`commit`), so the checks are not in series with the buffer's read address.
         out = self.commands
         n_out = Signal(16)
         n_len = Signal(16)
+        commit = Signal()
+        d += commit.eq(ends_r & crc.match_detected & is_udp & ~skip & ~busy & (pay_len != 0))
+        with m.If(ends_r):
+            d += n_len.eq(pay_len)
         next_addr = Signal(abits)
         m.d.comb += [rd.addr.eq(next_addr), next_addr.eq(n_out[:abits]),
-                     out.payload.eq(rd.data), out.valid.eq(busy)]
-        with m.If(ends_r & crc.match_detected & is_udp & ~skip & ~busy):
-            d += [n_out.eq(0), n_len.eq(pay_len)]
+                     out.payload.eq(rd.data), out.valid.eq(busy & ~commit)]
+        with m.If(commit):
+            d += n_out.eq(0)
             m.d.comb += next_addr.eq(0)
         with m.If(out.valid & out.ready):
             m.d.comb += next_addr.eq(n_out[:abits] + 1)
