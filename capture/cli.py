@@ -8,7 +8,7 @@ import sys
 from latscope import LatscopeError, Terminated
 from latscope.capture import capfile, session
 from latscope.capture.progress import CaptureProgress
-from latscope.capture.transport import SerialTransport
+from latscope.capture.transport import open_port
 from latscope.userio import check_output
 
 __all__ = ["register", "cmd_capture", "cmd_info", "cmd_verify"]
@@ -30,7 +30,9 @@ def register(subparsers):
                     "valid whatever stops the capture.",
         epilog=CAPTURE_EPILOG)
     p.add_argument("--port", metavar="DEVICE",
-                   help="serial device of the instrument, e.g. /dev/ttyUSB1 (a pty path works)")
+                   help="serial device of the instrument, e.g. /dev/ttyUSB1 (a pty path works), "
+                        "or udp://HOST[:PORT] for the ECPIX-5's Ethernet link (port 7438 by "
+                        "default)")
     p.add_argument("-o", "--output", required=True, metavar="FILE", help="capture file to write")
     p.add_argument("--config", metavar="FILE.toml",
                    help="channel map, marker meanings, glitch widths, edges, DUT and traffic "
@@ -159,7 +161,7 @@ def capture(args, stderr=None):
     transport = None
     try:
         try:
-            transport = SerialTransport(port, args.baud)
+            transport = open_port(port, args.baud)
             instrument = session.Instrument(transport)
             identity = instrument.identify()
             session.configure(instrument, config, identity)

@@ -747,7 +747,8 @@ def register(subparsers):
         epilog=EPILOG)
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument("--port", metavar="DEVICE",
-                     help="serial device of the instrument, e.g. /dev/ttyUSB1")
+                     help="serial device of the instrument, e.g. /dev/ttyUSB1, or "
+                          "udp://HOST[:PORT] for the ECPIX-5's Ethernet link")
     src.add_argument("--sim", action="store_true",
                      help="the simulated instrument: the real gateware compiled by Verilator, "
                           "with idle pins (no DUT traffic) and no loop-back cable")
@@ -824,7 +825,7 @@ def _plan(args):
 def _calibrate(args):
     """``latscope selftest --calibrate FILE``: per-channel offsets through a fan-out cable."""
     from latscope.capture import calibration, session
-    from latscope.capture.transport import SerialTransport
+    from latscope.capture.transport import open_port
     if args.sim:
         raise LatscopeError("--calibrate needs a cable from the self-test output pin to every "
                             "channel input, and the simulated bench has none; run it on a board "
@@ -834,7 +835,7 @@ def _calibrate(args):
     chans = _channel_list(args.channels) if args.channels else list(range(protocol.NUM_CHANNELS))
     edges = args.edges if args.duration is None and args.edges is not None else \
         (DEFAULT_EDGES if args.duration is None else None)
-    transport = SerialTransport(args.port, args.baud)
+    transport = open_port(args.port, args.baud)
     try:
         instrument = session.Instrument(transport)
         identity = instrument.identify()
@@ -853,7 +854,7 @@ def _calibrate(args):
 def selftest(args):
     """Run ``latscope selftest`` with parsed ``args``; returns a JSON-ready result dict."""
     from latscope.capture import session
-    from latscope.capture.transport import SerialTransport
+    from latscope.capture.transport import open_port
     if getattr(args, "calibrate", None):
         return _calibrate(args)
     chans, loop, reference = _plan(args)
@@ -870,7 +871,7 @@ def selftest(args):
         port, handle = open_simulated_instrument(args.sim_engine)
     transport = None
     try:
-        transport = SerialTransport(port, args.baud)
+        transport = open_port(port, args.baud)
         instrument = session.Instrument(transport)
         identity = instrument.identify()
         tick_hz = identity["tick_hz"]
@@ -882,9 +883,11 @@ def selftest(args):
         involved = len(chans) + (loop is not None)
         rate = 2 * involved * tick_hz / (args.high + args.low)
         capacity = args.baud / 10 / BYTES_PER_EVENT
+        if str(port).startswith("udp://"):
+            capacity = 119e6 / BYTES_PER_EVENT       # 1000BASE-T UDP payload, bytes/s
         if not args.sim and rate > 0.5 * capacity:
             print(f"latscope selftest: warning: the pattern makes {rate:,.0f} events/s, more "
-                  f"than half of what a {args.baud:,} baud link carries (~{capacity:,.0f}/s); "
+                  f"than half of what the link carries (~{capacity:,.0f}/s); "
                   f"expect FIFO overflow, use longer --high/--low", file=sys.stderr)
         cap = run_selftest(instrument, identity, channels=chans, high_ticks=args.high,
                            low_ticks=args.low, loopback=loop, edges=edges,

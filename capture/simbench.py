@@ -1289,6 +1289,9 @@ def add_sim_arguments(parser):
                              "models)")
     parser.add_argument("--sim-seed", type=int, default=0,
                         help="random seed of the DUT model for --sim (default 0)")
+    parser.add_argument("--sim-link", choices=("pty", "udp"), default="pty",
+                        help="serve --sim on a pseudo-terminal (the UART path, default) or as "
+                             "the ECPIX-5's UDP datagrams on 127.0.0.1 (the Ethernet path)")
     parser.add_argument("--sim-rate", type=float, default=None, metavar="BYTES_PER_S",
                         help="serve the simulated instrument's bytes at most this fast (default: "
                              "as fast as the capture reads; 1.2e6 is the boards' 12 Mbaud link)")
@@ -1336,7 +1339,8 @@ def open_simulated_port(args):
     Returns
     -------
     (str, SimulatedPort)
-        The pty path to open as a serial port, and the handle (``close()`` it after the capture).
+        The pty path to open as a serial port (``udp://127.0.0.1:PORT`` with ``--sim-link udp``),
+        and the handle (``close()`` it after the capture).
     """
     import sys
 
@@ -1350,7 +1354,12 @@ def open_simulated_port(args):
     def log(message):
         print(message, file=sys.stderr, flush=True)
     engine = open_engine(run, getattr(args, "sim_engine", "auto") or "auto", log=log)
-    server = PtyServer(engine, rate=getattr(args, "sim_rate", None))
+    if getattr(args, "sim_link", "pty") == "udp":
+        from latscope.capture.udp import UdpServer
+        server = UdpServer(engine, rate=getattr(args, "sim_rate", None))
+        server.path = server.url
+    else:
+        server = PtyServer(engine, rate=getattr(args, "sim_rate", None))
     if getattr(args, "events", None) is None:
         args.events = run.n_events
         args.packets = None

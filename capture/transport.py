@@ -29,7 +29,7 @@ from latscope.gateware import protocol
 __all__ = [
     "TransportClosed", "Transport", "SerialTransport", "ReplayTransport", "RecordingTransport",
     "FdTransport", "encode_frame", "encode_event_tokens", "EmulatedInstrument",
-    "EmulatedTransport", "PtyDevice",
+    "EmulatedTransport", "PtyDevice", "open_port",
 ]
 
 _FRAME_HEADER = struct.Struct("<HBBH")     # sync, type | version << 4, seq, length
@@ -128,6 +128,15 @@ class SerialTransport(Transport):
             except (self._serial_exception, OSError):
                 pass
             self._port = None
+
+
+def open_port(port, baud=12_000_000):
+    """The transport for a ``--port`` value: ``udp://HOST[:PORT]`` opens the Ethernet link
+    (:class:`latscope.capture.udp.UdpTransport`), anything else a serial device or pty."""
+    if isinstance(port, str) and port.startswith("udp://"):
+        from latscope.capture.udp import UdpTransport
+        return UdpTransport.from_url(port)
+    return SerialTransport(port, baud)
 
 
 class FdTransport(Transport):

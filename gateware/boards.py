@@ -98,6 +98,8 @@ class Board:
         the DUT's MII/RMII bus by role (``rx_clk``, ``rx_dv``, ``rx_er``, ``rxd``, ``tx_clk``,
         ``tx_en``, ``txd``; RMII: ``ref_clk``, ``crs_dv``, ``rxd``, ``tx_en``, ``txd``) as
         ``(connector, number, "pins")``. Empty: the board captures edges only.
+    ethernet : bool
+        The board streams over its RGMII Ethernet PHY too (:mod:`latscope.gateware.eth.board`).
     """
     name: str
     title: str
@@ -125,6 +127,7 @@ class Board:
         """Edge clock frequency with ``gearing="x2"`` (twice the capture clock), else ``None``."""
         return 2 * self.capture_hz if self.gearing == "x2" else None
     frame_pins: dict = field(default_factory=dict)
+    ethernet: bool = False
 
     @property
     def tick_hz(self):
@@ -198,6 +201,7 @@ BOARDS = {
         # 48 MHz, hence two PLLs. CLKDIVF halves 400 MHz to the 200 MHz capture clock.
         eclk_pll=dict(CLKI_DIV=1, CLKFB_DIV=4, CLKOP_DIV=2),
         frame_pins=_ECPIX5_FRAME_PINS,
+        ethernet=True,
     ),
     # The 3.125 ns build: IDDRX1F (amaranth DDRBuffer), 2 samples per 160 MHz capture clock.
     "ecpix5-x1": Board(
@@ -212,6 +216,7 @@ BOARDS = {
         # VCO = 160 MHz * CLKOP_DIV 3 = 480 MHz (400..800 allowed); CLKOS = 480 / 10 = 48 MHz.
         pll=dict(CLKI_DIV=5, CLKFB_DIV=8, CLKOP_DIV=3, CLKOS_DIV=10),
         frame_pins=_ECPIX5_FRAME_PINS,
+        ethernet=True,
     ),
     "icebreaker": Board(
         name="icebreaker", title="1BitSquared iCEBreaker (iCE40UP5K-SG48)", family="ice40",
@@ -333,6 +338,9 @@ class BoardTop(Elaboratable):
             frame_pins(board, self.sniffer)
         if core is None:
             from latscope.gateware.top import LatscopeCore
+            if board.ethernet:
+                from latscope.gateware.eth.model import DEFAULT_NET
+                core_overrides.setdefault("net", DEFAULT_NET)
             core = LatscopeCore(**board.core_params(**core_overrides))
         expected = board.lanes * len(CHANNEL_ROLES)
         if len(core.samples) != expected:
@@ -384,6 +392,7 @@ class BoardTop(Elaboratable):
         m.d.comb += ClockSignal("sync").eq(clk_sync)
         arst = ~locked_sync | ~locked_eclk | rst_buf.i
         m.submodules.rst_sync = ResetSynchronizer(arst, domain="sync")
+        self._clk_in, self._arst = clk_buf.i, arst            # for the Ethernet link's PLL
         m.submodules.gearing_start = start = GearingStart()
         eclk, sclk = edge_clocks(m, eclk_in=eclk_raw, start=start)
         # (no explicit constraint: nextpnr derives 400 MHz through ECLKSYNCB and 200 MHz through
@@ -426,6 +435,7 @@ class BoardTop(Elaboratable):
         arst = ~locked | rst_buf.i
         m.submodules.rst_capture = ResetSynchronizer(arst, domain="capture")
         m.submodules.rst_sync = ResetSynchronizer(arst, domain="sync")
+        self._clk_in, self._arst = clk_buf.i, arst            # for the Ethernet link's PLL
 
     def _clocks_ice40(self, m, platform):
         clk_port = platform.request(platform.default_clk, dir="-")
@@ -519,8 +529,14 @@ class BoardTop(Elaboratable):
                                         rx_divisor=board.uart_rx_divisor,
                                         rx_domain=board.uart_rx_domain)
         m.d.comb += [tx_buf.o.eq(uart.tx), uart.rx.eq(rx_buf.i)]
-        wiring.connect(m, core.tx, uart.tx_data)
-        wiring.connect(m, uart.rx_data, core.rx)
+        tx_src, rx_dst = core.tx, core.rx
+        if board.ethernet and "net" in core.signature.members:   # a core with SET_NET
+            from latscope.gateware.eth.board import add_ethernet
+            from latscope.gateware.eth.simtop import max_frame_for
+            tx_src, rx_dst = add_ethernet(m, platform, board, core, clk_in=self._clk_in,
+                                          arst=self._arst, max_frame=max_frame_for(core))
+        wiring.connect(m, tx_src, uart.tx_data)
+        wiring.connect(m, uart.rx_data, rx_dst)
 
     def _frame_pins(self, m, platform):
         """The DUT's MII/RMII bus: its clocks drive domains ``phy_rx``/``phy_tx`` (one REF_CLK for

@@ -90,6 +90,9 @@ def _clock_role(net, board):
         return "capture+link"
     if "capture" in name:
         return "capture"
+    for role in ("eth_rx", "eth90", "eth"):      # the Ethernet link's domains (gateware/eth/)
+        if role in name:
+            return role
     if "phy_" in name or "latscope_phy" in name:
         return "phy"
     if name in ("clk", "sync_clk") or "sync" in name:

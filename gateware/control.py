@@ -104,7 +104,8 @@ class Control(wiring.Component):
 
     def __init__(self, *, channels=8, lanes=2, counter_width=48, max_glitch=15,
                  heartbeat_shift=20, fifo_depth=1024, capture_hz, board="sim", channel_names,
-                 source_hash=0, timeout=1 << 16, frame_rules=0):
+                 source_hash=0, timeout=1 << 16, frame_rules=0,
+                 net=None):
         with _rejected(self):
             _check("Channel count", channels, 1, 8)
             _check("Lane count", lanes, 1, 255)
@@ -135,7 +136,16 @@ class Control(wiring.Component):
         least = selftest_min_ticks(lanes)
         self.config_init = {"rise_en": every, "fall_en": every, "selftest_high": least,
                             "selftest_low": least}
-        members = {
+        # SET_NET exists only where there is an Ethernet link (``net``: its NetConfig at reset).
+        self.net_init = None
+        net_members = {}
+        if net is not None:
+            from .eth.link import net_init
+            from .eth.mac import NetLayout
+            self.net_init = net_init(net)
+            net_members = {"net": Out(NetLayout, init=self.net_init), "net_write": Out(1)}
+            self._arg_lengths[Opcode.SET_NET] = 12
+        members = net_members | {
             "rx": In(stream.Signature(8)),
             "replies": Out(stream.Signature(ReplyByte)),
             "config": Out(self.config_layout, init=self.config_init),
@@ -258,6 +268,8 @@ class Control(wiring.Component):
             with m.State("EXECUTE"):
                 with m.If(~self.config_busy):
                     m.d.comb += self.config_write.eq(1)
+                    if self.net_init is not None:
+                        m.d.comb += self.net_write.eq(1)
                     self._execute(m, arg, length, status, which)
                     m.next = "REPLY"
 
@@ -337,6 +349,14 @@ class Control(wiring.Component):
                 m.d.sync += status.eq(bad)
             with m.Else():
                 m.d.sync += [status.eq(ok), cfg.glitch[arg[1][:3]].eq(arg[2])]
+        elif opcode == Opcode.SET_NET:
+            mac, ip = Cat(*arg[6:0:-1]), Cat(*arg[10:6:-1])
+            port = Cat(arg[11], arg[12])
+            with m.If(arg[1][0] | (port == 0)):          # group (multicast) MAC, or no port
+                m.d.sync += status.eq(bad)
+            with m.Else():
+                m.d.sync += [status.eq(ok), self.net.mac.eq(mac), self.net.ip.eq(ip),
+                             self.net.port.eq(port)]
         elif opcode == Opcode.SELFTEST:
             mask, high, low = u16[1], u16[3], u16[5]
             least = selftest_min_ticks(self.lanes)

@@ -276,10 +276,12 @@ class CommandModel:
     ``selftest_high``, ``selftest_low``; ``resets`` counts RESET_TIME commands.
     """
 
-    def __init__(self, *, channels=8, max_glitch=15, identify=b"", lanes=2):
+    def __init__(self, *, channels=8, max_glitch=15, identify=b"", lanes=2, net=None):
         self.channels, self.max_glitch, self.identify = channels, max_glitch, identify
         # shortest self-test width: model_capture.selftest_min_ticks (not imported: no cycle)
         self.min_width = max(2, lanes)
+        #: The NetConfig (SET_NET) on an Ethernet design, None where SET_NET is unknown.
+        self.net = net
         every = (1 << channels) - 1
         self.config = {"armed": 0, "rise_en": every, "fall_en": every, "glitch": [0] * channels,
                        "selftest_on": 0, "selftest_drive": 0, "selftest_mask": 0,
@@ -294,6 +296,8 @@ class CommandModel:
         opcode, args = payload[0], bytes(payload[1:])
         lengths = {Opcode.IDENTIFY: 0, Opcode.ARM: 1, Opcode.SET_EDGES: 4, Opcode.SET_GLITCH: 2,
                    Opcode.RESET_TIME: 0, Opcode.SELFTEST: 7, Opcode.STATUS: 0}
+        if self.net is not None:
+            lengths[Opcode.SET_NET] = 12
         if opcode not in lengths:
             return opcode, Status.UNKNOWN_OPCODE, b""
         if len(args) != lengths[opcode]:
@@ -303,7 +307,13 @@ class CommandModel:
             return opcode, Status.OK, self.identify
         if opcode == Opcode.STATUS:
             return opcode, Status.OK, status_data
-        if opcode == Opcode.RESET_TIME:
+        if opcode == Opcode.SET_NET:
+            from .eth.model import NetConfig
+            net = NetConfig.from_bytes(args)
+            if args[0] & 1 or net.port == 0:
+                return opcode, Status.BAD_ARGUMENT, b""
+            self.net = net
+        elif opcode == Opcode.RESET_TIME:
             self.resets += 1
         elif opcode == Opcode.ARM:
             if args[0] > 1:

@@ -117,6 +117,8 @@ class Opcode(enum.IntEnum):
     SET_SEQ_OFFSET     = 0x12  # u16 byte offset of the big-endian u32 sequence number in the UDP
                                # payload (default TRAFFIC_SEQ_OFFSET)
     SET_COUNTER_PERIOD = 0x13  # u8 shift: COUNTERS records every 2**shift link cycles (0 = off)
+    SET_NET    = 0x20  # Ethernet boards only: 6-byte MAC, 4-byte IPv4 (both network order),
+                       # u16 UDP port; unicast MAC and port != 0, else BAD_ARGUMENT
 
 
 class Status(enum.IntEnum):

@@ -69,12 +69,16 @@ class LatscopeCore(wiring.Component):
         ``phy_tx`` in ``phy_tx``. None (default): edges only.
     frame_options : dict
         ``rules``, ``classes``, ``header_bytes``, ``queue_depth`` of the frame capture.
+    net : NetConfig, optional
+        Ethernet boards: the addresses after reset; adds SET_NET and the ``net``, ``net_write``,
+        ``net_busy`` members (to :class:`~latscope.gateware.eth.link.EthLink`).
     """
 
     def __init__(self, *, channels=8, lanes=2, counter_width=48, max_glitch=15,
                  heartbeat_shift=20, fifo_depth=1024, async_fifo=True, capture_hz, board="sim",
                  channel_names, source_hash=0, fast_forward=False, max_payload=MAX_PAYLOAD,
-                 command_timeout=1 << 16, time_width=64, sniffer=None, frame_options=None):
+                 command_timeout=1 << 16, time_width=64, sniffer=None, frame_options=None,
+                 net=None):
         with _rejected(self):
             if not isinstance(fifo_depth, int) or fifo_depth < 4 or fifo_depth & (fifo_depth - 1):
                 raise TypeError(f"FIFO depth must be a power of two >= 4, not {fifo_depth!r}")
@@ -97,7 +101,8 @@ class LatscopeCore(wiring.Component):
                                fifo_depth=fifo_depth, capture_hz=capture_hz, board=board,
                                channel_names=self.channel_names, source_hash=source_hash,
                                timeout=command_timeout,
-                               frame_rules=self.frames.rules if self.frames else 0)
+                               frame_rules=self.frames.rules if self.frames else 0,
+                               net=net)
         self.fifo_depth, self.async_fifo, self.fast_forward = fifo_depth, async_fifo, fast_forward
         self.identify = self.control.identify
         members = {
@@ -108,6 +113,11 @@ class LatscopeCore(wiring.Component):
         }
         if self.frames is not None:
             members.update(phy_rx=In(self.frames.pins), phy_tx=In(self.frames.pins))
+        if net is not None:
+            # Ethernet boards: SET_NET's registers, carried to the link by its own crossing
+            # (gateware/eth/link.py), whose busy flag holds commands like the config crossing's.
+            members.update(net=Out(self.control.net.shape(), init=self.control.net_init),
+                           net_write=Out(1), net_busy=In(1))
         if fast_forward:
             members.update(ff_skip=In(counter_width), quiescent=Out(1),
                            ff_limit=Out(counter_width))
@@ -134,12 +144,18 @@ class LatscopeCore(wiring.Component):
             cross = ConfigCrossing(ctl.config.shape(), init=ctl.config_init, o_domain="capture")
             m.submodules.crossing = cross
             m.d.comb += [cross.i_config.eq(ctl.config), cross.i_pulse.eq(ctl.time_reset),
-                         cross.i_write.eq(ctl.config_write), ctl.config_busy.eq(cross.busy)]
+                         cross.i_write.eq(ctl.config_write)]
+            busy = cross.busy
             cfg, time_reset = cross.o_config, cross.o_pulse
         else:
             # One clock: the front end registers the configuration itself; no crossing needed
             # (it would hold two more copies of the configuration word).
             cfg, time_reset = ctl.config, ctl.time_reset
+            busy = 0
+        if ctl.net_init is not None:
+            m.d.comb += [self.net.eq(ctl.net), self.net_write.eq(ctl.net_write)]
+            busy = busy | self.net_busy
+        m.d.comb += ctl.config_busy.eq(busy)
         fe = Signal(FrontEndConfig)
         m.d.comb += [fe.armed.eq(cfg.armed), fe.time_reset.eq(time_reset),
                      fe.selftest_on.eq(cfg.selftest_on), fe.rise_en.eq(cfg.rise_en),

@@ -8,8 +8,10 @@ import importlib
 import json
 import time
 
-PART_BENCH_MODULES = ("latscope.gateware.bench", "latscope.capture.bench",
-                      "latscope.analysis.bench")
+PART_BENCH_MODULES = ("latscope.gateware.bench", "latscope.gateware.linkbench",
+                      "latscope.capture.bench", "latscope.analysis.bench")
+#: Section names that are not the module's part (``--only NAME``).
+_SECTION_NAMES = {"latscope.gateware.linkbench": "links"}
 
 
 def register(subparsers):
@@ -19,7 +21,8 @@ def register(subparsers):
                     "measured on this machine now; ratios compare against a baseline run in the "
                     "same process.")
     parser.add_argument("--quick", action="store_true", help="smaller sizes, for a smoke test")
-    parser.add_argument("--only", choices=["gateware", "capture", "analysis"], help="one section")
+    parser.add_argument("--only", choices=["gateware", "links", "capture", "analysis"],
+                        help="one section")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
     parser.set_defaults(func=main)
 
@@ -47,7 +50,7 @@ def _fmt(value):
 def main(args):
     results = {}
     for name in PART_BENCH_MODULES:
-        part = name.split(".")[1]
+        part = _SECTION_NAMES.get(name, name.split(".")[1])
         if args.only and part != args.only:
             continue
         try:

@@ -1,0 +1,102 @@
+"""The Ethernet link on a board (the ECPIX-5): clocks, PHY reset, RGMII pins and the link itself.
+
+:func:`add_ethernet` is called by :class:`~latscope.gateware.boards.BoardTop` for boards with
+``ethernet=True``. It adds
+
+* a second ECP5 PLL from the 100 MHz oscillator: ``eth`` at 125 MHz (transmit logic) and
+  ``eth90``, the same frequency 2 ns (90 degrees) later, which clocks only the TXC output cell;
+* ``eth_rx``, the PHY's receive clock from its ``rx_clk`` pin (125 MHz at 1000 Mb/s);
+* the PHY's reset, held for 2**20 link cycles (21.8 ms at 48 MHz; PHYs want >= 10 ms) after the
+  FPGA's own reset; MDIO is left idle (MDC low, MDIO released): the PHY's strap defaults are used;
+* :class:`~.link.EthLink` on the pins and :class:`~.link.LinkMux` between the core, the UART and
+  the link.
+
+Clock-domain crossings it adds (all through the project's FIFO and synchroniser primitives):
+``sync -> eth`` (stream bytes, ``CaptureFIFO``; SET_NET registers, ``ConfigCrossing``),
+``eth_rx -> eth`` (received bytes, ``CaptureFIFO``), ``eth -> sync`` (command bytes,
+``CaptureFIFO``).
+"""
+
+from amaranth.hdl import ClockDomain, ClockSignal, Const, Instance, Signal
+from amaranth.lib import io, wiring
+from amaranth.lib.cdc import ResetSynchronizer
+
+from .link import EthLink, LinkMux
+from .rgmii import RgmiiPins
+
+__all__ = ["ETH_PLL", "add_ethernet"]
+
+#: EHXPLLL for the link: 100 MHz / CLKI_DIV 4 = 25 MHz PFD; CLKOP feedback x5 -> 125 MHz;
+#: VCO = 125 MHz * CLKOP_DIV 5 = 625 MHz (400..800 allowed). CLKOS = 625 / 5 = 125 MHz, delayed
+#: by CPHASE + FPHASE/8 VCO periods beyond the zero-phase setting (DIV - 1): 1.25 * 1.6 ns = 2 ns.
+ETH_PLL = dict(CLKI_DIV=4, CLKFB_DIV=5, CLKOP_DIV=5, CLKOS_DIV=5, CLKOS_CPHASE=5,
+               CLKOS_FPHASE=2)
+
+
+def _eth_pll(m, clk_in, arst):
+    eth, eth90, locked = Signal(), Signal(), Signal()
+    p = ETH_PLL
+    m.submodules.eth_pll = Instance(
+        "EHXPLLL",
+        a_FREQUENCY_PIN_CLKI="100", a_FREQUENCY_PIN_CLKOP="125", a_FREQUENCY_PIN_CLKOS="125",
+        a_ICP_CURRENT="12", a_LPF_RESISTOR="8", a_MFG_ENABLE_FILTEROPAMP="1",
+        a_MFG_GMCREF_SEL="2",
+        p_PLLRST_ENA="DISABLED", p_INTFB_WAKE="DISABLED", p_STDBY_ENABLE="DISABLED",
+        p_DPHASE_SOURCE="DISABLED", p_OUTDIVIDER_MUXA="DIVA", p_OUTDIVIDER_MUXB="DIVB",
+        p_OUTDIVIDER_MUXC="DIVC", p_OUTDIVIDER_MUXD="DIVD",
+        p_CLKI_DIV=p["CLKI_DIV"], p_FEEDBK_PATH="CLKOP", p_CLKFB_DIV=p["CLKFB_DIV"],
+        p_CLKOP_ENABLE="ENABLED", p_CLKOP_DIV=p["CLKOP_DIV"],
+        p_CLKOP_CPHASE=p["CLKOP_DIV"] - 1, p_CLKOP_FPHASE=0,
+        p_CLKOS_ENABLE="ENABLED", p_CLKOS_DIV=p["CLKOS_DIV"],
+        p_CLKOS_CPHASE=p["CLKOS_CPHASE"], p_CLKOS_FPHASE=p["CLKOS_FPHASE"],
+        i_RST=Const(0), i_STDBY=Const(0), i_CLKI=clk_in, i_CLKFB=eth,
+        i_PHASESEL0=Const(0), i_PHASESEL1=Const(0), i_PHASEDIR=Const(1),
+        i_PHASESTEP=Const(1), i_PHASELOADREG=Const(1), i_PLLWAKESYNC=Const(0),
+        i_ENCLKOP=Const(0),
+        o_CLKOP=eth, o_CLKOS=eth90, o_LOCK=locked,
+    )
+    m.domains.eth = ClockDomain("eth")
+    m.domains.eth90 = ClockDomain("eth90")
+    m.d.comb += [ClockSignal("eth").eq(eth), ClockSignal("eth90").eq(eth90)]
+    m.submodules.rst_eth = ResetSynchronizer(~locked | arst, domain="eth")
+    m.submodules.rst_eth90 = ResetSynchronizer(~locked | arst, domain="eth90")
+    return locked
+
+
+def add_ethernet(m, platform, board, core, *, clk_in, arst, max_frame):
+    """Add the link to ``m`` (``arst``: the board's reset, PLL lock included); return the UART-side
+    streams ``(uart_tx, uart_rx)`` of the link
+    multiplexer (connect the UART's ``tx_data`` and ``rx_data`` to them)."""
+    locked = _eth_pll(m, clk_in, arst)
+    port = platform.request("eth_rgmii", 0, dir={name: "-" for name in (
+        "rst", "mdio", "mdc", "tx_clk", "tx_ctrl", "tx_data", "rx_clk", "rx_ctrl", "rx_data")})
+    m.submodules.eth_rx_clk_buf = rx_clk = io.Buffer("i", port.rx_clk)
+    m.domains.eth_rx = ClockDomain("eth_rx")
+    m.d.comb += ClockSignal("eth_rx").eq(rx_clk.i)
+    # on the pin: the buffer's output net does not survive synthesis under its own name
+    platform.add_clock_constraint(port.rx_clk.io, 125e6)
+    # The receive FIFO's two sides leave reset together with the eth domain (gateware/fifo.py)
+    m.submodules.rst_eth_rx = ResetSynchronizer(~locked | arst, domain="eth_rx")
+
+    # PHY reset (active low on the pin; the buffer inverts PinsN): held after our own reset
+    m.submodules.phy_rst_buf = phy_rst = io.Buffer("o", port.rst)
+    m.submodules.mdc_buf = mdc = io.Buffer("o", port.mdc)
+    m.submodules.mdio_buf = mdio = io.Buffer("io", port.mdio)
+    hold = Signal(21)
+    with m.If(~hold[20]):
+        m.d.sync += hold.eq(hold + 1)
+    m.d.comb += [phy_rst.o.eq(~hold[20]), mdc.o.eq(0), mdio.oe.eq(0), mdio.o.eq(0)]
+
+    m.submodules.rgmii = pins = RgmiiPins(port)
+    m.submodules.eth_link = link = EthLink(max_frame=max_frame)
+    release = max(64, 30 * board.uart_divisor)         # three UART byte times
+    m.submodules.link_mux = mux = LinkMux(release_cycles=release)
+    m.d.comb += [pins.tx_rise.eq(link.tx_rise), pins.tx_fall.eq(link.tx_fall),
+                 link.rx_rise.eq(pins.rx_rise), link.rx_fall.eq(pins.rx_fall),
+                 link.net.eq(core.net), link.net_write.eq(core.net_write),
+                 core.net_busy.eq(link.net_busy)]
+    wiring.connect(m, core.tx, mux.core_tx)
+    wiring.connect(m, mux.core_rx, core.rx)
+    wiring.connect(m, mux.eth_tx, link.stream_in)
+    wiring.connect(m, link.commands, mux.eth_rx)
+    return mux.uart_tx, mux.uart_rx

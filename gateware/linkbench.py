@@ -1,0 +1,271 @@
+"""Link benchmark (``latscope bench --only links``): the UART and the Ethernet link, measured the
+same way on the same stimuli, simulated.
+
+The real gateware runs in Verilator (the ECPIX-5's parameters in the single-clock simulation
+core; :mod:`latscope.gateware.bench`); a link is modelled by the byte rate its transmitter
+accepts from the framer:
+
+- **UART**: 12 Mbaud 8N1, 1.2 MB/s: one byte per ``capture_hz / 1.2e6`` cycles.
+- **Ethernet**: the framer's bytes leave at most one per cycle of the 48 MHz link clock; the
+  1000BASE-T link carries 119.7 MB/s of UDP payload, so the 48 MHz clock is the bottleneck. The
+  harness's throttle takes whole cycles, so one byte per ``ceil(160 / 48) = 4`` capture cycles
+  (40 MB/s) is modelled: conservative by 17 %.
+
+Figures: the highest lossless event rate of each link on two stimuli (worst case: periodic edges
+over 8 channels, where every delta needs a 3-byte token near the UART's limit; realistic: the
+64-byte echo of the ``el-dm-64`` profile, its timeline stretched), found by bisection with runs
+at least ten times longer than what the capture FIFO and the framer's buffers could hide; the
+link utilisation (wire bytes over capacity) and the stimulus's own bytes per event at that rate;
+Ethernet wire bytes per event with every UDP/IPv4/Ethernet header, FCS, preamble and gap counted
+(the gateware's packing rule, :class:`~latscope.gateware.eth.model.DatagramPacker`); a 100 Mb/s
+line-rate 64-byte echo over Ethernet (10^6 packets); and the host's receive rate through the real
+UDP socket path on 127.0.0.1.
+"""
+
+import math
+import socket
+import threading
+import time
+
+import numpy as np
+
+SECTION = "links: UART and Ethernet, on the same stimuli (simulated)"
+
+UART_BYTES_PER_S = 12e6 / 10
+ETH_LINK_CLOCK_HZ = 48e6                  # the framer's byte clock on the ECPIX-5
+ETH_PAYLOAD_BYTES_PER_S = 125e6 * 1472 / (1472 + 8 + 14 + 20 + 8 + 4 + 12)
+#: Per datagram on the wire besides its payload: preamble+SFD 8, Ethernet 14, IPv4 20, UDP 8,
+#: FCS 4, inter-frame gap 12.
+ETH_OVERHEAD = 8 + 14 + 20 + 8 + 4 + 12
+
+
+def eth_wire_bytes(stream_bytes):
+    """Bytes on the wire carrying ``stream_bytes`` as the board's datagrams (padding included)."""
+    from latscope.gateware.eth.model import DatagramPacker
+    packer = DatagramPacker(max_frame=6 + 12 + 1024 + 4)
+    datagrams = packer.feed(stream_bytes) + packer.idle()
+    return sum(max(len(p) + 42, 60) + 4 + 8 + 12 for p in datagrams), len(datagrams)
+
+
+def _buffer_events(board, per_event):
+    """Events the capture FIFO and the framer's two payload buffers can hold."""
+    return board.fifo_depth + 2 * 1024 / per_event
+
+
+def periodic(rate, duration_s, tick_hz):
+    """Worst case: every ``tick_hz / rate`` ticks the next of 8 channels toggles."""
+    from latscope.gateware.bench import periodic_stimulus
+    period = max(1, round(tick_hz / rate))
+    count = max(16, int(duration_s * tick_hz / period))
+    return periodic_stimulus(period, count, channels=range(8))
+
+
+def echo_base(board, packets):
+    """The ``el-dm-64`` echo (back-to-back 64-byte requests at 100 Mb/s) as (ticks, values)."""
+    from latscope.capture.simbench import InstrumentTiming, Traffic, simulate
+    run = simulate("el-dm-64", packets, seed=1,
+                   traffic=Traffic(host_turnaround_us=1.0, turnaround_jitter_us=0.0),
+                   timing=InstrumentTiming(capture_hz=board.capture_hz, lanes=board.lanes))
+    return np.asarray(run.stimulus.ticks, np.int64), np.asarray(run.stimulus.values), run
+
+
+def stretched(base, rate, duration_s, tick_hz):
+    """The echo's timeline scaled so its mean event rate is ``rate``, repeated as often as
+    needed to last ``duration_s`` (so a short base never makes a run too short to show loss)."""
+    ticks, values = base
+    native = len(ticks) / ((ticks[-1] - ticks[0]) / tick_hz)
+    scale = native / rate
+    t = ticks[0] + np.round((ticks - ticks[0]) * scale).astype(np.int64)
+    keep = np.concatenate([[True], np.diff(t) > 0])      # two edges never share a tick
+    t, v = t[keep], values[keep]
+    span = int(t[-1] - t[0]) + max(1, round(tick_hz / rate))
+    copies = max(1, math.ceil(duration_s * tick_hz / span))
+    if v[-1] != 0:                    # every copy must start from the levels it assumes
+        t, v = np.append(t, t[-1] + 1), np.append(v, 0)
+        span += 1
+    t = np.concatenate([t + k * span for k in range(copies)])
+    v = np.tile(v, copies)
+    n = int(np.searchsorted(t, t[0] + duration_s * tick_hz))
+    return t[:max(16, n)], v[:max(16, n)]
+
+
+def play(inst, ticks, values, throttle, tick_hz):
+    """Run a stimulus; return a dict of events, losses, bytes and span. Every command must be
+    answered OK (the bench's own set-up is checked, not assumed)."""
+    from latscope.gateware.bench import run_stimulus
+    from latscope.gateware.protocol import Status
+    data, result, _ = run_stimulus(inst, ticks, values, throttle=throttle)
+    bad = [r for r in result.replies if r.status != Status.OK]
+    if bad or len(result.replies) < 2:
+        raise RuntimeError(f"the bench's set-up commands were not all accepted: {bad}")
+    levels = np.asarray(values, np.int64)
+    changes = np.bitwise_xor(levels, np.concatenate([[0], levels[:-1]])).astype(np.uint8)
+    expected = int(np.unpackbits(changes).sum())          # every toggled channel is an event
+    return {"events": len(result.time), "expected": expected,
+            "lost": result.overflow_lost_events + result.link_lost_events,
+            "bytes": len(data), "data": data,
+            "span_s": (int(ticks[-1]) - int(ticks[0])) / tick_hz}
+
+
+def bisect(inst, board, make, throttle, lo, hi, steps, per_event_guess):
+    """Highest lossless rate between ``lo`` (assumed lossless, checked) and ``hi`` (lossy), each
+    run long enough to hold 10x the events the buffers can hide at the excess rate."""
+    best = None
+    for _ in range(steps):
+        rate = math.sqrt(lo * hi) if best is not None or lo > 0 else hi / 2
+        duration = max(0.01, 10 * _buffer_events(board, per_event_guess) / rate)
+        ticks, values = make(rate, duration)
+        out = play(inst, ticks, values, throttle, board.tick_hz)
+        if out["lost"] == 0 and out["events"] == out["expected"]:
+            best, lo = (rate, out), rate
+        else:
+            hi = rate
+    return best, hi
+
+
+def host_udp_rate(stream_bytes, repeat=1):
+    """Events/s the host decodes from the real UDP socket path on 127.0.0.1: the board's
+    datagrams of ``stream_bytes`` sent as fast as a sender thread can, received by
+    :class:`~latscope.capture.udp.UdpTransport` and decoded by the stream decoder."""
+    from latscope.capture.stream import StreamDecoder
+    from latscope.capture.udp import UdpTransport
+    from latscope.gateware.eth.model import DatagramPacker
+    packer = DatagramPacker(max_frame=6 + 12 + 1024 + 4)
+    datagrams = packer.feed(stream_bytes) + packer.idle()
+    tx = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    tx.bind(("127.0.0.1", 0))
+    rx = UdpTransport("127.0.0.1", tx.getsockname()[1])
+    rx_port = rx._sock.getsockname()[1]
+    tx.connect(("127.0.0.1", rx_port))
+    done = threading.Event()
+
+    def sender():
+        for _ in range(repeat):
+            for d in datagrams:
+                tx.send(d)
+        done.set()
+
+    decoder = StreamDecoder()
+    events = lost = 0
+    thread = threading.Thread(target=sender, daemon=True)
+    started = time.perf_counter()
+    thread.start()
+    idle_since = None
+    last = started
+    batch = bytearray()
+
+    def decode():
+        nonlocal events, lost
+        result = decoder.feed(bytes(batch))
+        events += len(result.time)
+        lost += result.link_lost_events + result.overflow_lost_events
+        batch.clear()
+
+    # Bytes are decoded in batches of up to 256 KiB (or whatever arrived when the socket pauses):
+    # the decoder is vectorised, so its cost is per call as much as per byte.
+    while True:
+        data = rx.read(1 << 20, 0.002 if batch else 0.05)
+        if data:
+            batch += data
+            last = time.perf_counter()
+            idle_since = None
+            if len(batch) >= 1 << 18:
+                decode()
+            continue
+        if batch:
+            decode()
+            last = time.perf_counter()
+        elif done.is_set():
+            if idle_since is None:
+                idle_since = time.perf_counter()
+            elif time.perf_counter() - idle_since > 0.2:
+                break
+    thread.join()
+    seconds = last - started
+    rx.close()
+    tx.close()
+    return events, lost, seconds, len(datagrams) * repeat, rx.datagrams
+
+
+def run(quick):
+    """Rows ``(figure, value, unit, note)``."""
+    from latscope.gateware.bench import _sim_instrument
+    from latscope.gateware.boards import BOARDS
+    board = BOARDS["ecpix5"]
+    tick_hz = board.tick_hz
+    inst = _sim_instrument(board)
+    inst.build(verbose=False)
+    uart_throttle = round(board.capture_hz / UART_BYTES_PER_S)            # 133 cycles/byte
+    eth_throttle = math.ceil(board.capture_hz / ETH_LINK_CLOCK_HZ)        # 4 cycles/byte
+    links = {"UART": (uart_throttle, board.capture_hz / uart_throttle),
+             "Ethernet": (eth_throttle, board.capture_hz / eth_throttle)}
+    rows = []
+    steps = 3 if quick else 7
+    base = echo_base(board, 300 if quick else 3000)
+    stimuli = {
+        "worst case (periodic, 8 channels)":
+            lambda rate, d: periodic(rate, d, tick_hz),
+        "realistic (64-byte echo, stretched)":
+            lambda rate, d: stretched(base[:2], rate, d, tick_hz),
+    }
+    found = {}
+    for link, (throttle, capacity) in links.items():
+        for name, make in stimuli.items():
+            guess = 3.1 if "periodic" in name else 2.3
+            top = 1.6 * capacity / guess
+            (best, hi) = bisect(inst, board, make, throttle, 0.0, top, steps, guess)
+            if best is None:
+                rows.append((f"{link}: lossless rate, {name}", "none", "events/s",
+                             f"lossy at every rate tried (down to {hi:,.0f}/s)"))
+                continue
+            rate, out = best
+            per_event = out["bytes"] / out["events"]
+            util = out["bytes"] / (capacity * out["span_s"])
+            found[link, name] = rate
+            wire = ""
+            if link == "Ethernet":
+                wire_bytes, n_dgrams = eth_wire_bytes(out["data"])
+                wire = (f"; {wire_bytes / out['events']:.3f} B/event on the wire with UDP/IP/"
+                        f"Ethernet overhead ({n_dgrams:,} datagrams)")
+            rows.append((f"{link}: lossless rate, {name}", round(rate), "events/s",
+                         f"bisection of {steps} runs; at this rate {out['events']:,} events "
+                         f"over {out['span_s'] * 1e3:.1f} ms simulated, no loss; stimulus "
+                         f"{per_event:.3f} B/event (stream); link utilisation {util:.0%} of "
+                         f"{capacity / 1e6:.2f} MB/s{wire}; first lossy rate tried "
+                         f"{hi:,.0f}/s"))
+    for name in stimuli:
+        if ("UART", name) in found and ("Ethernet", name) in found:
+            ratio = found["Ethernet", name] / found["UART", name]
+            rows.append((f"Ethernet / UART, {name}", round(ratio, 1), "x",
+                         "lossless rates measured above, same stimulus, same run"))
+
+    # 100 Mb/s line-rate echo over Ethernet
+    packets = 20_000 if quick else 1_000_000
+    ticks, values, echo_run = echo_base(board, packets)
+    started = time.monotonic()
+    out = play(inst, ticks, values, eth_throttle, tick_hz)
+    took = time.monotonic() - started
+    wire_bytes, n_dgrams = eth_wire_bytes(out["data"])
+    rows.append(("Ethernet: 64-byte echo at 100 Mb/s line rate", out["lost"], "events lost",
+                 f"{packets:,} packets, {out['events']:,} of {out['expected']:,} events "
+                 f"received ({out['events'] / out['span_s']:,.0f} events/s); "
+                 f"{out['bytes'] / out['events']:.3f} B/event stream, "
+                 f"{wire_bytes / out['events']:.3f} B/event on the wire; "
+                 f"Verilator {took:.0f} s"))
+    if "UART" in links:
+        uart_out = play(inst, ticks[:len(ticks) // 20], values[:len(ticks) // 20],
+                        uart_throttle, tick_hz) if not quick else None
+        if uart_out is not None:
+            rows.append(("UART: the same echo (first 5 %)", uart_out["lost"], "events lost",
+                         f"{uart_out['events']:,} of {uart_out['expected']:,} received; the "
+                         f"UART needs {uart_out['bytes'] / uart_out['span_s'] / 1e6:.2f} MB/s "
+                         f"of its 1.2"))
+
+    # host receive rate through the real UDP socket path
+    events, lost, seconds, sent, received = host_udp_rate(out["data"], repeat=1)
+    rows.append(("host: UDP receive + decode rate", round(events / seconds), "events/s",
+                 f"{events:,} events from {received:,} of {sent:,} datagrams on 127.0.0.1 in "
+                 f"{seconds:.2f} s (sender as fast as it can; decoded in batches of <= 256 KiB); "
+                 f"{lost:,} events reported lost "
+                 f"(kernel drops show up here as link loss); goal >= 10 M events/s"))
+    return rows
