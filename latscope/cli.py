@@ -56,6 +56,8 @@ COMMAND_INDEX = {
     "report": ("latscope.analysis.cli", "write an HTML and Markdown report of captures"),
     "selftest": ("latscope.capture.selftest",
                  "check the instrument with its internal pattern (no DUT needed)"),
+    "doctor": ("latscope.capture.doctor",
+               "bring up a new board: identify, self-test, loop-back, link soak"),
     "gateware": ("latscope.gateware.cli",
                  "build and program the FPGA gateware, export Verilog, show pin maps"),
     "bench": ("latscope.bench", "run the benchmarks and print a table of figures"),
