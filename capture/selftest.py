@@ -619,11 +619,13 @@ class SelftestBenchEngine:
     lets time run at wall-clock pace, which the simulator can follow only while the core
     fast-forwards; with the self-test on it never does.)
 
-    There is no loop-back cable: the harness does not connect ``selftest_out`` to an input.
+    ``cable`` (channel -> ticks) fits a simulated fan-out cable (the harness's CABLE command): each
+    listed channel sees the self-test output pin that many ticks late, in place of its idle pin,
+    so ``--calibrate`` can run; without it no channel is connected to ``selftest_out``.
     """
     name = "verilator"
 
-    def __init__(self, *, step_cycles=1 << 15):
+    def __init__(self, *, step_cycles=1 << 15, cable=None):
         from latscope.capture import simbench
         from latscope.gateware import verilator
         if isinstance(step_cycles, bool) or not isinstance(step_cycles, int) or step_cycles < 1:
@@ -636,13 +638,20 @@ class SelftestBenchEngine:
             capture_hz=int(self.timing.capture_hz), lanes=self.timing.lanes,
             channel_names=simbench.CHANNEL_ROLES, **simbench.CORE_PARAMS)
         self.proc = instrument.open()
+        self.cable = dict(cable or {})
+        if self.cable:
+            self.proc.write(verilator.Commands().cable(
+                self.cable, channels=simbench.CORE_PARAMS["channels"], lanes=self.timing.lanes))
         self._lock = threading.Lock()
         self._requested = 0
         self.started = False
         self.finished = False
 
     def metadata(self):
-        return {"simulated": True, "engine": self.name, "traffic": "none (self-test bench)"}
+        meta = {"simulated": True, "engine": self.name, "traffic": "none (self-test bench)"}
+        if self.cable:
+            meta["cable_delay_ticks"] = {str(ch): d for ch, d in sorted(self.cable.items())}
+        return meta
 
     def host_bytes(self, data):
         with self._lock:
@@ -678,7 +687,7 @@ class _SimHandle:
         self.server.close()
 
 
-def open_simulated_instrument(engine="auto"):
+def open_simulated_instrument(engine="auto", *, cable=None):
     """Start the self-test bench (:class:`SelftestBenchEngine`) on a pseudo-terminal.
 
     Parameters
@@ -686,6 +695,8 @@ def open_simulated_instrument(engine="auto"):
     engine : {"auto", "verilator"}
         The simulated bench's reference-model engine cannot serve: its capture model
         (``capture_entries_fast``) does not model the self-test generator.
+    cable : dict, optional
+        A simulated fan-out cable, channel -> delay in ticks (:class:`SelftestBenchEngine`).
 
     Returns
     -------
@@ -698,7 +709,7 @@ def open_simulated_instrument(engine="auto"):
                             f"reference-model engine does not model the self-test generator); "
                             f"not {engine!r}")
     try:
-        bench = SelftestBenchEngine()
+        bench = SelftestBenchEngine(cable=cable)
     except ImportError as error:
         raise LatscopeError(f"the simulated instrument needs Verilator: {error}") from None
     server = PtyServer(bench)
@@ -782,6 +793,10 @@ def register(subparsers):
                    help="measure per-channel timing offsets with the self-test output pin wired "
                         "to every --channels input at once (equal-length fan-out cable) and write "
                         "them to FILE for `latscope capture --calibration FILE`")
+    p.add_argument("--sim-skew", metavar="TICKS,...",
+                   help="with --sim --calibrate: the simulated fan-out cable's extra delay per "
+                        "channel of --channels, in ticks (0..1000, default all 0), to emulate "
+                        "channel skew")
     p.add_argument("--json", action="store_true", help="print the result as JSON on stdout")
     p.set_defaults(func=cmd_selftest)
 
@@ -826,16 +841,23 @@ def _calibrate(args):
     """``latscope selftest --calibrate FILE``: per-channel offsets through a fan-out cable."""
     from latscope.capture import calibration, session
     from latscope.capture.transport import open_port
-    if args.sim:
-        raise LatscopeError("--calibrate needs a cable from the self-test output pin to every "
-                            "channel input, and the simulated bench has none; run it on a board "
-                            "with the cable fitted")
     if args.loopback is not None:
         raise LatscopeError("--calibrate and --loopback are separate runs: use one of them")
     chans = _channel_list(args.channels) if args.channels else list(range(protocol.NUM_CHANNELS))
     edges = args.edges if args.duration is None and args.edges is not None else \
         (DEFAULT_EDGES if args.duration is None else None)
-    transport = open_port(args.port, args.baud)
+    port, handle = args.port, None
+    if args.sim:   # the simulated instrument with a simulated fan-out cable on --channels
+        port, handle = open_simulated_instrument(args.sim_engine,
+                                                 cable=_sim_cable(args.sim_skew, chans))
+    elif args.sim_skew is not None:
+        raise LatscopeError("--sim-skew needs --sim")
+    try:
+        transport = open_port(port, args.baud)
+    except BaseException:
+        if handle is not None:
+            handle.close()
+        raise
     try:
         instrument = session.Instrument(transport)
         identity = instrument.identify()
@@ -844,11 +866,30 @@ def _calibrate(args):
                            duration=args.duration, timeout=args.timeout)
     finally:
         transport.close()
+        if handle is not None:
+            handle.close()
     measured = calibration.measure_offsets(cap.time, cap.channel, cap.rising, channels=chans)
     calibration.write_calibration(args.calibrate, measured, identity=identity)
-    return {"instrument": dict(identity), "simulated": False, "port": args.port,
+    return {"instrument": dict(identity), "simulated": bool(args.sim), "port": port,
             "stopped": cap.reason, "calibration": measured.to_dict(), "file": args.calibrate,
             "ok": True}
+
+
+def _sim_cable(text, chans):
+    """The simulated cable for ``--sim-skew``: channel -> delay ticks over ``chans``."""
+    if text is None:
+        return dict.fromkeys(chans, 0)
+    try:
+        delays = [int(part) for part in text.split(",")]
+    except ValueError:
+        raise LatscopeError(f"--sim-skew must be comma-separated tick counts, not {text!r}") \
+            from None
+    if len(delays) != len(chans):
+        raise LatscopeError(f"--sim-skew lists {len(delays)} delays for {len(chans)} channels "
+                            f"{chans}")
+    if any(not 0 <= d <= 1000 for d in delays):
+        raise LatscopeError(f"--sim-skew delays must be 0..1000 ticks, not {text!r}")
+    return dict(zip(chans, delays, strict=True))
 
 
 def selftest(args):
@@ -857,6 +898,8 @@ def selftest(args):
     from latscope.capture.transport import open_port
     if getattr(args, "calibrate", None):
         return _calibrate(args)
+    if getattr(args, "sim_skew", None) is not None:
+        raise LatscopeError("--sim-skew needs --sim --calibrate")
     chans, loop, reference = _plan(args)
     if args.sim and loop is not None:
         raise LatscopeError("--loopback needs a cable from the self-test output pin to a channel "

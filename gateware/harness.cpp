@@ -1,7 +1,7 @@
 // latscope: Verilator harness for the simulated instrument (LatscopeCore exported to Verilog).
 //
 // Built by gateware/verilator.py around the wrapper module `harness_top` it generates, whose ports
-// have fixed names and widths: clk, rst, samples[31:0], selftest_out[1:0], tx_data[7:0], tx_valid,
+// have fixed names and widths: clk, rst, samples[31:0], selftest_out[3:0], tx_data[7:0], tx_valid,
 // tx_ready, rx_data[7:0], rx_valid, rx_ready, ff_skip[63:0], quiescent, ff_limit[63:0].
 //
 // stdin: a binary command stream (little-endian), one opcode byte then its arguments:
@@ -17,6 +17,11 @@
 //                                      that holds again; at most max cycles
 //   0x07 STATS                         write a statistics line to stderr
 //   0x08 RESET    u32 cycles           hold rst for that many cycles (time starts again at 0)
+//   0x09 CABLE    u8 channels, u8 lanes, u16 mask, 16 x u16 delay
+//                                      a simulated fan-out cable: from now on channel ch of mask
+//                                      sees the self-test output pin delayed by delay[ch] ticks
+//                                      (a tick is one lane), in place of its sample-word bits;
+//                                      mask 0 removes the cable. Delays are at most 1023 ticks.
 // stdout: every byte the core sends on tx, as it is accepted. Output is flushed whenever the
 // harness waits for input, so an interactive driver sees replies without closing stdin.
 // At end of input the harness writes a final statistics line to stderr and exits with status 0;
@@ -45,6 +50,16 @@ uint64_t since_tx = UINT64_MAX / 2;   // cycles since the last accepted tx byte
 uint32_t throttle = 1;
 bool ff_allowed = true;
 std::deque<uint8_t> rx_queue;
+
+// The fan-out cable (CABLE): a history of the self-test pin per tick, newest at cable_pos.
+constexpr unsigned CABLE_HISTORY = 1024;
+uint16_t cable_mask = 0;
+unsigned cable_channels = 0, cable_lanes = 0;
+uint16_t cable_delay[16];
+uint8_t cable_hist[CABLE_HISTORY];
+unsigned cable_pos = 0;
+unsigned cable_ones = 0;       // ones in cable_hist: 0 means no edge is still on its way
+uint32_t base_samples = 0;     // the sample word SAMPLES set (the cable overrides its channels)
 auto started = std::chrono::steady_clock::now();
 
 unsigned char in_buf[1 << 16];
@@ -112,6 +127,32 @@ void stats(const char *when) {
     fflush(stderr);
 }
 
+// The cable: push this cycle's self-test pin (one bit per lane, lane 0 earliest) into the history
+// and present each cabled channel's delayed level in its sample-word bits. The pin comes from
+// registers only (no path from samples), so one more evaluation settles the new word.
+void apply_cable() {
+    uint32_t pin = top->selftest_out;
+    for (unsigned lane = 0; lane < cable_lanes; lane++) {
+        cable_pos = (cable_pos + 1) % CABLE_HISTORY;
+        cable_ones -= cable_hist[cable_pos];
+        cable_hist[cable_pos] = (pin >> lane) & 1;
+        cable_ones += cable_hist[cable_pos];
+    }
+    uint32_t word = base_samples;
+    for (unsigned ch = 0; ch < cable_channels; ch++) {
+        if (!((cable_mask >> ch) & 1)) continue;
+        for (unsigned lane = 0; lane < cable_lanes; lane++) {
+            // tick `lane` of this cycle is (cable_lanes - 1 - lane) ticks before the newest
+            unsigned back = cable_delay[ch] + (cable_lanes - 1 - lane);
+            unsigned bit = lane * cable_channels + ch;
+            uint32_t level = cable_hist[(cable_pos + CABLE_HISTORY - back) % CABLE_HISTORY];
+            word = (word & ~(1u << bit)) | (level << bit);
+        }
+    }
+    top->samples = word;
+    top->eval();
+}
+
 // One clock cycle; with skip > 0 the core advances skip + 1 cycles (fast-forward).
 void tick(uint64_t skip = 0) {
     top->ff_skip = skip;
@@ -120,6 +161,7 @@ void tick(uint64_t skip = 0) {
     top->rx_data = rx_queue.empty() ? 0 : rx_queue.front();
     top->clk = 0;
     top->eval();
+    if (cable_mask) apply_cable();
     bool tx_fire = top->tx_valid && top->tx_ready;
     uint8_t tx_byte = top->tx_data;
     bool rx_fire = top->rx_valid && top->rx_ready;
@@ -154,7 +196,10 @@ void run(uint64_t n) {
     // so the quiescence check costs no extra evaluation; settle once for a new sample word.
     settle();
     while (n > 0) {
-        if (ff_allowed && n > 1 && rx_queue.empty() && top->quiescent && !top->tx_valid) {
+        // with a cable, skip only while no self-test edge is in it (the pin idles low)
+        bool cable_idle = !cable_mask || (cable_ones == 0 && top->selftest_out == 0);
+        if (ff_allowed && n > 1 && rx_queue.empty() && top->quiescent && !top->tx_valid
+            && cable_idle) {
             uint64_t k = top->ff_limit;
             if (k > n - 1) k = n - 1;
             if (k > 0) {
@@ -214,7 +259,7 @@ int main(int argc, char **argv) {
         case 0x01: {
             uint32_t word = get<uint32_t>();
             uint64_t hold = get<uint64_t>();
-            top->samples = word;
+            top->samples = base_samples = word;
             run(hold);
             break;
         }
@@ -234,6 +279,26 @@ int main(int argc, char **argv) {
         }
         case 0x07: flush_out(); stats("request"); break;
         case 0x08: reset(get<uint32_t>()); break;
+        case 0x09: {
+            cable_channels = get<uint8_t>();
+            cable_lanes = get<uint8_t>();
+            cable_mask = get<uint16_t>();
+            for (auto &d : cable_delay) d = get<uint16_t>();
+            bool bad = cable_channels > 16 || cable_lanes < 1 || cable_lanes > 4
+                       || cable_channels * cable_lanes > 32;
+            for (unsigned ch = 0; ch < 16; ch++)
+                if (((cable_mask >> ch) & 1) && cable_delay[ch] + cable_lanes >= CABLE_HISTORY)
+                    bad = true;
+            if (bad) {
+                flush_out();
+                fprintf(stderr, "harness: bad CABLE command\n");
+                return 3;
+            }
+            memset(cable_hist, 0, sizeof(cable_hist));
+            cable_ones = 0;
+            top->samples = base_samples;
+            break;
+        }
         default:
             flush_out();
             fprintf(stderr, "harness: unknown command 0x%02x after %llu cycles\n", op,

@@ -35,7 +35,7 @@ from latscope.gateware.protocol import EntryKind, FrameType, Opcode, Status
 CH, LANES, CW = 8, 2, 16
 
 
-def random_entries(rng, n, *, tick_every=40, cw=CW, overflow=0.0, big_gaps=0.0):
+def random_entries(rng, n, *, tick_every=40, cw=CW, overflow=0.0, big_gaps=0.0, lanes=LANES):
     """Random entries and the events they hold, ``(time, channel, rising)`` in stream order."""
     entries, events, cycle = [], [], 0
     for i in range(n):
@@ -50,17 +50,17 @@ def random_entries(rng, n, *, tick_every=40, cw=CW, overflow=0.0, big_gaps=0.0):
             entries.append(Entry(EntryKind.OVERFLOW, cycle % (1 << cw),
                                  count=rng.randrange(1, 500), span=rng.randrange(0, 40)))
             continue
-        edges = rng.randrange(1, 1 << (CH * LANES))
-        levels = rng.randrange(0, 1 << (CH * LANES))
+        edges = rng.randrange(1, 1 << (CH * lanes))
+        levels = rng.randrange(0, 1 << (CH * lanes))
         entries.append(Entry(EntryKind.EVENTS, cycle % (1 << cw), edges, levels))
-        for bit in range(CH * LANES):
+        for bit in range(CH * lanes):
             if edges >> bit & 1:
-                events.append((cycle * LANES + bit // CH, bit % CH, bool(levels >> bit & 1)))
+                events.append((cycle * lanes + bit // CH, bit % CH, bool(levels >> bit & 1)))
     return entries, events
 
 
-def model_stream(entries, *, max_payload=256, cw=CW):
-    model = LinkModel(channels=CH, lanes=LANES, counter_width=cw, max_payload=max_payload)
+def model_stream(entries, *, max_payload=256, cw=CW, lanes=LANES):
+    model = LinkModel(channels=CH, lanes=lanes, counter_width=cw, max_payload=max_payload)
     model.run(entries)
     last = entries[-1].cycle + 1 if entries else 0
     model.entry(Entry(EntryKind.TICK, last % (1 << cw)))    # closes the last frame
@@ -463,3 +463,85 @@ def test_scratch_reuses_small_arrays_only():
     assert len(scratch("x", 120, np.uint32)) == 120            # longer: a new array
     big = scratch("y", 200, np.uint64)                         # 1600 bytes: above the limit
     assert not np.shares_memory(scratch("y", 200, np.uint64), big)
+
+
+# --- four lanes (ECP5 IDDRX2F: 200 MHz capture clock, 1.25 ns ticks) ----------------------------
+# The decoder never multiplies by lanes (the encoder sends tick deltas), so these tests show the
+# 4-lane stream decodes with no lane knowledge beyond IDENTIFY's, against the same models.
+
+def test_identify_at_four_lanes_gives_the_tick_rate():
+    raw = identify_data(channels=8, lanes=4, counter_width=48, max_glitch=15, heartbeat_shift=20,
+                        fifo_depth=1024, capture_hz=200_000_000, board="ecpix5",
+                        channel_names=[f"c{i}" for i in range(8)])
+    # 200 MHz capture clock * 4 lanes = 800 MHz of ticks (1.25 ns), exact integers
+    assert parse_identify(raw)["tick_hz"] == 800_000_000
+    decoder = StreamDecoder()
+    decoder.feed(frame(FrameType.REPLY, 0, bytes([1, Opcode.IDENTIFY, 0]) + raw))
+    assert decoder.lanes == 4
+
+
+def test_four_lane_random_entries_with_wraps_and_overflows():
+    rng = random.Random(41)
+    entries, events = random_entries(rng, 3000, big_gaps=0.05, lanes=4)
+    data = model_stream(entries, lanes=4)
+    result = StreamDecoder().feed(data)
+    # expected times are cycle * 4 + lane, computed in random_entries independently of the model
+    check_events(result, events)
+    assert result.frames_bad == result.bytes_skipped == result.frames_missing == 0
+    assert result.time[-1] > 50 * (1 << CW)       # the 16-bit counter wrapped many times
+    same(result, decode_reference(data))
+    # with OVERFLOW entries, fed in pieces that split frames anywhere
+    entries, events = random_entries(random.Random(42), 1500, overflow=0.02, lanes=4)
+    data = model_stream(entries, lanes=4)
+    decoder, parts = StreamDecoder(), []
+    for pos in range(0, len(data), 777):
+        parts.append(decoder.feed(data[pos:pos + 777]))
+    parts.append(decoder.finish())
+    whole = DecodeResult.concat(parts)
+    check_events(whole, events)
+    same(whole, decode_reference(data))
+    assert whole.losses and whole.overflow_lost_events > 0
+
+
+def test_four_lane_same_tick_edges_stay_distinct_and_ordered():
+    # one capture cycle (cycle 5 -> ticks 20..23): lane 0 has channels 0, 3, 7 rising; lane 2
+    # has channels 3 (falling) and 5 (rising); lane 3 has every channel (alternating levels)
+    edges = (0b10001001 | 0b00101000 << 2 * CH | 0xFF << 3 * CH)
+    levels = (0b10001001 | 0b00100000 << 2 * CH | 0x55 << 3 * CH)
+    entries = [Entry(EntryKind.EVENTS, 5, edges, levels),
+               Entry(EntryKind.EVENTS, 6, 0b1 << CH, 0b1 << CH)]
+    result = StreamDecoder().feed(model_stream(entries, lanes=4))
+    expected = ([(20, ch, True) for ch in (0, 3, 7)] + [(22, 3, False), (22, 5, True)]
+                + [(23, ch, ch % 2 == 0) for ch in range(CH)] + [(25, 0, True)])
+    check_events(result, expected)
+    # ordered by time, then channel; each (time, channel) pair appears once
+    keys = list(zip(result.time.tolist(), result.channel.tolist(), strict=True))
+    assert keys == sorted(set(keys))
+
+
+def test_four_lane_times_equal_the_capture_models_ticks():
+    """Pins -> capture model (lanes=4) -> link model -> decoder gives back every pin edge's tick.
+
+    The capture model's pin-to-timestamp offset is 0 (model_capture.Pipeline), so each decoded
+    time must equal the stimulus tick exactly; same-tick edges on several channels included.
+    """
+    from latscope.gateware.model_capture import Config, Stimulus, capture_entries
+
+    lanes, channels = 4, CH
+    rng = np.random.default_rng(14)
+    toggles = [np.sort(rng.choice(np.arange(8, 3000), 120, replace=False)) for _ in range(channels)]
+    shared = np.array([101, 102, 103, 104, 2001])      # every lane of one cycle, and one more tick
+    toggles = [np.union1d(t, shared) for t in toggles]
+    stimulus = Stimulus.from_edges(toggles)
+    n_cycles = 3000 // lanes + 40                      # room for the pipeline latency
+    entries = capture_entries(stimulus, Config(), channels=channels, lanes=lanes, counter_width=16,
+                              max_glitch=0, heartbeat_shift=8, n_cycles=n_cycles)
+    result = StreamDecoder().feed(model_stream(entries, lanes=lanes))
+    ticks = np.concatenate(toggles)
+    chans = np.concatenate([np.full(len(t), ch) for ch, t in enumerate(toggles)])
+    rising = np.concatenate([np.arange(len(t)) % 2 == 0 for t in toggles])  # starts low
+    order = np.lexsort((chans, ticks))
+    assert np.array_equal(result.time, ticks[order])
+    assert np.array_equal(result.channel, chans[order].astype(np.uint8))
+    assert np.array_equal(result.rising, rising[order])
+    assert np.count_nonzero(result.time == 103) == channels      # lane 3 of cycle 25, all channels

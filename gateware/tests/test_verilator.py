@@ -164,6 +164,24 @@ def test_bad_command_is_reported(probe):
         probe.run_commands(b"\x7f")
 
 
+def test_cable_command_encoding_and_validation(probe):
+    # OP_CABLE, channels, lanes, u16 mask, then 16 u16 delays (harness.cpp's command table)
+    data = bytes(vl.Commands().cable({0: 3, 5: 1000}, channels=8, lanes=4))
+    assert data[:5] == bytes([vl.OP_CABLE, 8, 4]) + (0b100001).to_bytes(2, "little")
+    delays = [int.from_bytes(data[5 + 2 * i:7 + 2 * i], "little") for i in range(16)]
+    assert delays == [3, 0, 0, 0, 0, 1000] + [0] * 10 and len(data) == 37
+    with pytest.raises(ValueError, match="cable: channel 8 delay 0 outside"):
+        vl.Commands().cable({8: 0}, channels=8, lanes=2)
+    with pytest.raises(ValueError, match="cable: channel 1 delay 1001 outside"):
+        vl.Commands().cable({1: 1001}, channels=8, lanes=2)
+    bad_lanes = bytes([vl.OP_CABLE, 8, 5, 1, 0]) + bytes(32)
+    with pytest.raises(LatscopeError, match="bad CABLE command"):
+        probe.run_commands(bad_lanes)
+    # removing the cable (mask 0) gives the SAMPLES word back: the probe reports it unchanged
+    cmds = vl.Commands().cable({}, channels=8, lanes=2).samples(0, 10).samples(0x21, 100)
+    assert probe.run_commands(cmds.drain(10_000)) == _expected_probe_bytes([(10, 0x21)])
+
+
 def test_bench_periodic_stimulus():
     from latscope.gateware.bench import periodic_stimulus
     ticks, values = periodic_stimulus(5, 6, start=100, channels=(0, 3))
