@@ -39,8 +39,9 @@ __all__ = ["Step", "Verdict", "judge_identity", "judge_channels", "judge_loopbac
            "GATEWARE_VERSION", "DEFAULT_SOAK_S"]
 
 DEFAULT_SOAK_S = 60.0
-#: The pattern of the channel and loop-back steps: odd times, so edges fall on both DDR lanes.
-PATTERN = (101, 99)
+#: The pattern of the channel and loop-back steps: an odd period (199 ticks), so successive edges
+#: step through every lane of a cycle, with 2 lanes (DDR) as with 4 (ECP5 2:1 gearing).
+PATTERN = (101, 98)
 #: The soak pattern: on every channel, about ten times what a 12 Mbaud link carries on the
 #: ECPIX-5 (8 ch x 2 edges / 14 ticks x 320 M ticks/s), so the link is never idle.
 SOAK_PATTERN = (7, 7)
@@ -116,7 +117,7 @@ def judge_channels(check, channels):
                 "events mean the link was too slow for the pattern", data)
 
 
-def judge_loopback(time, channel, rising, *, wired, high_ticks, low_ticks):
+def judge_loopback(time, channel, rising, *, wired, high_ticks, low_ticks, lanes=2):
     """Step ``loop-back``: lane order and high/low times on each ``wired`` channel, and one
     pin-to-timestamp offset for all of them (each channel's first rising edge against the first
     wired channel's, modulo the pattern period)."""
@@ -127,7 +128,7 @@ def judge_loopback(time, channel, rising, *, wired, high_ticks, low_ticks):
     swapped, dead, bad = [], [], []
     for ch in wired:
         lb = analyse_loopback(time, channel, rising, loop_channel=ch, high_ticks=high_ticks,
-                              low_ticks=low_ticks)
+                              low_ticks=low_ticks, lanes=lanes)
         per[ch] = lb
         if lb.edges == 0:
             dead.append(ch)
@@ -221,7 +222,8 @@ def _soak(instrument, identity, *, seconds, clock=_time.monotonic):
             events += len(res.time)
     elapsed = clock() - start
     instrument.disarm()
-    instrument.selftest(False, channels=mask, high_ticks=2, low_ticks=2)
+    idle = _idle_width(identity)
+    instrument.selftest(False, channels=mask, high_ticks=idle, low_ticks=idle)
     after = dict(decoder.counters)
     delta = {k: after.get(k, 0) - before.get(k, 0) for k in after}
     return dict(seconds=elapsed, frames_ok=int(delta.get("frames_ok", 0)),
@@ -259,7 +261,8 @@ def _collect(instrument, identity, *, wired, high, low, edges, timeout, clock=_t
                     if c in counts:
                         counts[c] += 1
     instrument.disarm()
-    instrument.selftest(False, channels=0, high_ticks=2, low_ticks=2)
+    idle = _idle_width(identity)
+    instrument.selftest(False, channels=0, high_ticks=idle, low_ticks=idle)
     if not parts:
         return np.zeros(0, np.int64), np.zeros(0, np.uint8), np.zeros(0, bool)
     return trim_to_complete(np.concatenate([p[0] for p in parts]),
@@ -317,7 +320,8 @@ def run_doctor(instrument, *, loopback=(), soak_s=DEFAULT_SOAK_S, engine=None, e
         finally:
             if engine is not None:
                 engine.loopback((), high, low)
-        steps.append(judge_loopback(t, c, r, wired=wired, high_ticks=high, low_ticks=low))
+        steps.append(judge_loopback(t, c, r, wired=wired, high_ticks=high, low_ticks=low,
+                                    lanes=int(identity.get("lanes") or 2)))
     if soak_s > 0:
         counters = _soak(instrument, identity, seconds=soak_s)
         steps.append(judge_soak(wanted_s=soak_s, **counters))
@@ -392,7 +396,7 @@ class DoctorBenchEngine:
                                    lanes=self.lanes, channels=self.channels,
                                    end_tick=cycles * self.lanes, initial=initial)
         if self.swap_lanes:
-            data = _swap_lanes(data, self.channels)
+            data = _swap_lanes(data, self.channels, self.lanes)
         return v.Commands().raw(data)
 
     def host_bytes(self, data):
@@ -423,14 +427,23 @@ class DoctorBenchEngine:
         self._inner.close()
 
 
-def _swap_lanes(data, channels):
-    """SAMPLES commands with the two lanes of every word exchanged."""
+def _swap_lanes(data, channels, lanes=2):
+    """SAMPLES commands with the lanes of every word in reverse order (two lanes: exchanged)."""
     from latscope.gateware.verilator import _SAMPLES_DTYPE
     rec = np.frombuffer(data, dtype=_SAMPLES_DTYPE).copy()
-    low = rec["word"] & ((1 << channels) - 1)
-    high = (rec["word"] >> channels) & ((1 << channels) - 1)
-    rec["word"] = (low << channels) | high
+    word = rec["word"]
+    mask = (1 << channels) - 1
+    out = np.zeros_like(word)
+    for lane in range(lanes):
+        out |= ((word >> (lane * channels)) & mask) << ((lanes - 1 - lane) * channels)
+    rec["word"] = out
     return rec.tobytes()
+
+
+def _idle_width(identity):
+    """High/low ticks for switching the pattern off: the shortest the gateware accepts
+    (2, and at least one capture cycle: ``lanes`` ticks)."""
+    return max(2, int(identity.get("lanes") or 2))
 
 
 def open_doctor_bench(**faults):
