@@ -28,10 +28,11 @@ for m in default_definitions().measurements:
 
 # %% [markdown]
 # ## Load and summarise
-# `api.load` analyses the capture chunk by chunk and keeps the per-packet records for pandas.
+# `api.load` analyses the capture chunk by chunk and keeps the per-packet records for pandas;
+# `ns_histograms=True` also keeps each latency in whole nanoseconds for the `.hlog` export below.
 
 # %%
-a = api.load(paths[0])
+a = api.load(paths[0], ns_histograms=True)
 a.summary()[["n", "mean_ns", "three_sigma_ns", "min_ns", "p50_ns", "p99_ns", "p999_ns",
              "max_ns", "missed", "spurious"]]
 
