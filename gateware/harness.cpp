@@ -2,7 +2,7 @@
 //
 // Built by gateware/verilator.py around the wrapper module `harness_top` it generates, whose ports
 // have fixed names and widths: clk, rst, samples[31:0], selftest_out[3:0], tx_data[7:0], tx_valid,
-// tx_ready, rx_data[7:0], rx_valid, rx_ready, ff_skip[63:0], quiescent, ff_limit[63:0].
+// tx_ready, rx_data[7:0], rx_valid, rx_ready, ff_skip[63:0], quiescent, ff_limit[63:0], phy[31:0].
 //
 // stdin: a binary command stream (little-endian), one opcode byte then its arguments:
 //   0x01 SAMPLES  u32 word, u64 hold   set the sample word (bit lane*channels+ch), run hold cycles
@@ -22,6 +22,9 @@
 //                                      sees the self-test output pin delayed by delay[ch] ticks
 //                                      (a tick is one lane), in place of its sample-word bits;
 //                                      mask 0 removes the cable. Delays are at most 1023 ticks.
+//   0x0A PHY      u32 word             set the MII/RMII pin word (a frame-capture core's PHY
+//                                      clocks and data; see verilator.py PHY_BITS) and evaluate,
+//                                      between two capture clock cycles
 // stdout: every byte the core sends on tx, as it is accepted. Output is flushed whenever the
 // harness waits for input, so an interactive driver sees replies without closing stdin.
 // At end of input the harness writes a final statistics line to stderr and exits with status 0;
@@ -250,6 +253,7 @@ int main(int argc, char **argv) {
     Verilated::commandArgs(argc, argv);
     top = new Vtop;
     top->samples = 0;
+    top->phy = 0;
     top->ff_skip = 0;
     reset(4);
     for (;;) {
@@ -299,6 +303,10 @@ int main(int argc, char **argv) {
             top->samples = base_samples;
             break;
         }
+        case 0x0A:
+            top->phy = get<uint32_t>();
+            top->eval();
+            break;
         default:
             flush_out();
             fprintf(stderr, "harness: unknown command 0x%02x after %llu cycles\n", op,

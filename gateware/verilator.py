@@ -40,8 +40,15 @@ __all__ = ["Commands", "VerilatorInstrument", "VerilatorProcess", "stimulus_comm
 
 HARNESS_SOURCE = Path(__file__).with_name("harness.cpp")
 
-OP_SAMPLES, OP_RUN, OP_RX, OP_FASTFWD, OP_THROTTLE, OP_DRAIN, OP_STATS, OP_RESET, OP_CABLE = \
-    range(1, 10)
+OP_SAMPLES, OP_RUN, OP_RX, OP_FASTFWD, OP_THROTTLE, OP_DRAIN, OP_STATS, OP_RESET, OP_CABLE, \
+    OP_PHY = range(1, 11)
+
+#: Bits of the harness's ``phy`` word that drive a frame-capture core's MII/RMII pins
+#: (``LatscopeCore(sniffer=...)``): receive side from bit 0, transmit side from bit 8; per side
+#: ``clk`` (RX_CLK / TX_CLK / REF_CLK: the side's clock domain), ``dv``, ``er``, ``data`` (4 or 2
+#: bits). The PHY clocks are pins like the others, so a replay plays recorded clocks.
+PHY_BITS = {"clk": 0, "dv": 1, "er": 2, "data": 3}
+PHY_SIDE_SHIFT = {"rx": 0, "tx": 8}
 
 _SAMPLES_DTYPE = np.dtype([("op", "u1"), ("word", "<u4"), ("hold", "<u8")])   # packed: 13 bytes
 
@@ -128,7 +135,16 @@ def _wrapper(ports, name):
         need(port, "output")
     for port in ("tx__ready", "rx__payload", "rx__valid"):
         need(port, "input")
+    for side, shift in PHY_SIDE_SHIFT.items():
+        # the pins are one port, the layout frames.phy_pins_layout: dv, er, data from bit 0
+        if f"phy_{side}" in ports and ports[f"phy_{side}"][0] == "input":
+            width = ports[f"phy_{side}"][1]
+            first = shift + PHY_BITS["dv"]
+            conns += [f".phy_{side}_clk(phy[{shift}])",
+                      f".phy_{side}(phy[{first + width - 1}:{first}])"]
     for port, (direction, _) in ports.items():
+        if port.startswith("phy_") and port.endswith("_clk"):
+            continue                    # the MII/RMII clocks: from the phy word (above)
         if direction == "input" and (port == "clk" or port.endswith("_clk")):
             conns.append(f".{port}(clk)")
         elif direction == "input" and (port == "rst" or port.endswith("_rst")):
@@ -139,7 +155,7 @@ def _wrapper(ports, name):
         "module harness_top(input clk, input rst, input [31:0] samples,",
         "    output [3:0] selftest_out, output [7:0] tx_data, output tx_valid, input tx_ready,",
         "    input [7:0] rx_data, input rx_valid, output rx_ready,",
-        "    input [63:0] ff_skip, output quiescent, output [63:0] ff_limit);",
+        "    input [63:0] ff_skip, output quiescent, output [63:0] ff_limit, input [31:0] phy);",
         f"  wire [{st_width - 1}:0] selftest_out_w;",
         "  assign selftest_out = selftest_out_w;",
     ]
@@ -234,6 +250,12 @@ class Commands:
         words = b"".join(delays.get(ch, 0).to_bytes(2, "little") for ch in range(16))
         self._parts.append(bytes([OP_CABLE, channels, lanes]) + mask.to_bytes(2, "little")
                            + words)
+        return self
+
+    def phy(self, word):
+        """Set the MII/RMII pin word (:data:`PHY_BITS`, :data:`PHY_SIDE_SHIFT`) at once, between
+        two cycles of the capture clock: a rising ``clk`` bit clocks that side's sniffer."""
+        self._parts.append(bytes([OP_PHY]) + int(word).to_bytes(4, "little"))
         return self
 
     def reset(self, cycles=4):

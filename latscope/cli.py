@@ -14,6 +14,7 @@ PART_CLI_MODULES = (
     "latscope.capture.demo",      # demo
     "latscope.capture.cli",       # capture, info, verify
     "latscope.capture.interop",   # import (sigrok), export (sigrok, VCD, CSV)
+    "latscope.capture.replay",    # replay-pins
     "latscope.capture.traffic",   # traffic
     "latscope.capture.runner",    # run
     "latscope.analysis.cli",      # analyze, compare, report
@@ -48,6 +49,9 @@ COMMAND_INDEX = {
                "capture"),
     "export": ("latscope.capture.interop",
                "write a capture window as sigrok .sr, VCD or CSV, or its frames as pcapng"),
+    "replay-pins": ("latscope.capture.replay",
+                    "play recorded pin activity (.vcd/.sr) through the real gateware "
+                    "(Verilator) into a capture file"),
     "traffic": ("latscope.capture.traffic",
                 "send paced UDP test frames to the DUT and record the echoes"),
     "run": ("latscope.capture.runner", "run an experiment matrix (paths x sizes x configurations)"),

@@ -26,12 +26,12 @@ SR = os.path.join(ROOT, "fixtures", "sigrok", "counter.sr")
 
 #: Good values for required arguments, by metavar or destination (never by command name).
 GOOD = {"FILE": CAPTURE, "CAPTURE": CAPTURE, "FILE.sr": SR, "HOST:PORT": "127.0.0.1:9",
-        "board": "icebreaker"}
+        "board": "icebreaker", "RECORDING": SR}
 #: Inputs that are binary by nature (a bitstream): no "binary where text is expected" case.
 BINARY_INPUTS = {"bitstream"}
 #: Kinds of path arguments, by metavar or destination.
 INPUT_CAPTURE = {"FILE", "CAPTURE"}
-INPUT_SR = {"FILE.sr"}
+INPUT_SR = {"FILE.sr", "RECORDING"}
 TEXT_INPUT = {"FILE.toml", "EXPERIMENT.toml"}
 OUTPUT_DESTS = {"output", "out", "hlog"}
 DEVICE = {"DEVICE"}
