@@ -87,9 +87,9 @@ def parse_pin_map(text):
 
 def _ps_from_samples(index, samplerate):
     """Nearest whole ps of sample ``index`` at ``samplerate`` (exact integer arithmetic)."""
-    index = np.asarray(index, np.int64)
-    whole, frac = np.divmod(index, samplerate)
-    return whole * PS + (frac * PS * 2 + samplerate) // (2 * samplerate)
+    num, den = _ratio(PS, samplerate)
+    whole, rem = np.divmod(np.asarray(index, np.int64), den)
+    return whole * num + (rem * (2 * num) + den) // (2 * den)
 
 
 def read_recording(path, pin_map=None, *, samplerate=None):
@@ -163,10 +163,20 @@ def read_recording(path, pin_map=None, *, samplerate=None):
     return PinRecording(edges, initial, markers, source, dict(pairs))
 
 
+def _ratio(a, b):
+    """``a / b`` as a reduced pair of ints (keeps the int64 products below small)."""
+    from math import gcd
+    g = gcd(int(a), int(b))
+    return int(a) // g, int(b) // g
+
+
 def _nearest(time_ps, rate_hz, origin_ps):
-    """Nearest whole period of ``rate_hz`` to each time, counted from ``origin_ps``."""
+    """Nearest whole period of ``rate_hz`` to each time, counted from ``origin_ps`` (exact
+    integer arithmetic: ticks = round(t * rate / 1e12), halves up)."""
+    num, den = _ratio(rate_hz, PS)
     t = np.asarray(time_ps, np.int64) - origin_ps
-    return (t * (2 * rate_hz) + PS) // (2 * PS)
+    whole, rem = np.divmod(t, den)
+    return whole * num + (rem * (2 * num) + den) // (2 * den)
 
 
 def _drop_collapsed(ticks, rising):
