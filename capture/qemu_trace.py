@@ -6,14 +6,18 @@ emulated timeline. It is turned here into the marker pin activity (m0..m4) an in
 see and written as ``.lsc`` captures that the normal analysis reads. Everything produced here is
 **emulated time**, not hardware latency.
 
-Time base (QEMU 7.2, ``hw/timer/a9gtimer.c``): ``counter = (virtual_ns - reset_ns) /
-(10 * (prescaler + 1))``; Zephyr 3.7 leaves the prescaler at 0: one tick is 10 ns.
+Time base (QEMU 7.2, ``hw/timer/a9gtimer.c``): ``counter = (virtual_ns - enable_ns) /
+(10 * (prescaler + 1))`` from the register write that enables the timer; Zephyr 3.7 leaves the
+prescaler at 0: one tick is 10 ns.
 
-Frame wire times are NOT in emulated time: QEMU's ``filter-dump`` stamps frames with the host's
-wall clock (seen in this run: pcap times are 2026 epoch seconds while the guest timer starts at
-0), so the frame dump only proves what crossed the wire (requests and echoes per port, in
-order). Stages are therefore measured from the receive interrupt's entry (``rx.isr``) and from
-the send call (``tx.send``); wire-referenced stages (RX_DV, TX_EN) need the instrument.
+Frame wire times: QEMU's ``filter-dump`` stamps every frame with QEMU's virtual clock (µs) plus
+a whole number of host wall-clock seconds fixed when the dump opens (QEMU 7.2 ``net/dump.c``), so
+the dump's times are emulated time too, one constant away from the A9 timer's (derivation and
+its limits below, :func:`dump_offset_ns`). :func:`captures_from_run` measures from the receive
+interrupt's entry (``rx.isr``) and the send call (``tx.send``) without the dump;
+:func:`pin_captures_from_run` puts the frames on MII pins on the same timeline, so stages are
+measured from RX_DV falling and to TX_EN rising, through ``latscope replay-pins``
+(``fixtures/zephyr-qemu/wire_run.py``).
 
 :func:`captures_from_run` writes the trace directly as captures (1 ns ticks);
 :func:`replay_through_gateware` plays the same edges as pin levels through the simulated
@@ -257,3 +261,168 @@ def replay_through_gateware(events, path, markers, label, *, engine="verilator",
             transport.close()
         server.close()
     return path
+
+
+# --- frame wire times in emulated time -----------------------------------------------------------
+# QEMU 7.2's filter-dump (net/dump.c, dump_receive_iov) stamps each frame with
+# ``qemu_clock_get_us(QEMU_CLOCK_VIRTUAL)`` plus ``start_ts``, the host's wall clock in whole
+# seconds when the dump was opened: the pcap's times ARE emulated time (1 µs, truncated), offset
+# by a constant. The A9 global timer (hw/timer/a9gtimer.c) counts ``(virtual_ns - t_enable) /
+# 10`` from the moment the firmware enables it, so the two timelines differ by one constant
+# ``start_ts - t_enable`` that neither file states. It is established from the run itself
+# (:func:`dump_offset_ns`): every frame the GEM receives raises its receive interrupt, whose
+# entry the firmware marks (``rx.isr``, m0) — k-th received frame, k-th pulse — and the
+# offset is the smallest ``isr - dump`` time over all of them: the fastest interrupt entry is
+# taken as immediate. QEMU delivers a frame into the GEM's ring and raises the interrupt in the
+# same instant of virtual time; the entry path before the marker is a few dozen instructions
+# (8 ns each under ``-icount shift=3``), and the dump's µs truncation adds 0–1 µs: that is the
+# uncertainty of every wire-referenced stage (stated in docs/zephyr-results.md).
+# Limit seen in the committed run: the dump reads the clock on QEMU's I/O thread, and a request
+# that arrives while the guest sleeps (WFI, one echo in flight) carries the stamp of the moment
+# it went to sleep (often the same µs as the echo before it): under -icount the idle time is
+# accounted only when the vCPU wakes. Such a request's RX_DV falls early on the emulated
+# timeline, and its rx stages include the idle time (maxima of hundreds of µs; in the fast path
+# one request 11.9 ms, beyond the 1 ms window: counted missed). The dump alone cannot tell
+# which requests were stamped late, so wire-referenced rx figures are upper bounds of the
+# emulated latency for those requests; the tx side (the guest is running when it sends) is not
+# affected.
+#: Phase of each frame relative to its dump time: a received frame's dump time is the end of its
+#: last bit (RX_DV falls: the whole frame is in the ring), a sent frame's the start of its first
+#: (TX_EN rises: the driver started the MAC), as in :func:`wire_edges`.
+NIBBLE_NS = 40                       # MII at 100 Mb/s
+OFFSET_CLUSTER_NS = 1_000            # dump truncation: a µs
+#: Pin channels of a wire-level capture (:func:`pin_captures_from_run`): the instrument's
+#: roles, then the MII data pins the sniffers need.
+PIN_CHANNELS = {**CHANNELS, **{8 + i: f"rxd{i}" for i in range(4)},
+                **{12 + i: f"txd{i}" for i in range(4)}}
+
+
+def _mac(run):
+    return bytes(int(b, 16) for b in run["dut_mac"].split(":"))
+
+
+def received_frames(frames, dut_mac):
+    """Frames the DUT receives (unicast to it, or group addressed), in dump order."""
+    return [(t, f) for t, f in frames if f[0:6] == dut_mac or f[0] & 1]
+
+
+def dump_offset_ns(frames, console_text, dut_mac):
+    """Emulated time (A9 timer, ns) minus dump time of the same instant (see above).
+
+    Raises LatscopeError when the received frames and the ``rx.isr`` pulses do not pair up (a
+    different count, or fewer than a quarter of them within a µs of the fastest)."""
+    time, marker, rising = parse_trace(console_text)
+    isr = time[(marker == 0) & (rising == 1)]
+    rx = np.array([t for t, _ in received_frames(frames, dut_mac)], np.int64)
+    if len(rx) != len(isr):
+        raise LatscopeError(f"{len(rx)} frames received in the dump but {len(isr)} rx.isr "
+                            f"pulses in the trace: they cannot be paired")
+    delay = isr - rx
+    offset = int(delay.min())
+    if np.count_nonzero(delay - offset < OFFSET_CLUSTER_NS) < len(delay) // 4:
+        raise LatscopeError("the dump's receive times and the rx.isr pulses do not line up")
+    return offset
+
+
+def mii_frame_nibbles(frame):
+    """A dumped frame as it crosses an MII: padded to 60 bytes, FCS appended (``zlib.crc32``),
+    preamble and SFD first, low nibble of each byte first."""
+    import zlib
+
+    frame = bytes(frame) + bytes(max(0, 60 - len(frame)))
+    frame += zlib.crc32(frame).to_bytes(4, "little")
+    out = []
+    for byte in b"\x55" * 7 + b"\xd5" + frame:
+        out += [byte & 15, byte >> 4]
+    return out
+
+
+def _serialise(rows, start, nibbles, valid, data_first):
+    """Edges of one frame on valid + 4 data pins from ``start`` (ns): appends (t, ch, rising)."""
+    level = [0, 0, 0, 0]
+    rows.append((start, valid, 1))
+    for k, nib in enumerate(nibbles + [0]):
+        t = start + k * NIBBLE_NS
+        for i in range(4):
+            bit = (nib >> i) & 1
+            if bit != level[i]:
+                rows.append((t, data_first + i, bit))
+                level[i] = bit
+    rows.append((start + len(nibbles) * NIBBLE_NS, valid, 0))
+
+
+def pin_captures_from_run(run, console_text, pcap_data, out_dir):
+    """One wire-level capture per (path, marker map): the phase's marker edges and its frames on
+    MII pins (RX_DV/RXD, TX_EN/TXD), all in emulated ns (1 ns ticks), so the pins can be
+    exported and replayed through the gateware (``latscope replay-pins --frames mii``).
+
+    Returns
+    -------
+    list of (path, map name, capture path, offset_ns)
+    """
+    frames = read_pcap(pcap_data)
+    mac = _mac(run)
+    offset = dump_offset_ns(frames, console_text, mac)
+    time, marker, rising = parse_trace(console_text)
+    out = [(path, name) for path in run["paths"] for name in ("a", "b")]
+    starts = _phase_starts(run, time, marker, rising)      # as captures_from_run cuts them
+    received = received_frames(frames, mac)
+    isr = time[(marker == 0) & (rising == 1)]
+    result = []
+    for k, (path, name) in enumerate(out):
+        lo, hi = starts[k], starts[k + 1]
+        keep = (time >= lo) & (time < hi)
+        rows = list(zip(time[keep].tolist(), (marker[keep] + 3).tolist(), rising[keep].tolist(),
+                        strict=True))
+        port = run["guest_ports"][path]
+        for (t, f), t_isr in zip(received, isr, strict=True):     # k-th frame, k-th rx.isr
+            ports = udp_ports(f)
+            if ports is not None and ports[1] == port and lo <= t_isr < hi:
+                nibbles = mii_frame_nibbles(f)                     # request: RX, ends at t
+                _serialise(rows, t + offset - len(nibbles) * NIBBLE_NS, nibbles, 0, 8)
+        for t, f in frames:
+            ports = udp_ports(f)
+            if f[6:12] == mac and ports is not None and ports[0] == port \
+                    and lo <= t + offset < hi:
+                _serialise(rows, t + offset, mii_frame_nibbles(f), 1, 12)   # echo: TX
+        arr = np.array(sorted(rows), np.int64)
+        file = out_dir / f"qemu-wire-{path}-{name}.lsc"
+        from latscope.capture import capfile
+        meta = {"tick_hz": 1e9, "channels": {str(c): v for c, v in PIN_CHANNELS.items()},
+                "markers": MARKERS_A if name == "a" else MARKERS_B,
+                "label": f"qemu_cortex_a9 {path} map {name} (wire)", "time_base": "emulated",
+                "source": "fixtures/zephyr-qemu (QEMU -icount shift=3; emulated time; frame "
+                          f"wire times from filter-dump + {offset} ns)"}
+        writer = capfile.CaptureWriter(file, meta, fsync=False, overwrite=True)
+        writer.append_events(arr[:, 0], arr[:, 1].astype(np.uint8), arr[:, 2].astype(bool))
+        writer.close("complete")
+        result.append((path, name, file, offset))
+    return result
+
+
+def _phase_starts(run, time, marker, rising):
+    """Emulated time of each phase's start (as :func:`captures_from_run` cuts), and the end."""
+    n = run["packets"]
+    phases = len(run["paths"]) * 2
+    m1 = np.flatnonzero((marker == 1) & (rising == 1))
+    isr = np.flatnonzero((marker == 0) & (rising == 1))
+    starts = []
+    for k in range(phases):
+        first = m1[k * n]
+        before = isr[isr < first]
+        starts.append(int(time[before[-1]]) if len(before) else int(time[first]))
+    starts.append(int(time[-1]) + 1)
+    return starts
+
+
+def wire_definitions(path=None):
+    """The measurements of the wire-level run: ``fixtures/zephyr-qemu/wire-definitions.toml``
+    (or ``path``): every stage from RX_DV falling or to TX_EN rising."""
+    from pathlib import Path
+
+    from latscope.analysis.definitions import load_definitions
+
+    if path is None:
+        path = Path(__file__).resolve().parents[1] / "fixtures" / "zephyr-qemu" / \
+            "wire-definitions.toml"
+    return load_definitions(str(path))
