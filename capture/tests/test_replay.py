@@ -365,3 +365,43 @@ def test_rmii_replay_frames_and_edges(tmp_path):
                      rising.astype(int).tolist(), strict=True))
     assert [(t - want[0][0], r, v) for t, r, v in want] == got
     _check_frames(cap, frames)
+
+
+@pytest.mark.slow
+def test_icebreaker_markers_at_nearest_10_4_ns_tick(tmp_path):
+    """The iCEBreaker build (48 MHz DDR: 96 MHz ticks, 10.42 ns): marker edges off the tick grid
+    land on the nearest tick (exact), a 3 ns pulse is dropped and counted."""
+    path = tmp_path / "m.vcd"
+    import random
+
+    import numpy as np
+
+    rng = random.Random(5)
+    times, t = [], 1_000
+    for _ in range(40):
+        t += rng.randrange(25, 400)                 # >= 25 ns: at least two ticks apart
+        times.append(t)
+    with open(path, "w") as f, pyvcd.VCDWriter(f, timescale="1 ns") as w:
+        m0 = w.register_var("dut", "m0", "wire", size=1, init=0)
+        m1 = w.register_var("dut", "m1", "wire", size=1, init=0)
+        events = [(x, 0, (k + 1) % 2) for k, x in enumerate(times)] + [(1_500, 1, 1),
+                                                                        (1_503, 1, 0)]
+        for x, var, v in sorted(events):
+            w.change((m0, m1)[var], x, v)
+    out = tmp_path / "ice.lsc"
+    result = replay.replay_pins(path, out, board="icebreaker")
+    from latscope.capture import capfile
+    cap = capfile.open_capture(out)
+    assert cap.tick_hz == 96_000_000
+    time, channel, rising = cap.events()
+    origin = times[0]
+
+    def nearest(x):
+        return ((x - origin) * 2 * 96_000_000 + 10**9) // (2 * 10**9)
+    collapsed = nearest(1_500) == nearest(1_503)
+    assert result["dropped_pulses"] == int(collapsed)
+    assert np.count_nonzero(channel == 4) == (0 if collapsed else 2)
+    want = [nearest(x) for x in times]
+    got = time[channel == 3]
+    assert (got - got[0]).tolist() == want
+    assert rising[channel == 3].astype(int).tolist() == [(k + 1) % 2 for k in range(40)]
