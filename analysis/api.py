@@ -298,7 +298,12 @@ def analyze_file(path, *, definitions=None, measures=None, packets=False, mappin
 
 
 def class_label(cls, metadata):
-    """A class's name from the capture's ``frame_classes`` metadata, else its number."""
+    """A class's name from the capture's metadata (``frames.classes``, written from the capture
+    config's ``[frames]`` table; or an older ``frame_classes``), else its number."""
+    from latscope.capture.rules import class_names
+    names = class_names(metadata)
+    if int(cls) in names:
+        return names[int(cls)]
     return str((metadata.get("frame_classes") or {}).get(str(cls), cls))
 
 

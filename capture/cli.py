@@ -156,6 +156,8 @@ def capture(args, stderr=None):
             setattr(config, key, getattr(handle, key))
     if not config.markers and getattr(handle, "markers", None):
         config.markers = dict(handle.markers)
+    if config.frames is None and getattr(handle, "frames", None) is not None:
+        config.frames = handle.frames        # the simulated bench's rule table (--sim-load)
     if args.label:
         config.label = args.label
     transport = None

@@ -123,6 +123,8 @@ class ModelEngine(_Engine):
                                         max_glitch=CORE_PARAMS["max_glitch"], identify=identify,
                                         lanes=self.lanes)
         self.parser = _HostCommands()
+        #: FRAME/COUNTERS records when the run has a wire (a frame-capture build), else None
+        self.frames = _FrameRecords(run, timing.lanes) if getattr(run, "wire", None) else None
         self.cycle = 0                  # capture cycles since the last timestamp reset
         self._out = bytearray()
         self._pending = None            # iterator over lists of entries of the stimulus
@@ -133,6 +135,9 @@ class ModelEngine(_Engine):
         for seq, payload in self.parser.feed(data):
             if seq is None:
                 self.link.reply(0, 0, Status.BAD_FRAME)
+                continue
+            if self.frames is not None and payload[:1] and payload[0] in self.frames.OPCODES:
+                self.link.reply(seq, payload[0], self.frames.configure(payload))
                 continue
             status_data = b""
             if payload[:1] == bytes([Opcode.STATUS]):
@@ -149,6 +154,8 @@ class ModelEngine(_Engine):
                 start = self.cycle + 16
                 self.tick_offset = start * self.lanes
                 self._pending = self._stimulus_entries(start)
+                if self.frames is not None:
+                    self.frames.start(self.tick_offset)
         self._out += self.link.output
         self.link.output.clear()
 
@@ -176,6 +183,16 @@ class ModelEngine(_Engine):
                        strict=True)]
         self.cycle = max(self.cycle, end)
 
+    def _records(self, final=False):
+        """Frame records due by now, each its own frame between the EVENTS frames (the framer
+        sends a record when the link is free; the host places it by its frame index)."""
+        if self.frames is None:
+            return
+        ms = self._ms
+        for frame_type, payload in self.frames.until(self.cycle, final=final):
+            self.link.output += ms.frame(frame_type, self.link.seq, payload)
+            self.link.seq = (self.link.seq + 1) & 0xFF
+
     def _ticks_until(self, cycle):
         """TICK entries for the multiples of 2**hb in (self.cycle, cycle]."""
         step = 1 << self.hb
@@ -193,6 +210,7 @@ class ModelEngine(_Engine):
             entries = next(self._pending, None)
             if entries is None:
                 self._pending = None
+                self._records(final=True)
                 # Run on past the next heartbeat so that the last EVENTS frame is sent.
                 self._advance(((self.cycle >> self.hb) + 1) << self.hb)
                 self.finished = True
@@ -200,6 +218,7 @@ class ModelEngine(_Engine):
                 for entry in entries:
                     self.link.entry(entry)
                 self.cycle = max(self.cycle, entries[-1].cycle)
+                self._records()
             self._out += self.link.output
             self.link.output.clear()
         elif not self._out:
@@ -559,3 +578,123 @@ def _cycle_words(stimulus, lanes, channels):
     return cycles[keep], words[keep]
 
 
+
+
+# --- Frame records for runs with a wire (capture/sim_load.py) -------------------------------------
+
+class _FrameRecords:
+    """FRAME and COUNTERS records of a :class:`~latscope.capture.sim_load.LoadRun`'s wire, as
+    the frame-capture gateware sends them: every frame parsed by the sniffers' reference model
+    (:func:`latscope.gateware.model_sniffer.parse_frame`), classed by the rule table the host
+    loaded (opcodes 0x10..0x13, :func:`~latscope.gateware.model_sniffer.classify`), numbered per
+    direction, recorded if its class is, always counted; COUNTERS snapshots of the running totals
+    every ``2**counter_period`` capture cycles and at the end."""
+
+    OPCODES = (0x10, 0x11, 0x12, 0x13)
+    #: Rules per direction and classes of the simulated frame-capture build (FrameClassifier's
+    #: defaults, as on the ECPIX-5 ``--frames`` build).
+    RULES, CLASSES = 4, 4
+
+    def __init__(self, run, lanes):
+        from latscope.gateware.protocol import TRAFFIC_SEQ_OFFSET
+        self.run, self.lanes = run, lanes
+        self.rules = {0: {}, 1: {}}
+        self.record_mask = {0: 0xFF, 1: 0xFF}
+        self.seq_offset = TRAFFIC_SEQ_OFFSET
+        self.period = 0
+        self.classes = self.CLASSES
+        self.offset = None           # instrument tick of stimulus tick 0
+        self._events = None
+        self._next = 0
+        self._totals = None
+        self._last_snapshot = 0
+
+    def configure(self, payload):
+        """Apply one of opcodes 0x10..0x13; returns the reply status."""
+        from amaranth.lib import data
+
+        from latscope.gateware.classify import CONFIG_ARG_BYTES
+        from latscope.gateware.protocol import ClassRule, Opcode, Status
+        opcode, args = payload[0], bytes(payload[1:])
+        if len(args) != CONFIG_ARG_BYTES[Opcode(opcode)]:
+            return Status.BAD_LENGTH
+        if opcode == Opcode.SET_RULE:
+            value = data.Const(ClassRule, int.from_bytes(args[1:], "little"))
+            if args[0] & 0x7F >= self.RULES or int(value.reserved):
+                return Status.BAD_ARGUMENT
+            fields = {name: int(getattr(value, name)) for name, _ in data.Layout.cast(ClassRule)
+                      if name != "reserved"}
+            self.rules[args[0] >> 7][args[0] & 0x7F] = fields
+        elif opcode == Opcode.SET_CLASS_MODE:
+            if args[0] > 1:
+                return Status.BAD_ARGUMENT
+            self.record_mask[args[0]] = args[1]
+        elif opcode == Opcode.SET_SEQ_OFFSET:
+            self.seq_offset = int.from_bytes(args, "little")
+        else:
+            self.period = min(args[0], 40)
+        return Status.OK
+
+    def start(self, tick_offset):
+        """The stimulus starts at instrument tick ``tick_offset``: number and class the frames."""
+        from latscope.gateware.model_sniffer import classify, parse_frame
+        self.offset = tick_offset
+        tick_ns = self.run.timing.tick_ns
+        events = []
+        for d in (0, 1):
+            w = self.run.wire[d]
+            rules = [self.rules[d][i] for i in sorted(self.rules[d])]
+            parsed = {}        # background frames repeat: parse and class each once
+            for index, (frame, end) in enumerate(zip(w["frames"], w["end_ns"], strict=True)):
+                if frame not in parsed:
+                    rec = parse_frame(frame, seq_offset=self.seq_offset)
+                    cls = classify(rec, rules)
+                    parsed[frame] = (rec, cls if cls < self.classes else 0)
+                rec, cls = parsed[frame]
+                cycle = (int(np.ceil(end / tick_ns - 1e-9)) + tick_offset) // self.lanes
+                events.append((cycle, d, index, cls, rec))
+        events.sort(key=lambda e: (e[0], e[1]))
+        self._events = events
+        self._totals = {}
+        self._seen = [0, 0]
+
+    def _counter_payloads(self):
+        from latscope.gateware.model_stream import to_bytes
+        from latscope.gateware.protocol import CounterRecord
+        out = []
+        for d in (0, 1):
+            for c in range(self.CLASSES):
+                frames, errors, octets = self._totals.get((d, c), (0, 0, 0))
+                out.append(to_bytes(CounterRecord, {
+                    "direction": d, "cls": c, "frames_seen": self._seen[d] & 0xFFFFFFFF,
+                    "frames": frames & 0xFFFFFFFF, "fcs_errors": errors & 0xFFFFFFFF,
+                    "dropped": 0, "octets": octets & (2**48 - 1)}))
+        return out
+
+    def until(self, cycle, *, final=False):
+        """``(frame_type, payload)`` of the records due by capture cycle ``cycle``."""
+        from latscope.gateware.model_sniffer import FLAG_FIELDS, FRAME_FIELDS
+        from latscope.gateware.model_stream import to_bytes
+        from latscope.gateware.protocol import FrameRecord, FrameType
+        out = []
+        if self._events is None:
+            return out
+        events = self._events
+        while self._next < len(events) and (final or events[self._next][0] <= cycle):
+            at, d, index, cls, rec = events[self._next]
+            self._next += 1
+            if self.period and at >> self.period != self._last_snapshot >> self.period:
+                out += [(FrameType.COUNTERS, p) for p in self._counter_payloads()]
+                self._last_snapshot = at
+            frames, errors, octets = self._totals.get((d, cls), (0, 0, 0))
+            bad = not rec["fcs_ok"] or rec["rx_er"]
+            self._totals[(d, cls)] = (frames + 1, errors + int(bad), octets + rec["length"])
+            self._seen[d] += 1
+            if self.record_mask[d] >> cls & 1:
+                fields = {f: rec[f] for f in FRAME_FIELDS}
+                fields.update(frame_index=index, direction=d, cls=cls,
+                              flags={f: rec[f] for f in FLAG_FIELDS})
+                out.append((FrameType.FRAME, to_bytes(FrameRecord, fields)))
+        if final and self.period:
+            out += [(FrameType.COUNTERS, p) for p in self._counter_payloads()]
+        return out

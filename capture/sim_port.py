@@ -31,6 +31,14 @@ def add_sim_arguments(parser):
     parser.add_argument("--sim-link", choices=("pty", "udp"), default="pty",
                         help="serve --sim on a pseudo-terminal (the UART path, default) or as "
                              "the ECPIX-5's UDP datagrams on 127.0.0.1 (the Ethernet path)")
+    parser.add_argument("--sim-load", metavar="SCENARIO", default=None,
+                        help="put the measured stream beside background traffic on a real wire "
+                             "(frames with FCS, nibble by nibble; FRAME/COUNTERS records from "
+                             "the sniffers' reference model): a scenario of "
+                             "capture/profiles/under-load.toml (bg0, bg30, bg60, bg90, "
+                             "bg60-coalesce), FILE.toml:NAME, or a share of the line rate such "
+                             "as 0.6; frames to/from UDP port 5000 are class hp (recorded), "
+                             "other IPv4 bg (counted) unless --config has a [frames] table")
     parser.add_argument("--sim-rate", type=float, default=None, metavar="BYTES_PER_S",
                         help="serve the simulated instrument's bytes at most this fast (default: "
                              "as fast as the capture reads; 1.2e6 is the boards' 12 Mbaud link)")
@@ -52,6 +60,16 @@ class SimulatedPort:
         self.scenario = (f"{run.traffic.mode}, {run.n_packets} x {run.profile.size} B UDP "
                          f"frames (simulated)")
         self.expected_events = run.n_events
+        #: The rule table for runs with a wire (capture/sim_load.py), else None.
+        self.frames = None
+        scenario = getattr(run, "scenario", None)
+        if scenario is not None:
+            from latscope.capture.sim_load import default_frames_config
+            self.frames = default_frames_config()
+            self.label = f"{run.profile.name}-{scenario.name}"
+            self.scenario = (f"paced {scenario.probe_rate_pps:g}/s, {run.n_packets} x "
+                             f"{run.profile.size} B UDP requests beside {scenario.load:.0%} "
+                             f"background load (IMIX), MII wire (simulated)")
         self.metadata = {"instrument": {"simulated": True, "engine": engine.name},
                          "simbench": {**run.meta, "engine": engine.metadata()}}
 
@@ -83,16 +101,28 @@ def open_simulated_port(args):
     """
     import sys
 
+    from latscope import LatscopeError
     from latscope.capture.ptyserve import PtyServer
     packets = getattr(args, "packets", None) or DEFAULT_PACKETS
-    run = simulate(args.sim, int(packets), seed=getattr(args, "sim_seed", 0) or 0)
+    seed = getattr(args, "sim_seed", 0) or 0
+    load = getattr(args, "sim_load", None)
+    engine_name = getattr(args, "sim_engine", "auto") or "auto"
+    if load is not None:
+        from latscope.capture.sim_load import simulate_load
+        if engine_name not in ("auto", "model"):
+            raise LatscopeError(f"--sim-load runs on the model engine only (the {engine_name} "
+                                f"engine has no PHY clock domains for the sniffers yet)")
+        engine_name = "model"
+        run = simulate_load(args.sim, int(packets), load, seed=seed)
+    else:
+        run = simulate(args.sim, int(packets), seed=seed)
     output = getattr(args, "output", None) or getattr(args, "out", None)
     if output:
         run.save_truth(output)
 
     def log(message):
         print(message, file=sys.stderr, flush=True)
-    engine = open_engine(run, getattr(args, "sim_engine", "auto") or "auto", log=log)
+    engine = open_engine(run, engine_name, log=log)
     if getattr(args, "sim_link", "pty") == "udp":
         from latscope.capture.udp import UdpServer
         server = UdpServer(engine, rate=getattr(args, "sim_rate", None))

@@ -110,7 +110,9 @@ class Profile:
 
 def _profile_files():
     root = importlib.resources.files("latscope.capture") / PROFILE_DIR
-    return {p.name[:-5]: p for p in root.iterdir() if p.name.endswith(".toml")}
+    # under-load.toml holds load scenarios (capture/sim_load.py), not a DUT profile
+    return {p.name[:-5]: p for p in root.iterdir()
+            if p.name.endswith(".toml") and p.name != "under-load.toml"}
 
 
 def list_profiles():
