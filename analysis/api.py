@@ -97,6 +97,30 @@ class Analysis:
         out.update(path=self.path, label=self.label, size=self.size)
         return out
 
+    def frame_classes(self):
+        """DataFrame, one row per class of received frames (captures with frame records):
+        ``class`` (its name from the capture config), ``requests``, ``replied``, ``dropped``,
+        ``unknown``, ``duplicates``, ``reordered``, ``fcs_errors``, ``counted_frames`` and
+        ``counted_octets`` (the FPGA's receive totals), and per stage ``<stage>_p50_ns`` /
+        ``<stage>_p99_ns`` (``node.e2e``, ``rx.udp`` ...)."""
+        import pandas as pd
+        fa = getattr(self.result, "frames", None)
+        if fa is None:
+            raise LatscopeError(f"{self.path or self.label}: the capture has no frame records")
+        rows = []
+        for cls, c in sorted(fa.classes.items()):
+            rx = c.counted.get("rx", {})
+            row = {"class": class_label(cls, self.metadata), "requests": c.requests,
+                   "replied": c.replied, "dropped": c.dropped, "unknown": c.unknown,
+                   "duplicates": c.duplicates, "reordered": c.reordered,
+                   "fcs_errors": c.fcs_errors, "counted_frames": rx.get("frames"),
+                   "counted_octets": rx.get("octets")}
+            for stage, st in c.stats.items():
+                row[f"{stage}_p50_ns"] = st.p50_ns
+                row[f"{stage}_p99_ns"] = st.p99_ns
+            rows.append(row)
+        return pd.DataFrame(rows)
+
 
 def integrity_note(analysis):
     """One sentence to show next to figures from ``analysis`` when its capture file is damaged
@@ -330,6 +354,7 @@ def _add_frame_analysis(cap, result, confidence, marker_meanings=None):
                                                                 for r in cap.losses],
                         confidence=confidence)
     result.frames = fa
+    result.frame_counters = cap.frame_counters()      # the FPGA's per-class totals over time
     for cls, report in fa.classes.items():
         for stage, stats in report.stats.items():
             name = f"{stage}[{class_label(cls, result.metadata)}]"

@@ -243,6 +243,10 @@ def cmd_compare(args):
                                           for c in g["comparisons"]]}, indent=2))
         return 0
     print(report.table_one(analyses))
+    frames = report.frames_table(analyses)
+    if frames:
+        print()
+        print(frames)
     for table in report.grouped_comparison_tables(grouped):
         print()
         print(table.markdown())
