@@ -17,6 +17,9 @@ EXPERIMENT.toml::
     control_port = 4240             # hardware only
     ports = {socket = 4242, netctx = 4243, fast = 4244}   # hardware only: echo ports
 
+    load = "bg60"                   # sim only, optional: background load beside the measured
+                                    # stream (capture/profiles/under-load.toml, or a share 0.6)
+
     [frames]                        # optional: frame classes for every capture, as in a
     classes = ["other", "hp"]       # capture config (docs/capture-format.md "Frame classes")
 
@@ -151,6 +154,12 @@ def load_experiment(path):
     if "frames" in exp:     # frame classes for every capture (docs/capture-format.md)
         from latscope.capture.rules import rules_from_dict
         rules_from_dict(exp["frames"], str(path))
+    if "load" in exp:       # sim only: background load beside the measured stream
+        if exp["target"] != "sim":
+            raise LatscopeError(f"{path}: load is for the simulated bench (target = \"sim\"); "
+                                f"on hardware, send the background with your own generator")
+        from latscope.capture.sim_load import load_scenario
+        load_scenario(exp["load"])
     if exp["target"] != "sim":
         bad = [p for p in exp["paths"] if p not in PATHS]
         if bad:
@@ -267,6 +276,8 @@ def run_experiment(exp, out_dir, *, capture=_capture, quiet=True):
                     if client is None:
                         argv += ["--sim", f"{path}-{size}", "--sim-engine", exp["engine"],
                                  "--sim-seed", str(exp["seed"])]
+                        if "load" in exp:
+                            argv += ["--sim-load", str(exp["load"])]
                         if frames_text:
                             (out / "frames.toml").write_text(frames_text)
                             argv += ["--config", str(out / "frames.toml")]
