@@ -127,3 +127,17 @@ def test_capture_under_load_analyses_per_class(tmp_path):
     hp = fa.classes[1]
     assert hp.requests == 150 and hp.replied + hp.dropped + hp.unknown == 150
     assert hp.dropped == int(run.truth["dropped"].sum())
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--sim-load", "bg99"], "unknown load scenario 'bg99'"),
+    (["--sim-load", "2.0"], "load must be 0 to 0.95"),
+    (["--sim-load", "bg30", "--sim-engine", "verilator"], "runs on the model engine only"),
+])
+def test_bad_load_options_are_one_line(tmp_path, capsys, args, message):
+    from latscope.cli import main
+    out = tmp_path / "x.lsc"
+    status = main(["capture", "--sim", "el-dm-64", "--packets", "5", "-o", str(out), *args])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert status != 0 and len(err) == 1 and message in err[0]
+    assert not out.exists()
