@@ -170,3 +170,18 @@ def test_capture_cli_rejects_a_bad_table_in_one_line(tmp_path):
     lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
     assert len(lines) == 1 and "class 'hp' is not in [frames] classes" in lines[0]
     assert not (tmp_path / "x.lsc").exists()
+
+
+def test_instrument_without_frame_capture_refuses_in_one_line(tmp_path, capsys):
+    """The edge-only simulated instrument answers SET_RULE with UNKNOWN_OPCODE, as a build
+    without sniffers does (protocol.py): the capture stops before it starts, in one line."""
+    from latscope.cli import main
+    config = tmp_path / "frames.toml"
+    config.write_text('[frames]\nclasses = ["other", "hp"]\n')
+    out = tmp_path / "x.lsc"
+    status = main(["capture", "--sim", "gem-64", "--sim-engine", "model", "--packets", "5",
+                   "--config", str(config), "-o", str(out)])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert status != 0 and len(err) == 1
+    assert "has no frame capture" in err[0] and "--frames mii" in err[0]
+    assert not out.exists()
