@@ -55,7 +55,8 @@ from latscope.capture.sim_profile import (
 )
 
 __all__ = ["LoadScenario", "LoadRun", "load_scenario", "list_scenarios", "simulate_load",
-           "SCENARIO_FILE", "PROBE_PORT", "BACKGROUND_PORT", "CLASSES", "default_frames_config"]
+           "SCENARIO_FILE", "PROBE_PORT", "BACKGROUND_PORT", "CLASSES", "default_frames_config",
+           "write_pins_vcd"]
 
 SCENARIO_FILE = "under-load"
 #: UDP port of the measured stream (the DUT's echo port) and of the background traffic (discard).
@@ -399,3 +400,52 @@ def simulate_load(profile, packets, scenario="bg0", *, seed=0, timing=None):
             "mii_phase_ns": mii_phase, "cpu_phase_ns": cpu_phase, "tick_offset": None}
     return LoadRun(profile, timing, traffic, stimulus, truth, meta, wire=wire_runs,
                    scenario=scenario)
+
+
+def write_pins_vcd(run, path):
+    """Write a :class:`LoadRun`'s pins as a Value Change Dump: the capture channels (``rx_dv``,
+    ``tx_en``, the profile's markers ``m0``..``m4``) and the MII data pins of both directions
+    (``rxd0``..``rxd3``, ``txd0``..``txd3``: each nibble from the start of its 40 ns bit time, 0
+    while idle), one 1-bit wire per role, times in ps. No clocks: a reader samples the data in the
+    middle of each bit time (``latscope replay-pins`` generates a 25 MHz clock phase-locked to the
+    rising edge of valid). # Ref: IEEE Std 1364-2005 §18.
+    """
+    from latscope.gateware.model_sniffer import mii_nibbles
+    t = run.truth
+    roles = {0: "rx_dv", 1: "tx_en"}
+    roles.update({3 + i: f"m{i}" for i in range(5) if f"m{i}" in run.profile.markers})
+    changes = []            # (time_ps, role, level)
+    for ch, role in roles.items():
+        sel = t["channel"] == ch
+        ps = np.rint(t["time_ns"][sel] * 1000).astype(np.int64)
+        changes += list(zip(ps.tolist(), [role] * len(ps), t["rising"][sel].astype(int).tolist(),
+                            strict=True))
+    for d, prefix in ((0, "rxd"), (1, "txd")):
+        w = run.wire[d]
+        for frame, start in zip(w["frames"], w["start_ns"], strict=True):
+            nib = np.array([x for _, _, x in mii_nibbles(frame)] + [0], np.int64)
+            at = np.rint((start + np.arange(len(nib)) * wire.MII_CLOCK_NS) * 1000).astype(np.int64)
+            for bit in range(4):
+                level = (nib >> bit) & 1
+                prev = np.concatenate([[0], level[:-1]])
+                k = np.flatnonzero(level != prev)
+                changes += [(int(at[i]), f"{prefix}{bit}", int(level[i])) for i in k]
+    names = list(roles.values()) + [f"{p}{b}" for p in ("rxd", "txd") for b in range(4)]
+    ident = {name: chr(33 + i) for i, name in enumerate(names)}
+    changes.sort(key=lambda c: (c[0], names.index(c[1])))
+    lines = ["$comment latscope simulated bench: pins of a run under load "
+             f"({run.profile.name}, {run.scenario.name}, seed {run.meta['seed']}) $end",
+             "$timescale 1ps $end", "$scope module latscope $end"]
+    lines += [f"$var wire 1 {ident[n]} {n} $end" for n in names]
+    lines += ["$upscope $end", "$enddefinitions $end", "#0", "$dumpvars"]
+    lines += [f"0{ident[n]}" for n in names]
+    lines.append("$end")
+    last = None
+    for ps, name, level in changes:
+        if ps != last:
+            lines.append(f"#{ps}")
+            last = ps
+        lines.append(f"{level}{ident[name]}")
+    with open(path, "w") as f:
+        f.write("\n".join(lines) + "\n")
+    return path
