@@ -402,17 +402,23 @@ def simulate_load(profile, packets, scenario="bg0", *, seed=0, timing=None):
                    scenario=scenario)
 
 
-def write_pins_vcd(run, path):
-    """Write a :class:`LoadRun`'s pins as a Value Change Dump: the capture channels (``rx_dv``,
-    ``tx_en``, the profile's markers ``m0``..``m4``) and the MII data pins of both directions
-    (``rxd0``..``rxd3``, ``txd0``..``txd3``: each nibble from the start of its 40 ns bit time, 0
-    while idle), one 1-bit wire per role, times in ps. No clocks: a reader samples the data in the
-    middle of each bit time (``latscope replay-pins`` generates a 25 MHz clock phase-locked to the
-    rising edge of valid). # Ref: IEEE Std 1364-2005 §18.
+def write_pins_vcd(run, path, *, interface="mii", carrier_early=0):
+    """Write a :class:`LoadRun`'s pins as a Value Change Dump, one 1-bit wire per role, times in
+    ps. No clocks: a reader samples the data in the middle of each bit time (``latscope
+    replay-pins`` generates the PHY clock phase-locked to the rising edge of valid).
+    # Ref: IEEE Std 1364-2005 §18; IEEE Std 802.3-2018 §22.2 (MII); RMII 1.2 §5.
+
+    ``interface="mii"``: ``rx_dv``, ``tx_en`` and the data pins ``rxd0``..``rxd3``,
+    ``txd0``..``txd3`` (each nibble from the start of its 40 ns bit time, 0 while idle).
+    ``interface="rmii"``: ``crs_dv`` with ``RXD[1:0]`` (dibits of 20 ns; ``CRS_DV`` toggles over
+    the last ``carrier_early`` nibbles of each received frame, :func:`sim_wire.rmii_cycles`) and
+    ``tx_en`` with ``TXD[1:0]``. Both: the profile's markers ``m0``..``m4``.
     """
-    from latscope.gateware.model_sniffer import mii_nibbles
+    from latscope.gateware.model_sniffer import mii_nibbles, rmii_dibits
+    if interface not in ("mii", "rmii"):
+        raise LatscopeError(f"interface must be mii or rmii, not {interface!r}")
     t = run.truth
-    roles = {0: "rx_dv", 1: "tx_en"}
+    roles = {1: "tx_en"} if interface == "rmii" else {0: "rx_dv", 1: "tx_en"}
     roles.update({3 + i: f"m{i}" for i in range(5) if f"m{i}" in run.profile.markers})
     changes = []            # (time_ps, role, level)
     for ch, role in roles.items():
@@ -420,17 +426,32 @@ def write_pins_vcd(run, path):
         ps = np.rint(t["time_ns"][sel] * 1000).astype(np.int64)
         changes += list(zip(ps.tolist(), [role] * len(ps), t["rising"][sel].astype(int).tolist(),
                             strict=True))
+
+    def add(role, at, level):
+        prev = np.concatenate([[0], level[:-1]])
+        k = np.flatnonzero(level != prev)
+        changes.extend((int(at[i]), role, int(level[i])) for i in k)
+
+    width = 4 if interface == "mii" else 2
     for d, prefix in ((0, "rxd"), (1, "txd")):
         w = run.wire[d]
         for frame, start in zip(w["frames"], w["start_ns"], strict=True):
-            nib = np.array([x for _, _, x in mii_nibbles(frame)] + [0], np.int64)
-            at = np.rint((start + np.arange(len(nib)) * wire.MII_CLOCK_NS) * 1000).astype(np.int64)
-            for bit in range(4):
-                level = (nib >> bit) & 1
-                prev = np.concatenate([[0], level[:-1]])
-                k = np.flatnonzero(level != prev)
-                changes += [(int(at[i]), f"{prefix}{bit}", int(level[i])) for i in k]
-    names = list(roles.values()) + [f"{p}{b}" for p in ("rxd", "txd") for b in range(4)]
+            if interface == "mii":
+                units = np.array([x for _, _, x in mii_nibbles(frame)] + [0], np.int64)
+                step = wire.MII_CLOCK_NS
+            else:
+                pins = rmii_dibits(frame, carrier_early=carrier_early if d == 0 else 0)
+                units = np.array([x for _, x in pins] + [0], np.int64)
+                step = wire.RMII_CLOCK_NS
+                if d == 0:
+                    dv = np.array([v for v, _ in pins] + [0], np.int64)
+            at = np.rint((start + np.arange(len(units)) * step) * 1000).astype(np.int64)
+            for bit in range(width):
+                add(f"{prefix}{bit}", at, (units >> bit) & 1)
+            if interface == "rmii" and d == 0:
+                add("crs_dv", at, dv)
+    data_roles = [f"{p}{b}" for p in ("rxd", "txd") for b in range(width)]
+    names = (["crs_dv"] if interface == "rmii" else []) + list(roles.values()) + data_roles
     ident = {name: chr(33 + i) for i, name in enumerate(names)}
     changes.sort(key=lambda c: (c[0], names.index(c[1])))
     lines = ["$comment latscope simulated bench: pins of a run under load "

@@ -88,3 +88,65 @@ def test_pins_through_replay_pins_give_the_model_engines_records(tmp_path):
     for field in ("direction", "frame_index", "cls", "length", "flags", "seq", "src_port",
                   "dst_port", "ethertype"):
         assert got[field].tolist() == want[field].tolist(), field
+
+
+def test_rmii_pins_vcd_toggles_crs_dv_and_reassembles(tmp_path):
+    run = _run()
+    path = sim_load.write_pins_vcd(run, tmp_path / "rmii.vcd", interface="rmii", carrier_early=2)
+    ev = read_vcd(str(path), tick_hz=10**12)
+    names = {v: k for k, v in ev.channel_names.items()}
+    assert "rx_dv" not in names and {"crs_dv", "rxd0", "rxd1", "txd0", "txd1"} <= set(names)
+    sel = ev.channel == names["crs_dv"]
+    t, r = np.asarray(ev.time[sel], np.int64), ev.rising[sel]
+    frames = run.wire[0]["frames"]
+    # per frame: one rise at the start, then (RMII 1.2 §5.3.2) 2 nibbles of toggling: low on the
+    # first dibit, high on the second, 20 ns each, then low
+    assert np.count_nonzero(r) == 3 * len(frames) and np.count_nonzero(~r) == 3 * len(frames)
+    rises = t[r].reshape(-1, 3)
+    falls = t[~r].reshape(-1, 3)
+    assert np.all(rises[:, 2] - rises[:, 1] == 40_000)                  # a 40 ns toggle period
+    assert np.all(rises[:, 1:] - falls[:, :2] == 20_000)                 # 20 ns low
+    assert np.all(falls[:, 1:] - rises[:, 1:] == 20_000)                 # 20 ns high
+    # the data end where the last toggle ends: (8 + len) bytes of 4 dibits of 20 ns
+    lengths = np.array([len(f) for f in frames])
+    assert np.array_equal(falls[:, 2] - rises[:, 0], (8 + lengths) * 4 * 20_000)
+
+    def level(role, at_ps):
+        s = ev.channel == names[role]
+        tt, rr = np.asarray(ev.time[s], np.int64), ev.rising[s]
+        k = np.searchsorted(tt, at_ps, side="right") - 1
+        return np.where(k >= 0, rr[np.maximum(k, 0)], False).astype(int)
+    for a, frame in zip(rises[:, 0], frames, strict=True):
+        mid = a + 10_000 + 20_000 * np.arange(4 * (8 + len(frame)))
+        dib = level("rxd0", mid) | level("rxd1", mid) << 1
+        raw = bytes((dib[0::4] | dib[1::4] << 2 | dib[2::4] << 4 | dib[3::4] << 6).tolist())
+        assert raw == b"\x55" * 7 + b"\xd5" + frame
+    with pytest.raises(Exception, match="mii or rmii"):
+        sim_load.write_pins_vcd(run, tmp_path / "x.vcd", interface="gmii")
+
+
+@pytest.mark.slow
+def test_rmii_pins_through_replay_pins_give_the_model_engines_records(tmp_path):
+    replay = pytest.importorskip("latscope.capture.replay",
+                                 reason="latscope replay-pins (issue 10 item 5) not present")
+    from latscope.capture.capfile import open_capture
+    from latscope.capture.sim_engines import _FrameRecords
+    from latscope.capture.stream import StreamDecoder
+    from latscope.gateware.model_stream import frame
+    run = _run()
+    vcd = sim_load.write_pins_vcd(run, tmp_path / "rmii.vcd", interface="rmii", carrier_early=2)
+    out = tmp_path / "replayed.lsc"
+    result = replay.replay_pins(str(vcd), str(out), frames="rmii", board="ecpix5")
+    assert result["exit_status"] == 0
+    with open_capture(str(out)) as cap:
+        got, _ = cap.frames()
+    model = _FrameRecords(run, lanes=4)
+    model.start(0)
+    want = StreamDecoder().feed(b"".join(
+        frame(t, i, p) for i, (t, p) in enumerate(model.until(0, final=True)))).frames
+    assert len(got) == len(want) == sum(len(run.wire[d]["frames"]) for d in (0, 1))
+    got = got[np.lexsort((got["frame_index"], got["direction"]))]
+    want = want[np.lexsort((want["frame_index"], want["direction"]))]
+    for field in ("direction", "frame_index", "cls", "length", "flags", "seq", "src_port",
+                  "dst_port", "ethertype"):
+        assert got[field].tolist() == want[field].tolist(), field
