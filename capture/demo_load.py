@@ -81,7 +81,7 @@ def format_load_table(rows, idle=None):
         return f"{s['p50']:.2f} / {s['p99']:.2f}" if s else "-"
     for r in rows:
         if idle and r["profile"] in idle:
-            lines.append(f"{r['profile']:<16} {'0 %':>5} {'hp':>5} "
+            lines.append(f"{r['profile']:<16} {0:>5.0%} {'-':>5} "
                          f"{pair(idle[r['profile']]):>22} {'(no frame capture)':>22}")
         lines.append(f"{r['profile']:<16} {r['load']:>5.0%} {'hp':>5} {pair(r['deliver']):>22} "
                      f"{pair(r['e2e']):>22} {r['requests']:>6} {r['dropped']:>5} "

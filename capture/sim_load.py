@@ -282,7 +282,7 @@ def simulate_load(profile, packets, scenario="bg0", *, seed=0, timing=None):
         entry = fire + (chain[k0, col["rx.isr"]] if k0 >= 0 else isr_bg[batch[0]])
         entry = _ceil_grid(max(entry, isr_free), cpu, cpu_phase)
         isr_marks.append(entry)
-        t = entry + pulse
+        t = entry              # the driver's work follows the entry (the pulse is the marker's)
         for f in batch:
             k = probe[f]
             if k >= 0 and fast:      # delivered from driver context: no stack
@@ -311,7 +311,7 @@ def simulate_load(profile, packets, scenario="bg0", *, seed=0, timing=None):
                 marks["rx.copy"][k] = _ceil_grid(copied, cpu, cpu_phase)
                 marks["rx.udp"][k] = _ceil_grid(stack_free, cpu, cpu_phase)
                 stack_free = marks["rx.udp"][k] + pulse
-        isr_free = t + 2 * cpu
+        isr_free = max(t, entry + pulse) + 2 * cpu   # the rx.isr pulses never overlap
         batch = []
     for k in np.flatnonzero(lost & (probe >= 0)):
         dropped_req[probe[k]] = True

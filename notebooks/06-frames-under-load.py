@@ -92,6 +92,6 @@ display(Image(report.plot_spectrum(analyses, "node.e2e[hp]")))
 # the tail. The stack's median hardly moves, but its p99 grows by about 1.1 µs once background
 # frames are queued ahead of the request (the driver copies them, the stack processes them in
 # order), while the fast track delivers from driver context and stays within sampling noise of
-# its idle figures (p99 about 1.8 µs) at 60 % and 90 %. The paper measured only the idle case;
+# its idle figures (p99 about 1.7 µs) at 60 % and 90 %. The paper measured only the idle case;
 # on hardware, the same captures with `latscope capture --config` and a `[frames]` rule table
 # (`docs/capture-format.md`) answer it for a real node.
