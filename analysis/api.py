@@ -97,6 +97,25 @@ class Analysis:
         out.update(path=self.path, label=self.label, size=self.size)
         return out
 
+    def compare_classes(self, confidence=0.95):
+        """DataFrame: within this capture, each class against the first class on every stage
+        they share (:func:`latscope.analysis.report.compare_classes`): ``class``, ``baseline``,
+        ``stage``, ``mean_diff_ns`` with its interval, ``p50_diff_ns``, ``p99_diff_ns``,
+        ``mann_whitney_p``."""
+        import pandas as pd
+
+        from latscope.analysis.report import compare_classes
+        rows = []
+        for r in compare_classes(self, confidence=confidence):
+            c = r.comparison
+            rows.append({"class": r.other, "baseline": r.base, "stage": r.measurement,
+                         "mean_diff_ns": c.mean_diff_ns, "mean_lower_ns": c.mean_lower_ns,
+                         "mean_upper_ns": c.mean_upper_ns,
+                         "p50_diff_ns": c.percentiles[50.0].diff_ns,
+                         "p99_diff_ns": c.percentiles[99.0].diff_ns,
+                         "mann_whitney_p": c.p_value})
+        return pd.DataFrame(rows)
+
     def frame_classes(self):
         """DataFrame, one row per class of received frames (captures with frame records):
         ``class`` (its name from the capture config), ``requests``, ``replied``, ``dropped``,

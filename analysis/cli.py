@@ -147,6 +147,10 @@ def cmd_analyze(args):
     if r.frames is not None:
         print()
         print(frames_table(r.frames, r.metadata))
+        classes = report.class_comparison_table(a)
+        if classes is not None:
+            print()
+            print(classes.markdown())
     if not r.stats:
         raise LatscopeError(f"{args.file}: no measurement could be computed")
     return 0

@@ -22,6 +22,7 @@ from latscope.analysis.units import US, time_unit
 __all__ = ["Table", "fmt_ns", "stats_table", "table_one", "percentile_table", "comparison_table",
            "size_table", "stage_table", "summary_text", "compare_analyses", "compare_grouped",
            "grouped_comparison_tables", "paper_table", "size_fits", "write_report", "frames_table",
+           "compare_classes", "class_comparison_table",
            "plot_histograms", "plot_spectrum", "plot_series", "plot_distributions",
            "plot_waterfall", "plot_size"]
 
@@ -255,6 +256,43 @@ def frames_table(analyses):
     """Markdown of :func:`_frames_table` (empty string when no capture has frame records)."""
     table = _frames_table(analyses)
     return table.markdown() if table else ""
+
+
+def compare_classes(analysis, *, confidence=0.95):
+    """Within one capture with frame records: every stage two or more classes share (``node.e2e``,
+    ``rx.udp`` ...), each class against the first (lowest-numbered) class that has it, e.g.
+    ``hp`` against ``bg``. Returns a list of :class:`GroupComparison` (``other``/``base`` are the
+    class names; the measurement is the stage)."""
+    from latscope.analysis.api import class_label
+    from latscope.analysis.compare import compare_samples
+    fa = getattr(analysis.result, "frames", None)
+    if fa is None:
+        return []
+    ns = 1e9 / fa.tick_hz
+    stages = {}
+    for cls, c in sorted(fa.classes.items()):
+        for stage, (_, ticks) in c.samples.items():
+            if len(ticks) >= 2:
+                stages.setdefault(stage, []).append((cls, np.asarray(ticks) * ns))
+    rows = []
+    for stage, members in stages.items():
+        (base_cls, base), others = members[0], members[1:]
+        for cls, values in others:
+            rows.append(GroupComparison(
+                class_label(cls, analysis.metadata), class_label(base_cls, analysis.metadata),
+                stage, stage, compare_samples(base, values, confidence=confidence)))
+    return rows
+
+
+def class_comparison_table(analysis, *, confidence=0.95):
+    """:func:`compare_classes` as a :class:`Table` (``None`` with fewer than two classes)."""
+    rows = compare_classes(analysis, confidence=confidence)
+    if not rows:
+        return None
+    unit = time_unit([abs(r.comparison.mean_diff_ns) for r in rows])
+    return Table(f"classes compared within {analysis.label} ({unit.name}; "
+                 f"{confidence:.0%} intervals)", _comparison_headers(unit.name),
+                 _comparison_rows(rows, unit), unit=unit.name)
 
 
 # --- comparisons --------------------------------------------------------------------------------

@@ -29,6 +29,7 @@ from latscope.analysis.report import (
     _stage_table,
     _stats_table,
     _table_one,
+    class_comparison_table,
     compare_grouped,
     grouped_comparison_tables,
     paper_table,
@@ -209,7 +210,8 @@ def write_report(analyses, out_dir, *, warnings=None, workers=None):
                          by_name.get(name, []), warn_for(members)))
     frames = _frames_table(analyses, labels)
     if frames is not None:
-        sections.append(("Frames by class", [frames], [], None))
+        within = [t for t in (class_comparison_table(a) for a in analyses) if t is not None]
+        sections.append(("Frames by class", [frames] + within, [], None))
     stage = _stage_table(analyses, labels)
     jobs.append(("waterfall", "waterfall", waterfall_data(analyses),
                  "receive path: mean time of each stage after RX_DV falls, per capture"))

@@ -63,3 +63,56 @@ def test_analyze_prints_class_names(captures, capsys):
     out = capsys.readouterr().out
     assert "node.e2e[hp]" in out and "rx.fast[hp]" in out
     assert "frames by class" in out and "      hp " in out
+
+
+def _two_class_capture(path, n=200, seed=4):
+    """A capture whose requests alternate between class hp (replied after 3 µs + Exp(0.2 µs))
+    and bg (8 µs + Exp(0.5 µs)), each reply carrying its request's sequence number; 10 ns
+    ticks. Returns the true latencies in ns per class."""
+    from latscope.capture import capfile
+    from latscope.capture.frames import FLAGS, FRAME_DTYPE, HEADER_MAX
+    rng = np.random.default_rng(seed)
+    cls = np.where(np.arange(n) % 2 == 0, 1, 2)
+    latency = np.where(cls == 1, 3000 + rng.exponential(200, n), 8000 + rng.exponential(500, n))
+    latency = np.round(latency / 10) * 10
+    start = 1000 + np.arange(n) * 20_000.0
+    end = start + 6720                                    # a 64-byte frame on the wire
+    reply = end + latency
+    times = np.concatenate([start, end, reply, reply + 6720]) / 10
+    channel = np.repeat([0, 0, 1, 1], n)
+    rising = np.repeat([True, False, True, False], n)
+    order = np.argsort(times, kind="stable")
+    rec = np.zeros(2 * n, FRAME_DTYPE)
+    rec["direction"] = np.repeat([0, 1], n)
+    rec["frame_index"] = np.tile(np.arange(n), 2)
+    rec["seq"] = np.tile(np.arange(n), 2)
+    rec["cls"] = np.concatenate([cls, cls])
+    rec["length"] = 64
+    rec["flags"] = FLAGS["fcs_ok"] | FLAGS["seq_valid"] | FLAGS["udp"] | FLAGS["ipv4"]
+    meta = {"tick_hz": 1e8, "channels": {"0": "rx_dv", "1": "tx_en"}, "label": "two-classes",
+            "frames": {"classes": {"0": "other", "1": "hp", "2": "bg"}}}
+    with capfile.CaptureWriter(path, meta) as w:
+        w.append_events(times[order].astype(np.int64), channel[order].astype(np.uint8),
+                        rising[order])
+        w.append_frames(rec, np.zeros((2 * n, HEADER_MAX), np.uint8))
+    return {"hp": latency[cls == 1], "bg": latency[cls == 2]}
+
+
+def test_classes_compared_within_a_capture(tmp_path, capsys):
+    """hp against bg in one capture (analyze, the API, the report's table): the difference of
+    means equals the truth's exactly (every latency a whole number of 10 ns ticks)."""
+    path = tmp_path / "two.lsc"
+    truth = _two_class_capture(path)
+    a = api.analyze_file(str(path))
+    rows = report.compare_classes(a)
+    assert [(r.other, r.base, r.measurement) for r in rows] == [("bg", "hp", "node.e2e")]
+    c = rows[0].comparison
+    assert c.mean_diff_ns == pytest.approx(truth["bg"].mean() - truth["hp"].mean(), abs=1e-6)
+    assert c.percentiles[50.0].diff_ns == pytest.approx(
+        np.percentile(truth["bg"], 50, method="inverted_cdf")
+        - np.percentile(truth["hp"], 50, method="inverted_cdf"), abs=10)
+    df = a.compare_classes()
+    assert df.loc[0, "class"] == "bg" and df.loc[0, "mean_diff_ns"] > 4000
+    assert main(["analyze", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "classes compared within two-classes" in out and "| bg − hp" in out
