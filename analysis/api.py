@@ -97,6 +97,49 @@ class Analysis:
         out.update(path=self.path, label=self.label, size=self.size)
         return out
 
+    def compare_classes(self, confidence=0.95):
+        """DataFrame: within this capture, each class against the first class on every stage
+        they share (:func:`latscope.analysis.report.compare_classes`): ``class``, ``baseline``,
+        ``stage``, ``mean_diff_ns`` with its interval, ``p50_diff_ns``, ``p99_diff_ns``,
+        ``mann_whitney_p``."""
+        import pandas as pd
+
+        from latscope.analysis.report import compare_classes
+        rows = []
+        for r in compare_classes(self, confidence=confidence):
+            c = r.comparison
+            rows.append({"class": r.other, "baseline": r.base, "stage": r.measurement,
+                         "mean_diff_ns": c.mean_diff_ns, "mean_lower_ns": c.mean_lower_ns,
+                         "mean_upper_ns": c.mean_upper_ns,
+                         "p50_diff_ns": c.percentiles[50.0].diff_ns,
+                         "p99_diff_ns": c.percentiles[99.0].diff_ns,
+                         "mann_whitney_p": c.p_value})
+        return pd.DataFrame(rows)
+
+    def frame_classes(self):
+        """DataFrame, one row per class of received frames (captures with frame records):
+        ``class`` (its name from the capture config), ``requests``, ``replied``, ``dropped``,
+        ``unknown``, ``duplicates``, ``reordered``, ``fcs_errors``, ``counted_frames`` and
+        ``counted_octets`` (the FPGA's receive totals), and per stage ``<stage>_p50_ns`` /
+        ``<stage>_p99_ns`` (``node.e2e``, ``rx.udp`` ...)."""
+        import pandas as pd
+        fa = getattr(self.result, "frames", None)
+        if fa is None:
+            raise LatscopeError(f"{self.path or self.label}: the capture has no frame records")
+        rows = []
+        for cls, c in sorted(fa.classes.items()):
+            rx = c.counted.get("rx", {})
+            row = {"class": class_label(cls, self.metadata), "requests": c.requests,
+                   "replied": c.replied, "dropped": c.dropped, "unknown": c.unknown,
+                   "duplicates": c.duplicates, "reordered": c.reordered,
+                   "fcs_errors": c.fcs_errors, "counted_frames": rx.get("frames"),
+                   "counted_octets": rx.get("octets")}
+            for stage, st in c.stats.items():
+                row[f"{stage}_p50_ns"] = st.p50_ns
+                row[f"{stage}_p99_ns"] = st.p99_ns
+            rows.append(row)
+        return pd.DataFrame(rows)
+
 
 def integrity_note(analysis):
     """One sentence to show next to figures from ``analysis`` when its capture file is damaged
@@ -298,7 +341,12 @@ def analyze_file(path, *, definitions=None, measures=None, packets=False, mappin
 
 
 def class_label(cls, metadata):
-    """A class's name from the capture's ``frame_classes`` metadata, else its number."""
+    """A class's name from the capture's metadata (``frames.classes``, written from the capture
+    config's ``[frames]`` table; or an older ``frame_classes``), else its number."""
+    from latscope.capture.rules import class_names
+    names = class_names(metadata)
+    if int(cls) in names:
+        return names[int(cls)]
     return str((metadata.get("frame_classes") or {}).get(str(cls), cls))
 
 
@@ -325,6 +373,7 @@ def _add_frame_analysis(cap, result, confidence, marker_meanings=None):
                                                                 for r in cap.losses],
                         confidence=confidence)
     result.frames = fa
+    result.frame_counters = cap.frame_counters()      # the FPGA's per-class totals over time
     for cls, report in fa.classes.items():
         for stage, stats in report.stats.items():
             name = f"{stage}[{class_label(cls, result.metadata)}]"

@@ -147,6 +147,10 @@ def cmd_analyze(args):
     if r.frames is not None:
         print()
         print(frames_table(r.frames, r.metadata))
+        classes = report.class_comparison_table(a)
+        if classes is not None:
+            print()
+            print(classes.markdown())
     if not r.stats:
         raise LatscopeError(f"{args.file}: no measurement could be computed")
     return 0
@@ -243,6 +247,10 @@ def cmd_compare(args):
                                           for c in g["comparisons"]]}, indent=2))
         return 0
     print(report.table_one(analyses))
+    frames = report.frames_table(analyses)
+    if frames:
+        print()
+        print(frames)
     for table in report.grouped_comparison_tables(grouped):
         print()
         print(table.markdown())

@@ -48,6 +48,12 @@ class ComparisonGroup:
         if self.kind == "fast" and STACK_DELIVERY in base and \
                 all(FAST_DELIVERY in o for o in others):
             pairs.insert(0, (STACK_DELIVERY, FAST_DELIVERY))
+        if self.kind == "fast":     # per frame class too: rx.udp[hp] against rx.fast[hp]
+            for name in base:
+                if name.startswith(STACK_DELIVERY + "["):
+                    fast = FAST_DELIVERY + name[len(STACK_DELIVERY):]
+                    if all(fast in o for o in others):
+                        pairs.insert(1, (name, fast))
         return pairs
 
 

@@ -21,7 +21,8 @@ from latscope.analysis.units import US, time_unit
 
 __all__ = ["Table", "fmt_ns", "stats_table", "table_one", "percentile_table", "comparison_table",
            "size_table", "stage_table", "summary_text", "compare_analyses", "compare_grouped",
-           "grouped_comparison_tables", "paper_table", "size_fits", "write_report",
+           "grouped_comparison_tables", "paper_table", "size_fits", "write_report", "frames_table",
+           "compare_classes", "class_comparison_table",
            "plot_histograms", "plot_spectrum", "plot_series", "plot_distributions",
            "plot_waterfall", "plot_size"]
 
@@ -208,6 +209,90 @@ def summary_text(analyses):
     parts.append(_resolution_note({f"{a.label}/{k}": s for a in analyses
                                    for k, s in a.stats.items()}))
     return "\n".join(parts)
+
+
+def _frames_table(analyses, labels=None):
+    """Per capture and class of received frames: requests paired with replies by sequence number
+    and what went wrong (``None`` when no capture has frame records)."""
+    from latscope.analysis.api import class_label
+    labels = labels or display_labels(analyses)
+    rows = []
+    for a, label in zip(analyses, labels, strict=True):
+        fa = getattr(a.result, "frames", None)
+        if fa is None:
+            continue
+        for cls, c in sorted(fa.classes.items()):
+            rx = c.counted.get("rx")
+            rows.append([label, class_label(cls, a.metadata), c.requests, c.replied, c.dropped,
+                         c.unknown, c.duplicates, c.reordered, c.fcs_errors,
+                         f"{rx['frames']:,}" if rx else "-"])
+        for cls, totals in _counted_only(fa, a).items():
+            rows.append([label, class_label(cls, a.metadata), "-", "-", "-", "-", "-", "-",
+                         totals["fcs_errors"], f"{totals['frames']:,}"])
+    if not rows:
+        return None
+    return Table("frames by class (requests paired with replies by sequence number)",
+                 ["capture", "class", "requests", "replied", "dropped", "unknown", "dup",
+                  "reordered", "FCS err", "rx frames counted on the FPGA"], rows,
+                 note="dropped: no reply within the pairing window; unknown: the reply may "
+                      "have been lost on the link or fall after the capture; classes counted "
+                      "only (not recorded) show the FPGA's totals alone.")
+
+
+def _counted_only(fa, a):
+    """Last COUNTERS totals of receive classes that have counts but no recorded requests."""
+    counters = getattr(a.result, "frame_counters", None)
+    out = {}
+    if counters is None:
+        return out
+    for row in counters[counters["direction"] == 0]:
+        cls = int(row["cls"])
+        if cls not in fa.classes and int(row["frames"]):
+            out[cls] = {"frames": int(row["frames"]), "fcs_errors": int(row["fcs_errors"])}
+    return out
+
+
+def frames_table(analyses):
+    """Markdown of :func:`_frames_table` (empty string when no capture has frame records)."""
+    table = _frames_table(analyses)
+    return table.markdown() if table else ""
+
+
+def compare_classes(analysis, *, confidence=0.95):
+    """Within one capture with frame records: every stage two or more classes share (``node.e2e``,
+    ``rx.udp`` ...), each class against the first (lowest-numbered) class that has it, e.g.
+    ``hp`` against ``bg``. Returns a list of :class:`GroupComparison` (``other``/``base`` are the
+    class names; the measurement is the stage)."""
+    from latscope.analysis.api import class_label
+    from latscope.analysis.compare import compare_samples
+    fa = getattr(analysis.result, "frames", None)
+    if fa is None:
+        return []
+    ns = 1e9 / fa.tick_hz
+    stages = {}
+    for cls, c in sorted(fa.classes.items()):
+        for stage, (_, ticks) in c.samples.items():
+            if len(ticks) >= 2:
+                stages.setdefault(stage, []).append((cls, np.asarray(ticks) * ns))
+    rows = []
+    for stage, members in stages.items():
+        (base_cls, base), others = members[0], members[1:]
+        for cls, values in others:
+            rows.append(GroupComparison(
+                class_label(cls, analysis.metadata), class_label(base_cls, analysis.metadata),
+                stage, stage, compare_samples(base, values, confidence=confidence)))
+    return rows
+
+
+def class_comparison_table(analysis, *, confidence=0.95):
+    """:func:`compare_classes` as a :class:`Table` (``None`` with fewer than two classes)."""
+    rows = compare_classes(analysis, confidence=confidence)
+    if not rows:
+        return None
+    unit = time_unit([abs(r.comparison.mean_diff_ns) for r in rows])
+    return Table(f"classes compared within {analysis.label} ({unit.name}; "
+                 f"{confidence:.0%} intervals)", _comparison_headers(unit.name),
+                 _comparison_rows(rows, unit), unit=unit.name)
 
 
 # --- comparisons --------------------------------------------------------------------------------

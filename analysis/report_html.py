@@ -22,12 +22,14 @@ from latscope.analysis.grouping import display_labels, family, is_simulated
 from latscope.analysis.report import (
     Table,
     _common_names,
+    _frames_table,
     _percentile_table,
     _resolution_note,
     _size_table,
     _stage_table,
     _stats_table,
     _table_one,
+    class_comparison_table,
     compare_grouped,
     grouped_comparison_tables,
     paper_table,
@@ -206,6 +208,10 @@ def write_report(analyses, out_dir, *, warnings=None, workers=None):
         members = [i for i, a in enumerate(analyses) if name in a.stats and a.stats[name].n]
         sections.append((name, [_percentile_table(analyses, name, labels)],
                          by_name.get(name, []), warn_for(members)))
+    frames = _frames_table(analyses, labels)
+    if frames is not None:
+        within = [t for t in (class_comparison_table(a) for a in analyses) if t is not None]
+        sections.append(("Frames by class", [frames] + within, [], None))
     stage = _stage_table(analyses, labels)
     jobs.append(("waterfall", "waterfall", waterfall_data(analyses),
                  "receive path: mean time of each stage after RX_DV falls, per capture"))

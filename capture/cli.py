@@ -156,6 +156,8 @@ def capture(args, stderr=None):
             setattr(config, key, getattr(handle, key))
     if not config.markers and getattr(handle, "markers", None):
         config.markers = dict(handle.markers)
+    if config.frames is None and getattr(handle, "frames", None) is not None:
+        config.frames = handle.frames        # the simulated bench's rule table (--sim-load)
     if args.label:
         config.label = args.label
     transport = None
@@ -221,13 +223,15 @@ def frame_summary(cap):
     counters = cap.frame_counters()
     if not len(records) and not len(counters):
         return None
+    from latscope.capture.rules import class_names
+    names = class_names(cap.metadata)       # the config's [frames] class names, if any
     out = {"records": int(len(records)), "by_class": {}, "counted": {}}
     for d, name in ((0, "rx"), (1, "tx")):
         mine = records[records["direction"] == d]
         for c in np.unique(mine["cls"]).tolist():
-            out["by_class"][f"{name}.{c}"] = int(np.count_nonzero(mine["cls"] == c))
+            out["by_class"][f"{name}.{names.get(c, c)}"] = int(np.count_nonzero(mine["cls"] == c))
         for c in counters[counters["direction"] == d][::-1]:
-            key = f"{name}.{int(c['cls'])}"
+            key = f"{name}.{names.get(int(c['cls']), int(c['cls']))}"
             if key not in out["counted"]:
                 out["counted"][key] = {k: int(c[k]) for k in ("frames", "fcs_errors", "dropped",
                                                               "octets")}
@@ -285,7 +289,7 @@ def cmd_info(args):
                      + (", ".join(f"{k} {v}" for k, v in frames["by_class"].items()) or "-")
                      + ")")
         for key, c in frames["counted"].items():
-            lines.append(f"  class {key:6} {c['frames']} frames, {c['octets']} bytes, "
+            lines.append(f"  class {key:8} {c['frames']} frames, {c['octets']} bytes, "
                          f"{c['fcs_errors']} FCS errors, {c['dropped']} not recorded (link busy)")
     if info["problems"]:
         lines.append("damage      " + "; ".join(info["problems"]) +

@@ -73,6 +73,10 @@ def register(subparsers):
     parser.add_argument("--no-report", action="store_true",
                         help="print the table only, do not write the report")
     parser.add_argument("--json", action="store_true", help="print the results as JSON")
+    parser.add_argument("--no-load", action="store_true",
+                        help="skip the two captures under 60 %% background load (fast track "
+                             "against the stack, per class; capture/demo_load.py), which run "
+                             "when --profiles is not given")
     parser.set_defaults(func=main)
 
 
@@ -344,11 +348,21 @@ def main(args):
             written = api.write_report([r["path"] for r in results], args.out)
             report = [str(p) for p in (written if isinstance(written, (list, tuple))
                                        else [written])]
+    load_rows = []
+    if not args.no_load and args.profiles is None:
+        # the fast track against the stack under load, per class (with the default profiles)
+        from latscope.capture import demo_load
+        _log(f"latscope demo: {len(demo_load.PROFILES)} captures under "
+             f"{demo_load.SCENARIO} background load on the simulated wire (reference models)")
+        load_rows = demo_load.run_under_load(
+            os.path.join(args.out, "under-load"), seed=args.seed, jobs=args.jobs,
+            packets=200 if args.quick else demo_load.PACKETS)
     total = time.monotonic() - started
     bad = [r["profile"] for r in results if not r["check"]["ok"]]
+    bad += [f"{r['profile']} under {r['scenario']}" for r in load_rows if not r["check"]["ok"]]
     if args.json:
         print(json.dumps({"captures": results, "engine": results[0]["engine"], "table": rows,
-                          "report": report,
+                          "report": report, "under_load": load_rows,
                           "capture_seconds": round(capture_s, 1), "seconds": round(total, 1)},
                          indent=2, default=str))
     else:
@@ -369,6 +383,13 @@ def main(args):
               f"{capture_s:.1f} s on "
               f"{engine_text.get(results[0]['engine'], results[0]['engine'])}; "
               f"total {total:.1f} s")
+        if load_rows:
+            from latscope.capture import demo_load
+            print(f"\nSIMULATED: the fast track against the stack under "
+                  f"{load_rows[0]['load']:.0%} background load (IMIX, counted on the FPGA as "
+                  f"class bg), measured stream recorded as class hp; frames paired by sequence "
+                  f"number")
+            print(demo_load.format_load_table(load_rows, demo_load.idle_figures(results)))
         exact = sum(r["check"]["ok"] for r in results)
         print(f"{exact}/{len(results)} captures reproduce the simulation's ground truth exactly "
               f"(every event, within one tick)")

@@ -17,6 +17,12 @@ EXPERIMENT.toml::
     control_port = 4240             # hardware only
     ports = {socket = 4242, netctx = 4243, fast = 4244}   # hardware only: echo ports
 
+    load = "bg60"                   # sim only, optional: background load beside the measured
+                                    # stream (capture/profiles/under-load.toml, or a share 0.6)
+
+    [frames]                        # optional: frame classes for every capture, as in a
+    classes = ["other", "hp"]       # capture config (docs/capture-format.md "Frame classes")
+
 On hardware, every cell starts the instrument capture in a background thread, waits until it is
 running, drives the DUT with :func:`latscope.capture.traffic.run_traffic` (frames of the cell's
 size, sequence numbers and intended send times), writes what was sent next to the capture
@@ -145,6 +151,15 @@ def load_experiment(path):
         raise LatscopeError(f"{path}: sizes must be Ethernet frame bytes, 64 to 1518")
     if not isinstance(exp["packets"], int) or not 1 <= exp["packets"] <= 10_000_000:
         raise LatscopeError(f"{path}: packets must be an integer from 1 to 10,000,000")
+    if "frames" in exp:     # frame classes for every capture (docs/capture-format.md)
+        from latscope.capture.rules import rules_from_dict
+        rules_from_dict(exp["frames"], str(path))
+    if "load" in exp:       # sim only: background load beside the measured stream
+        if exp["target"] != "sim":
+            raise LatscopeError(f"{path}: load is for the simulated bench (target = \"sim\"); "
+                                f"on hardware, send the background with your own generator")
+        from latscope.capture.sim_load import load_scenario
+        load_scenario(exp["load"])
     if exp["target"] != "sim":
         bad = [p for p in exp["paths"] if p not in PATHS]
         if bad:
@@ -235,6 +250,10 @@ def run_experiment(exp, out_dir, *, capture=_capture, quiet=True):
     """
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
+    frames_text = ""
+    if "frames" in exp:
+        from latscope.capture.rules import frames_toml
+        frames_text = "\n" + frames_toml(exp["frames"], exp["name"])
     cells = []
     client = None
     info = {}
@@ -257,12 +276,17 @@ def run_experiment(exp, out_dir, *, capture=_capture, quiet=True):
                     if client is None:
                         argv += ["--sim", f"{path}-{size}", "--sim-engine", exp["engine"],
                                  "--sim-seed", str(exp["seed"])]
+                        if "load" in exp:
+                            argv += ["--sim-load", str(exp["load"])]
+                        if frames_text:
+                            (out / "frames.toml").write_text(frames_text)
+                            argv += ["--config", str(out / "frames.toml")]
                         status, sent = capture(argv), None
                     else:
                         client.set_path(path)
                         client.set_sizes([size - FRAME_OVERHEAD])
                         dut_toml = out / "dut-markers.toml"
-                        dut_toml.write_text(dut_capture_config(info))
+                        dut_toml.write_text(dut_capture_config(info) + frames_text)
                         argv += ["--port", exp["instrument"], "--config", str(dut_toml)]
                         status, sent = _hardware_cell(exp, path, size, argv, capture, file)
                     cell = {"configuration": config, "path": path, "size": size,

@@ -266,6 +266,8 @@ class CaptureConfig:
         Device-under-test description, configuration label, traffic scenario.
     extra : dict
         Other tables of the file, stored in the metadata as they are.
+    frames : latscope.capture.rules.FrameRules or None
+        The ``[frames]`` table: frame classes and rule tables, sent to the instrument.
     """
     channels: dict = dataclasses.field(default_factory=dict)
     markers: dict = dataclasses.field(default_factory=dict)
@@ -276,6 +278,7 @@ class CaptureConfig:
     label: str = ""
     scenario: str = ""
     extra: dict = dataclasses.field(default_factory=dict)
+    frames: object = None
 
     def channel_index(self, name, where):
         """Index of a channel given as an index or a role name."""
@@ -334,6 +337,9 @@ def config_from_dict(raw, where="config"):
     config.label = str(dut.pop("label", ""))
     if dut:
         config.extra["dut"] = dut
+    if "frames" in raw:
+        from latscope.capture.rules import rules_from_dict
+        config.frames = rules_from_dict(raw.pop("frames"), where)
     traffic = dict(raw.pop("traffic", {}))
     config.scenario = str(traffic.pop("scenario", ""))
     if traffic:
@@ -406,6 +412,8 @@ def capture_metadata(identity, config, *, port="", extra=None):
         "software": {"latscope": __version__, "protocol_version": protocol.PROTOCOL_VERSION},
         "start_time": _time.strftime("%Y-%m-%dT%H:%M:%SZ", _time.gmtime()),
     }
+    if config.frames is not None:
+        meta["frames"] = config.frames.metadata()
     for key, value in {**config.extra, **(extra or {})}.items():
         if isinstance(value, dict) and isinstance(meta.get(key), dict):
             meta[key] = {**meta[key], **value}        # e.g. instrument.simulated = true
@@ -424,6 +432,18 @@ def configure(instrument, config, identity):
     instrument.set_edges(rise, fall)
     for channel, width in sorted(config.glitch.items()):
         instrument.set_glitch(channel, width)
+    if config.frames is not None:
+        for opcode, args in config.frames.commands():
+            try:
+                instrument.command(opcode, args)
+            except LatscopeError as error:
+                if "UNKNOWN_OPCODE" in str(error):
+                    raise LatscopeError(
+                        f"the config has a [frames] table but this instrument has no frame "
+                        f"capture (board {identity.get('board', '?')!r} answers "
+                        f"{opcode.name} with UNKNOWN_OPCODE): use a frame-capture build "
+                        f"(--frames mii) or remove [frames]") from None
+                raise
     instrument.reset_time()
     instrument.discard()
     instrument.decoder.expect_reset()

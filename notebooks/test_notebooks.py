@@ -13,7 +13,7 @@ NOTEBOOKS = sorted(HERE.glob("*.ipynb"))
 def test_every_notebook_found():
     assert [p.stem for p in NOTEBOOKS] == ["01-quickstart", "02-compare-configurations",
                                            "03-jitter-and-tails", "04-stages-and-size",
-                                           "05-sigrok"]
+                                           "05-sigrok", "06-frames-under-load"]
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)

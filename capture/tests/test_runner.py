@@ -224,3 +224,35 @@ def test_shipped_example_experiment_hardware_block_is_valid(tmp_path):
     assert exp["target"] == "192.0.2.10" and exp["paths"] == ["socket", "netctx", "fast"]
     assert exp["instrument"] == "/dev/ttyUSB1" and exp["rate"] == 200
     assert exp["ports"] == {"socket": 4242, "netctx": 4243, "fast": 4244}
+
+
+def test_sim_matrix_under_load_with_frame_classes(tmp_path):
+    """An experiment's ``load`` and ``[frames]`` reach every capture: the captures carry frame
+    records of the experiment's classes and the background counted as its ``bulk`` class."""
+    f = tmp_path / "exp.toml"
+    f.write_text('name = "t"\ntarget = "sim"\npaths = ["el-dm", "fast-track"]\nsizes = [64]\n'
+                 'packets = 30\nengine = "model"\nload = "bg30"\n'
+                 '[frames]\nclasses = ["other", "probe", "bulk"]\nrecord = ["probe"]\n'
+                 '[[frames.rx]]\nclass = "probe"\ndst_port = 5000\n'
+                 '[[frames.rx]]\nclass = "bulk"\nport = [9, 9]\n'
+                 '[[frames.tx]]\nclass = "probe"\nsrc_port = 5000\n')
+    from latscope.capture.capfile import open_capture
+    from latscope.cli import main
+    assert main(["run", str(f), "-o", str(tmp_path / "out")]) == 0
+    summary = json.loads((tmp_path / "out/summary.json").read_text())
+    assert len(summary["cells"]) == 2
+    for cell in summary["cells"]:
+        assert cell["ok"]
+        with open_capture(tmp_path / "out" / cell["capture"]) as cap:
+            assert cap.metadata["frames"]["classes"] == {"0": "other", "1": "probe",
+                                                         "2": "bulk"}
+            records, _ = cap.frames()
+            assert set(records["cls"].tolist()) == {1} and len(records) >= 30
+            counters = cap.frame_counters()
+            bulk = counters[(counters["direction"] == 0) & (counters["cls"] == 2)]
+            assert int(bulk[-1]["frames"]) > 100           # 30 ms of 30 % IMIX: ~300 frames
+    bad = tmp_path / "bad.toml"
+    bad.write_text('name = "t"\ntarget = "10.0.0.1"\ninstrument = "/dev/null"\n'
+                   'paths = ["socket"]\nsizes = [64]\nload = "bg30"\n')
+    with pytest.raises(LatscopeError, match="load is for the simulated bench"):
+        runner.load_experiment(bad)

@@ -1,0 +1,143 @@
+"""The simulated bench under load (``capture/sim_load.py``): the wire it builds obeys IEEE 802.3
+(40 ns grid, 96-bit gap, frames that scapy/zlib accept: ``test_sim_wire.py``), the background
+takes its share of the line, the DUT model's queueing behaves as its docstring says, and a
+capture of it through ``latscope capture --sim ... --sim-load`` (model engine: the sniffers' and
+classifier's reference models) analyses per class to the model's ground truth."""
+
+import zlib
+
+import numpy as np
+import pytest
+
+from latscope import LatscopeError
+from latscope.capture import sim_load as sl
+from latscope.capture import sim_wire as w
+from latscope.gateware.model_sniffer import parse_frame
+
+
+def _wire_ok(run, d):
+    wd = run.wire[d]
+    start, end = wd["start_ns"], wd["end_ns"]
+    sizes = np.array([len(f) for f in wd["frames"]])
+    assert np.allclose(end - start, w.wire_ns(sizes))
+    assert np.all(start[1:] >= end[:-1] + w.IFG_NS - 1e-6)            # 96-bit gap
+    phase = (start - run.timing.lead_ticks * run.timing.tick_ns) % w.MII_CLOCK_NS
+    assert np.allclose(phase, phase[0]) or np.allclose(np.abs(phase - phase[0]) % 40, 0)
+
+
+def test_wire_frames_and_load_share():
+    run = sl.simulate_load("el-dm-64", 400, "bg60", seed=3)
+    for d in (0, 1):
+        _wire_ok(run, d)
+        for frame in run.wire[d]["frames"][:200]:
+            assert zlib.crc32(frame[:-4]).to_bytes(4, "little") == frame[-4:]
+    rx = run.wire[0]
+    bg = rx["probe"] < 0
+    duration = rx["end_ns"][-1] - rx["start_ns"][0]
+    sizes = np.array([len(f) for f in rx["frames"]])
+    # 400 requests at 1 kHz: ~0.4 s, ~7,900 background frames; the share's relative sd is
+    # 1.50/sqrt(n) (test_sim_wire) = 1.7 %: 6 % is over 3 sd
+    assert w.line_share(sizes[bg], duration) == pytest.approx(0.60, rel=0.06)
+    # replies carry the request's sequence number where the sniffer looks
+    seqs = [parse_frame(f)["seq"] for f in run.wire[1]["frames"]]
+    assert seqs == sorted(seqs) and set(seqs) <= set(range(400))
+    assert len(seqs) == 400 - int(run.truth["dropped"].sum())
+
+
+def test_load_delays_the_stack_but_not_the_fast_track():
+    # Same seed, same requests: the stack's tail grows with background frames queued ahead of
+    # the request (expected from the model: ~1.1 us more at p99 for el-dm at 90 %, printed by
+    # docs/simulated-bench.md's table); the fast track's delivery does not wait for the stack.
+    def p99(profile, scenario, stage):
+        run = sl.simulate_load(profile, 1500, scenario, seed=4)
+        v = run.truth[f"stage/{stage}"]
+        return np.nanpercentile(v, 99), run
+    idle, _ = p99("el-dm-64", "bg0", "rx.udp")
+    busy, run = p99("el-dm-64", "bg90", "rx.udp")
+    assert busy > idle + 500                      # ns
+    f_idle, _ = p99("fast-track-64", "bg0", "rx.fast")
+    f_busy, _ = p99("fast-track-64", "bg90", "rx.fast")
+    assert abs(f_busy - f_idle) < 150             # ns: sampling noise of a p99 at n = 1,500
+    assert f_busy < busy - 1500
+
+
+def test_coalescing_and_drops():
+    plain = sl.simulate_load("el-dm-64", 300, "bg60", seed=5)
+    moderated = sl.simulate_load("el-dm-64", 300, "bg60-coalesce", seed=5)
+    assert int(moderated.truth["interrupts"]) < int(plain.truth["interrupts"])
+    # a request waits for the interrupt: up to 20 us for the 4th frame or the timer
+    assert np.nanmedian(moderated.truth["stage/rx.isr"]) > np.nanmedian(
+        plain.truth["stage/rx.isr"]) + 1000
+    assert np.nanmax(moderated.truth["stage/rx.isr"]) < 20_000 + 2_000
+    lossy = sl.simulate_load("el-dm-64", 300, sl.LoadScenario(name="lossy", load=0.3,
+                                                              drop_probability=0.05), seed=6)
+    dropped = lossy.truth["dropped"]
+    assert 3 <= dropped.sum() <= 35             # Binomial(300, 0.05): mean 15, sd 3.8
+    assert np.all(np.isnan(lossy.truth["stage/node.e2e"][dropped]))
+    # a batch of 8 frames is copied back to back: the stack is still busy with the first when
+    # the second is queued, so a one-frame queue drops
+    tiny_queue = sl.simulate_load("el-dm-64", 300, sl.LoadScenario(
+        name="q1", load=0.9, stack_queue=1, coalesce_frames=8, coalesce_us=100.0,
+        drop_probability=0.0), seed=7)
+    assert int(tiny_queue.truth["bg_dropped"]) > 0
+
+
+def test_scenarios_and_errors(tmp_path):
+    assert {"bg0", "bg30", "bg60", "bg90", "bg60-coalesce"} <= set(sl.list_scenarios())
+    s = sl.load_scenario("bg60-coalesce")
+    assert (s.load, s.coalesce_frames, s.coalesce_us, s.probe_rate_pps) == (0.6, 4, 20.0, 1000.0)
+    assert sl.load_scenario("0.3").load == 0.3
+    with pytest.raises(LatscopeError, match="unknown load scenario 'bg99'"):
+        sl.load_scenario("bg99")
+    bad = tmp_path / "s.toml"
+    bad.write_text("[scenario.x]\nload = 2.0\n")
+    with pytest.raises(LatscopeError, match="load must be 0 to 0.95"):
+        sl.load_scenario(f"{bad}:x")
+    bad.write_text("[scenario.x]\nspeed = 2.0\n")
+    with pytest.raises(LatscopeError, match="unknown key 'speed'"):
+        sl.load_scenario(f"{bad}:x")
+
+
+def test_capture_under_load_analyses_per_class(tmp_path):
+    """``latscope capture --sim fast-track-64 --sim-load bg30``: FRAME records of class hp for
+    every request and reply, background counted only, per-class statistics equal the truth."""
+    from latscope.analysis import api
+    from latscope.capture.capfile import open_capture
+    from latscope.cli import main
+    out = tmp_path / "ft.lsc"
+    assert main(["capture", "--sim", "fast-track-64", "--sim-load", "bg30", "--packets", "150",
+                 "--sim-seed", "2", "-o", str(out), "--quiet"]) == 0
+    cap = open_capture(str(out))
+    meta = cap.metadata
+    assert meta["frames"]["classes"] == {"0": "other", "1": "hp", "2": "bg"}
+    records, _ = cap.frames()
+    assert set(records["cls"].tolist()) == {1}                        # only hp recorded
+    counters = cap.frame_counters()
+    last_bg = counters[(counters["direction"] == 0) & (counters["cls"] == 2)][-1]
+    run = sl.simulate_load("fast-track-64", 150, "bg30", seed=2)     # the same run again
+    assert int(last_bg["frames"]) == int(run.truth["bg_frames"])
+    a = api.analyze_file(str(out))
+    e2e = a.stats["node.e2e[hp]"]
+    want = run.truth["stage/node.e2e"]
+    want = want[~np.isnan(want)]
+    assert e2e.n == len(want)
+    # ticks of 1.25 ns: each edge is rounded up to a tick, so a difference is within one tick
+    assert e2e.p50_ns == pytest.approx(np.percentile(want, 50), abs=1.25 + 40)
+    fa = a.result.frames
+    hp = fa.classes[1]
+    assert hp.requests == 150 and hp.replied + hp.dropped + hp.unknown == 150
+    assert hp.dropped == int(run.truth["dropped"].sum())
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--sim-load", "bg99"], "unknown load scenario 'bg99'"),
+    (["--sim-load", "2.0"], "load must be 0 to 0.95"),
+    (["--sim-load", "bg30", "--sim-engine", "verilator"], "runs on the model engine only"),
+])
+def test_bad_load_options_are_one_line(tmp_path, capsys, args, message):
+    from latscope.cli import main
+    out = tmp_path / "x.lsc"
+    status = main(["capture", "--sim", "el-dm-64", "--packets", "5", "-o", str(out), *args])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert status != 0 and len(err) == 1 and message in err[0]
+    assert not out.exists()
