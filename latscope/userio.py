@@ -5,7 +5,6 @@ work starts. ``latscope.cli.main`` turns any ``OSError`` that still escapes a co
 
 import errno
 import os
-import tomllib
 
 from latscope import LatscopeError
 
@@ -62,6 +61,7 @@ def read_toml(path, what):
     if "\x00" in text:
         raise LatscopeError(f"{what} {path} is not a text file (it holds NUL bytes); expected "
                             f"TOML")
+    import tomllib  # here: its regular expressions cost ~3 ms to compile, import needs none
     try:
         return tomllib.loads(text)
     except tomllib.TOMLDecodeError as error:
