@@ -611,6 +611,10 @@ def edges_of_blocks(blocks, bits, channels=None, *, initial=None):
         mask |= 1 << bit
     previous = None
     flags = np.zeros(0, bool)
+    # Candidates (changed samples, with the mapped bits before and after) are gathered over
+    # several blocks and turned into edges together: that step is ~15 small NumPy calls, whose
+    # fixed cost per call would otherwise be paid once per block.
+    pending, pending_count = [], 0
     for start, samples in blocks:
         if not len(samples):
             continue
@@ -625,22 +629,38 @@ def edges_of_blocks(blocks, bits, channels=None, *, initial=None):
             where = _changes(samples & m, flags)
         after = samples[where] & m
         before = samples[where - 1] & m
-        changed = after != before
-        if not changed.all():
-            where, after, before = where[changed], after[changed], before[changed]
         if previous is not None and first != previous:
             where = np.concatenate((np.zeros(1, where.dtype), where))
             before = np.concatenate((np.array([previous], samples.dtype), before))
             after = np.concatenate((np.array([first], samples.dtype), after))
         previous = samples[-1] & m
-        if not len(where):
-            continue
-        diff = (after ^ before).astype(np.uint64)[:, None] >> bits[None, :]
-        level = after.astype(np.uint64)[:, None] >> bits[None, :]
-        rows, cols = np.nonzero(diff & np.uint64(1))
-        yield ((where[rows] + start).astype(np.int64), channels[cols],
-               ((level[rows, cols] & np.uint64(1)) == 1))
+        if len(where):
+            pending.append((where.astype(np.int64) + start, before, after))
+            pending_count += len(where)
+        if pending_count >= 1 << 14 or len(pending) >= 16:
+            edges = _edges_at(pending, bits, channels)
+            pending, pending_count = [], 0
+            if edges is not None:
+                yield edges
+    if pending:
+        edges = _edges_at(pending, bits, channels)
+        if edges is not None:
+            yield edges
 
+
+def _edges_at(candidates, bits, channels):
+    """``(time, channel, rising)`` of the mapped probes that changed at the candidate samples
+    ``[(time, mapped bits before, mapped bits after), ...]``, or None when none did."""
+    at, before, after = (np.concatenate(c) for c in zip(*candidates, strict=True))
+    changed = after != before
+    if not changed.all():
+        at, before, after = at[changed], before[changed], after[changed]
+    if not len(at):
+        return None
+    diff = (after ^ before).astype(np.uint64)[:, None] >> bits[None, :]
+    level = after.astype(np.uint64)[:, None] >> bits[None, :]
+    rows, cols = np.nonzero(diff & np.uint64(1))
+    return at[rows], channels[cols], (level[rows, cols] & np.uint64(1)) == 1
 
 @dataclasses.dataclass
 class ImportSummary:
