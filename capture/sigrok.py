@@ -24,7 +24,6 @@ import re
 import time as _time
 import zipfile
 import zlib
-from fractions import Fraction
 
 import numpy as np
 
@@ -189,6 +188,7 @@ def parse_samplerate(text):
     >>> parse_samplerate("200 kHz"), parse_samplerate("100000000"), parse_samplerate("1.5MHz")
     (200000, 100000000, 1500000)
     """
+    from fractions import Fraction  # here: reading a file needs none (decimal: ~2 ms)
     match = _SIZE.fullmatch(str(text))
     if not match:
         raise ValueError(f"not a sample rate: {text!r} (expected e.g. 100000000 or '100 MHz')")
@@ -911,6 +911,7 @@ def _sample_index(delta, samplerate, tick_hz):
     at or after each tick offset (an edge exactly on a sample instant is seen at that sample)."""
     if tick_hz == samplerate:
         return delta.astype(np.int64)
+    from fractions import Fraction
     ratio = Fraction(samplerate) / Fraction(tick_hz)      # samples per tick, a / b
     a, b = ratio.numerator, ratio.denominator
     if a * b < (1 << 62):
@@ -987,6 +988,7 @@ def export_sr(window, output, samplerate, *, max_samples=10**9, overwrite=False,
     span = window.stop - window.start
     if span < 1:
         raise LatscopeError("the export window is empty")
+    from fractions import Fraction
     ratio = Fraction(samplerate) / tick_hz
     count = (span - 1) * ratio
     count = int(-(-count.numerator // count.denominator)) + 1
