@@ -143,8 +143,8 @@ def _quiet_blas_threads():
     """One BLAS thread unless the user chose otherwise, set before NumPy loads.
 
     NumPy's bundled OpenBLAS starts a worker thread per core when NumPy is imported, and each
-    worker spins for about 0.1 s waiting for work before it sleeps: on an idle 2-core machine
-    that was 0.13 s of CPU in every latscope process (``analyze`` 0.19 s wall, 0.32 s CPU). No
+    worker busy-waits for work (OpenBLAS's thread timeout, ~2^28 cycles) before it sleeps: on a
+    quiet 2-core machine ``latscope analyze`` took 0.32 s of CPU in 0.19 s of wall time. No
     command does BLAS work (no matmul, dot or linalg on this path: pairing, sorting, order
     statistics and histograms are element-wise NumPy), so the threads only cost time."""
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
