@@ -114,3 +114,33 @@ def test_commands_run_numpy_without_blas_worker_threads(preset):
         assert seen == {"status": 0, "threads": 1, "openblas": "1"}
     else:
         assert seen["openblas"] == preset
+
+
+_FROZEN = r"""
+import contextlib, gc, io, json, sys
+from latscope import cli
+sys.argv = ["latscope", *sys.argv[1:]]
+before = gc.get_freeze_count()
+with contextlib.redirect_stdout(io.StringIO()):
+    status = cli.main()
+print(json.dumps({"status": status, "frozen": gc.get_freeze_count() - before,
+                  "enabled": gc.isenabled()}))
+"""
+
+
+def test_command_sets_imported_objects_aside_from_the_collector():
+    """As the whole process (``main()`` reading sys.argv), the objects made by importing the
+    command's modules are frozen out of the cyclic collector, which stays enabled; a test
+    calling ``main(argv)`` in its own process freezes nothing (its garbage must stay
+    collectable)."""
+    import gc
+
+    from latscope.analysis.api import repository_root
+    capture = f"{repository_root()}/fixtures/bench/el-dm-64.lsc"
+    out = subprocess.run([sys.executable, "-c", _FROZEN, "analyze", capture, "--json"],
+                         capture_output=True, text=True, check=True).stdout
+    seen = json.loads(out.strip().splitlines()[-1])
+    assert seen["status"] == 0 and seen["enabled"] and seen["frozen"] > 10_000, seen
+    before = gc.get_freeze_count()
+    assert cli.main(["info", capture]) == 0
+    assert gc.get_freeze_count() == before and gc.isenabled()
