@@ -178,7 +178,7 @@ def _user_path_rows(path, sigrok_cpu, sigrok_wall, expected, runs=3):
     return rows
 
 
-def _sigrok_rows(packets):
+def _sigrok_rows(packets, runs=3):
     from latscope.analysis import api
     from latscope.analysis.sigrokref import have_sigrok_cli, sigrok_jitter, write_sr
     from latscope.analysis.synth import SyntheticSpec, synthetic_chunks
@@ -201,21 +201,27 @@ def _sigrok_rows(packets):
         rows.append(("  sample rate processed", samples / ours / 1e6, "M samples/s", ""))
         if not have_sigrok_cli():
             rows.append(("sigrok-cli jitter decoder", float("nan"), "s", "sigrok-cli not found"))
-            rows += _user_path_rows(path, None, None, len(lat))
+            rows += _user_path_rows(path, None, None, len(lat), runs)
             return rows
-        before = resource.getrusage(resource.RUSAGE_CHILDREN)
-        wall_started = time.monotonic()
-        s_start, s_stop = sigrok_jitter(path, "rx_dv", "m_udp")
-        theirs_wall = time.monotonic() - wall_started
-        after = resource.getrusage(resource.RUSAGE_CHILDREN)
-        theirs = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+        # sigrok-cli's CPU time varies by a third from run to run on a loaded machine: the
+        # median of as many runs as latscope's side gets, so one outlier does not set the ratio
+        cpus, walls = [], []
+        for _ in range(runs):
+            before = resource.getrusage(resource.RUSAGE_CHILDREN)
+            wall_started = time.monotonic()
+            s_start, s_stop = sigrok_jitter(path, "rx_dv", "m_udp")
+            walls.append(time.monotonic() - wall_started)
+            after = resource.getrusage(resource.RUSAGE_CHILDREN)
+            cpus.append((after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime))
+        theirs, theirs_wall = sorted(cpus)[runs // 2], sorted(walls)[runs // 2]
         same = (len(s_start) == len(start) and np.array_equal(s_start, start)
                 and np.array_equal(s_stop - s_start, lat))
         rows.append(("sigrok-cli jitter decoder, same latencies", theirs, "s",
-                     f"latscope {theirs / ours:.1f}x faster; per-packet latencies "
+                     f"median of {runs} (CPU {min(cpus):.2f}-{max(cpus):.2f} s); latscope "
+                     f"{theirs / ours:.1f}x faster; per-packet latencies "
                      f"{'identical' if same else 'DIFFER'} ({len(s_start):,} vs {len(lat):,}); "
                      f"wall {theirs_wall:.2f} s"))
-        rows += _user_path_rows(path, theirs, theirs_wall, len(lat))
+        rows += _user_path_rows(path, theirs, theirs_wall, len(lat), runs)
     return rows
 
 

@@ -5,7 +5,7 @@ import os
 import sys
 
 from latscope import LatscopeError
-from latscope.analysis import api, report
+from latscope.analysis import api
 from latscope.analysis.definitions import load_definitions
 from latscope.analysis.stats import bound_hints
 from latscope.userio import check_input, check_output
@@ -133,6 +133,7 @@ def cmd_analyze(args):
           f"each table's unit is in its headers")
     print(_marker_line(a))
     print()
+    from latscope.analysis import report  # here: analyze --json needs no table code
     if r.stats:
         print(report.stats_table(r.stats))
         for name, s in r.stats.items():
@@ -216,6 +217,7 @@ def _load_all(args, packets=True):
 
 
 def cmd_compare(args):
+    from latscope.analysis import report
     analyses = _load_all(args)
     _warn_integrity(args, analyses)
     if args.by == "size":
@@ -260,6 +262,7 @@ def cmd_compare(args):
 
 
 def cmd_report(args):
+    from latscope.analysis import report
     check_output(args.output, directory=True)        # before the analyses, not after
     analyses = _load_all(args)
     _warn_integrity(args, analyses)

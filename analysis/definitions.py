@@ -13,7 +13,7 @@ marker table, so a capture imported from sigrok with ``--map`` is analysed with 
 """
 
 import dataclasses
-import importlib.resources
+import os
 import re
 import tomllib
 
@@ -220,7 +220,16 @@ def load_definitions(path):
 
 def default_definitions():
     """The standard measurements (``defaults.toml`` in this package)."""
-    text = importlib.resources.files("latscope.analysis").joinpath("defaults.toml").read_text()
+    # Read beside this module, as an installed package is a folder; importlib.resources (which
+    # also reads zipped packages) would import zipfile, tempfile and more: ~10 ms per command.
+    try:
+        with open(os.path.join(os.path.dirname(__file__), "defaults.toml"),
+                  encoding="utf-8") as f:
+            text = f.read()
+    except FileNotFoundError:
+        import importlib.resources
+        text = importlib.resources.files("latscope.analysis").joinpath("defaults.toml") \
+            .read_text(encoding="utf-8")
     return parse_definitions(tomllib.loads(text))
 
 

@@ -124,10 +124,9 @@ def sigrok_jitter(path, clk, sig, *, clk_polarity="falling", sig_polarity="risin
 def edges_from_samples(blocks, bits, channels=None):
     """Edges of the probes ``bits`` in consecutive sample blocks.
 
-    Same output as :meth:`latscope.capture.sigrok.SrReader.iter_edges` (the first sample sets the
-    initial levels and is not an edge), but changed samples are found by comparing neighbouring
-    samples whole (SIMD in NumPy) before any per-probe work, which only the few changed samples
-    get: the long idle stretches of a latency capture cost one comparison per sample.
+    The same edges as :meth:`latscope.capture.sigrok.SrReader.iter_edges`, from the same code
+    (:func:`latscope.capture.sigrok.edges_of_blocks`); the first sample sets the initial levels
+    and is not an edge.
 
     Parameters
     ----------
@@ -144,41 +143,5 @@ def edges_from_samples(blocks, bits, channels=None):
         Sample index of the first sample at the new level, channel, edge direction; sorted by
         time, then channel.
     """
-    bits = np.asarray(bits, dtype=np.uint64)
-    channels = np.arange(len(bits), dtype=np.uint8) if channels is None else \
-        np.asarray(channels, dtype=np.uint8)
-    mask_value = 0
-    for b in bits.tolist():
-        mask_value |= 1 << b
-    previous = None
-    for start, samples in blocks:
-        if not len(samples):
-            continue
-        mask = samples.dtype.type(mask_value)
-        if previous is None:
-            previous = samples[0]
-        # changes on any probe first (one pass over the raw samples), then keep the mapped ones
-        where = _change_positions(samples, previous)
-        before = np.where(where > 0, samples[np.maximum(where - 1, 0)], previous) & mask
-        previous = samples[-1]
-        level = samples[where] & mask
-        keep = level != before
-        where, before, level = where[keep], before[keep], level[keep]
-        if not len(where):
-            continue
-        changed = (level ^ before).astype(np.uint64)
-        level = level.astype(np.uint64)
-        toggled = (changed[:, None] >> bits[None, :]) & np.uint64(1)
-        rows, cols = np.nonzero(toggled)
-        yield ((where[rows] + start).astype(np.int64), channels[cols],
-               ((level[rows] >> bits[cols]) & np.uint64(1)) == 1)
-
-
-def _change_positions(masked, previous):
-    """Indices ``i`` where ``masked[i]`` differs from the sample before it (``previous`` before
-    index 0). A byte-wise comparison of neighbours, which NumPy runs with SIMD: several times
-    faster than expanding every sample into per-probe bits."""
-    idx = np.flatnonzero(masked[1:] != masked[:-1]) + 1
-    if masked[0] != previous:
-        idx = np.concatenate([[0], idx])
-    return idx.astype(np.int64)
+    from latscope.capture.sigrok import edges_of_blocks
+    return edges_of_blocks(blocks, bits, channels)

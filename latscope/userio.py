@@ -5,8 +5,6 @@ work starts. ``latscope.cli.main`` turns any ``OSError`` that still escapes a co
 
 import errno
 import os
-import tempfile
-import tomllib
 
 from latscope import LatscopeError
 
@@ -63,6 +61,7 @@ def read_toml(path, what):
     if "\x00" in text:
         raise LatscopeError(f"{what} {path} is not a text file (it holds NUL bytes); expected "
                             f"TOML")
+    import tomllib  # here: its regular expressions cost ~3 ms to compile, import needs none
     try:
         return tomllib.loads(text)
     except tomllib.TOMLDecodeError as error:
@@ -112,6 +111,7 @@ def check_output(path, *, force=False, directory=False, option="--force"):
         target = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(target):
         raise LatscopeError(f"{path}: directory {target} does not exist")
+    import tempfile  # here: only commands that write import it (random, hashlib: ~2 ms)
     try:      # the only reliable test (root, read-only mounts, ACLs): create and remove a file
         handle, probe = tempfile.mkstemp(prefix=".latscope-probe-", dir=target)
     except OSError as error:

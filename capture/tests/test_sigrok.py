@@ -25,6 +25,7 @@ from latscope.capture.sigrok import (
     SrLimits,
     SrReader,
     SrWriter,
+    _changes,
     _sample_index,
     import_sr,
     make_sparse_sr,
@@ -409,3 +410,19 @@ def test_duplicate_member_names_are_refused(tmp_path):
             archive.writestr("logic-1-1", b"\x00")
     with pytest.raises(SigrokFileError, match="member 'logic-1-1' appears twice"):
         SrReader(path)
+
+
+@pytest.mark.parametrize("dtype", [np.uint8, np.uint16, np.uint32, np.uint64])
+def test_changes_word_search_equals_neighbour_comparison(dtype):
+    """_changes searches the change flags as 64-bit words; the reference compares every sample
+    with the one before it (``np.flatnonzero(s[1:] != s[:-1]) + 1``). Lengths around multiples of
+    8, sparse and dense changes, one scratch array reused across calls as the readers do."""
+    rng = np.random.default_rng(7)
+    flags = np.zeros(5000 + 7, bool)
+    for n in [0, 1, 2, 7, 8, 9, 15, 16, 17, 63, 64, 65, 1000, 4999, 5000]:
+        for p_change in (0.0, 0.001, 0.05, 0.5, 1.0):
+            steps = rng.random(n) < p_change
+            samples = (np.cumsum(steps) % 3).astype(dtype) * dtype(0x81)
+            expected = np.flatnonzero(samples[1:] != samples[:-1]) + 1
+            got = _changes(samples, flags)
+            assert got.tolist() == expected.tolist(), (n, p_change)

@@ -6,6 +6,7 @@ imported, in a fresh interpreter. `latscope bench --only analysis` times the sta
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 
@@ -81,3 +82,65 @@ def test_top_level_help_lists_every_command_whatever_follows(capsys):
         cli.main(["-h", "analyze"])
     text = capsys.readouterr().out
     assert all(name in text for name in cli.COMMAND_INDEX)
+
+
+_THREADS = r"""
+import contextlib, io, json, os, sys
+from latscope import cli
+with contextlib.redirect_stdout(io.StringIO()):
+    status = cli.main(sys.argv[1:])
+print(json.dumps({"status": status, "threads": len(os.listdir("/proc/self/task")),
+                  "openblas": os.environ.get("OPENBLAS_NUM_THREADS")}))
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="counts threads in /proc")
+@pytest.mark.parametrize("preset", [None, "2"])
+def test_commands_run_numpy_without_blas_worker_threads(preset):
+    """NumPy's OpenBLAS starts a worker per core that busy-waits after import (CPU time with no
+    work to do: no command uses BLAS); the command line asks for one BLAS thread unless the user
+    set OPENBLAS_NUM_THREADS. Expected: one thread (the main one) after ``latscope analyze``, or
+    the user's setting kept."""
+    from latscope.analysis.api import repository_root
+    capture = f"{repository_root()}/fixtures/bench/el-dm-64.lsc"
+    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
+    if preset:
+        env["OPENBLAS_NUM_THREADS"] = preset
+    out = subprocess.run([sys.executable, "-c", _THREADS, "analyze", capture, "--json"],
+                         capture_output=True, text=True, check=True, env=env).stdout
+    seen = json.loads(out.strip().splitlines()[-1])
+    assert seen["status"] == 0
+    if preset is None:
+        assert seen == {"status": 0, "threads": 1, "openblas": "1"}
+    else:
+        assert seen["openblas"] == preset
+
+
+_FROZEN = r"""
+import contextlib, gc, io, json, sys
+from latscope import cli
+sys.argv = ["latscope", *sys.argv[1:]]
+before = gc.get_freeze_count()
+with contextlib.redirect_stdout(io.StringIO()):
+    status = cli.main()
+print(json.dumps({"status": status, "frozen": gc.get_freeze_count() - before,
+                  "enabled": gc.isenabled()}))
+"""
+
+
+def test_command_sets_imported_objects_aside_from_the_collector():
+    """As the whole process (``main()`` reading sys.argv), the objects made by importing the
+    command's modules are frozen out of the cyclic collector, which stays enabled; a test
+    calling ``main(argv)`` in its own process freezes nothing (its garbage must stay
+    collectable)."""
+    import gc
+
+    from latscope.analysis.api import repository_root
+    capture = f"{repository_root()}/fixtures/bench/el-dm-64.lsc"
+    out = subprocess.run([sys.executable, "-c", _FROZEN, "analyze", capture, "--json"],
+                         capture_output=True, text=True, check=True).stdout
+    seen = json.loads(out.strip().splitlines()[-1])
+    assert seen["status"] == 0 and seen["enabled"] and seen["frozen"] > 10_000, seen
+    before = gc.get_freeze_count()
+    assert cli.main(["info", capture]) == 0
+    assert gc.get_freeze_count() == before and gc.isenabled()
