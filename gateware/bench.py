@@ -141,6 +141,10 @@ def run(quick):
         res = ", ".join(f"{k} {v['used']}/{v['available']}"
                         for k, v in summary["resources"].items() if v["used"])
         rows.append((f"{name}: resources", res, "", ""))
+        if summary.get("pin_to_sample_skew_ps") is not None:
+            rows.append((f"{name}: pin-to-sample skew", f"{summary['pin_to_sample_skew_ps']}",
+                         "ps", "worst between channels in nextpnr's model; the pad paths are "
+                               "not timed by nextpnr (docs/boards.md)"))
 
     try:
         import latscope.gateware.top  # noqa: F401

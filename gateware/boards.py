@@ -29,6 +29,7 @@ from amaranth.lib import io, wiring
 from amaranth.lib.cdc import ResetSynchronizer
 
 from latscope import LatscopeError
+from latscope.gateware.pll import EhxplllPlan, ehxplll
 
 __all__ = ["CHANNEL_ROLES", "Board", "BOARDS", "get_board", "make_platform", "BoardTop"]
 
@@ -348,31 +349,6 @@ class BoardTop(Elaboratable):
                              f"{board.name!r}, not {len(core.samples)}")
         self.core = core
 
-    def _ehxplll(self, p, clki, clkop_hz, clkos_hz, clkop, clkos, locked):
-        """An EHXPLLL with CLKOP feedback (CLKOS unused when ``clkos_hz`` is None)."""
-        clkos_params = {} if clkos_hz is None else dict(
-            a_FREQUENCY_PIN_CLKOS=f"{clkos_hz / 1e6:g}", p_CLKOS_ENABLE="ENABLED",
-            p_CLKOS_DIV=p["CLKOS_DIV"], p_CLKOS_CPHASE=p["CLKOS_DIV"] - 1, p_CLKOS_FPHASE=0,
-            o_CLKOS=clkos)
-        return Instance(
-            "EHXPLLL",
-            a_FREQUENCY_PIN_CLKI=f"{self.board.input_hz / 1e6:g}",
-            a_FREQUENCY_PIN_CLKOP=f"{clkop_hz / 1e6:g}",
-            a_ICP_CURRENT="12", a_LPF_RESISTOR="8", a_MFG_ENABLE_FILTEROPAMP="1",
-            a_MFG_GMCREF_SEL="2",
-            p_PLLRST_ENA="DISABLED", p_INTFB_WAKE="DISABLED", p_STDBY_ENABLE="DISABLED",
-            p_DPHASE_SOURCE="DISABLED", p_OUTDIVIDER_MUXA="DIVA", p_OUTDIVIDER_MUXB="DIVB",
-            p_OUTDIVIDER_MUXC="DIVC", p_OUTDIVIDER_MUXD="DIVD",
-            p_CLKI_DIV=p["CLKI_DIV"], p_FEEDBK_PATH="CLKOP", p_CLKFB_DIV=p["CLKFB_DIV"],
-            p_CLKOP_ENABLE="ENABLED", p_CLKOP_DIV=p["CLKOP_DIV"],
-            p_CLKOP_CPHASE=p["CLKOP_DIV"] - 1, p_CLKOP_FPHASE=0,
-            i_RST=Const(0), i_STDBY=Const(0), i_CLKI=clki, i_CLKFB=clkop,
-            i_PHASESEL0=Const(0), i_PHASESEL1=Const(0), i_PHASEDIR=Const(1),
-            i_PHASESTEP=Const(1), i_PHASELOADREG=Const(1), i_PLLWAKESYNC=Const(0),
-            i_ENCLKOP=Const(0),
-            o_CLKOP=clkop, o_LOCK=locked, **clkos_params,
-        )
-
     def _clocks_ecp5_x2(self, m, platform):
         """Two PLLs (link clock; edge clock), ECLKSYNCB + CLKDIVF, the start-up sequence."""
         from latscope.gateware.gearing import GearingStart, edge_clocks
@@ -383,10 +359,10 @@ class BoardTop(Elaboratable):
         m.submodules.rst_buf = rst_buf = io.Buffer("i", rst_port)
         loop, clk_sync, eclk_raw = Signal(), Signal(), Signal()
         locked_sync, locked_eclk = Signal(), Signal()
-        m.submodules.pll = self._ehxplll(board.pll, clk_buf.i, 160e6, board.sync_hz, loop,
-                                         clk_sync, locked_sync)
-        m.submodules.eclk_pll = self._ehxplll(board.eclk_pll, clk_buf.i, board.eclk_hz, None,
-                                              eclk_raw, None, locked_eclk)
+        m.submodules.pll = ehxplll(EhxplllPlan(board.input_hz, board.pll), clki=clk_buf.i,
+                                   clkop=loop, clkos=clk_sync, locked=locked_sync)
+        m.submodules.eclk_pll = ehxplll(EhxplllPlan(board.input_hz, board.eclk_pll),
+                                        clki=clk_buf.i, clkop=eclk_raw, locked=locked_eclk)
         m.domains.capture = ClockDomain("capture")
         m.domains.sync = ClockDomain("sync")
         m.d.comb += ClockSignal("sync").eq(clk_sync)
@@ -407,28 +383,9 @@ class BoardTop(Elaboratable):
         rst_port = platform.request(platform.default_rst, dir="-")
         m.submodules.rst_buf = rst_buf = io.Buffer("i", rst_port)
         clk_capture, clk_sync, locked = Signal(), Signal(), Signal()
-        p = self.board.pll
-        m.submodules.pll = Instance(
-            "EHXPLLL",
-            a_FREQUENCY_PIN_CLKI=f"{self.board.input_hz / 1e6:g}",
-            a_FREQUENCY_PIN_CLKOP=f"{self.board.capture_hz / 1e6:g}",
-            a_FREQUENCY_PIN_CLKOS=f"{self.board.sync_hz / 1e6:g}",
-            a_ICP_CURRENT="12", a_LPF_RESISTOR="8", a_MFG_ENABLE_FILTEROPAMP="1",
-            a_MFG_GMCREF_SEL="2",
-            p_PLLRST_ENA="DISABLED", p_INTFB_WAKE="DISABLED", p_STDBY_ENABLE="DISABLED",
-            p_DPHASE_SOURCE="DISABLED", p_OUTDIVIDER_MUXA="DIVA", p_OUTDIVIDER_MUXB="DIVB",
-            p_OUTDIVIDER_MUXC="DIVC", p_OUTDIVIDER_MUXD="DIVD",
-            p_CLKI_DIV=p["CLKI_DIV"], p_FEEDBK_PATH="CLKOP", p_CLKFB_DIV=p["CLKFB_DIV"],
-            p_CLKOP_ENABLE="ENABLED", p_CLKOP_DIV=p["CLKOP_DIV"],
-            p_CLKOP_CPHASE=p["CLKOP_DIV"] - 1, p_CLKOP_FPHASE=0,
-            p_CLKOS_ENABLE="ENABLED", p_CLKOS_DIV=p["CLKOS_DIV"],
-            p_CLKOS_CPHASE=p["CLKOS_DIV"] - 1, p_CLKOS_FPHASE=0,
-            i_RST=Const(0), i_STDBY=Const(0), i_CLKI=clk_buf.i, i_CLKFB=clk_capture,
-            i_PHASESEL0=Const(0), i_PHASESEL1=Const(0), i_PHASEDIR=Const(1),
-            i_PHASESTEP=Const(1), i_PHASELOADREG=Const(1), i_PLLWAKESYNC=Const(0),
-            i_ENCLKOP=Const(0),
-            o_CLKOP=clk_capture, o_CLKOS=clk_sync, o_LOCK=locked,
-        )
+        m.submodules.pll = ehxplll(EhxplllPlan(self.board.input_hz, self.board.pll),
+                                   clki=clk_buf.i, clkop=clk_capture, clkos=clk_sync,
+                                   locked=locked)
         m.domains.capture = ClockDomain("capture")
         m.domains.sync = ClockDomain("sync")
         m.d.comb += [ClockSignal("capture").eq(clk_capture), ClockSignal("sync").eq(clk_sync)]

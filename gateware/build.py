@@ -255,8 +255,14 @@ def build_bitstream(board, out_dir=None, *, core=None, timing_allow_fail=False, 
     report_path = out_dir / "report.json"
     report = json.loads(report_path.read_text()) if report_path.exists() else {}
     summary = parse_report(report, board, log_text=tim_text)
-    from latscope.gateware.skew import channel_paths
-    summary["channel_paths"] = channel_paths(report, cell_prefix="ch_")
+    from latscope.gateware.skew import channel_paths, pin_to_sample_skew_ps
+    keys = {}
+    if board.family == "ecp5":      # where the untimed pad path is tabulated (skew.py)
+        keys = dict(speed=f"{platform.speed}_5G" if "UM5G" in platform.device
+                    else str(platform.speed), io_type=board.io_attrs.get("IO_TYPE"),
+                    cell_mode="IDDRX2F" if board.gearing == "x2" else "IDDRX1F")
+    summary["channel_paths"] = channel_paths(report, cell_prefix="ch_", **keys)
+    summary["pin_to_sample_skew_ps"] = pin_to_sample_skew_ps(summary["channel_paths"])
     summary.update({
         "bitstream": str(out_dir / _BITSTREAM[board.family]),
         "build_seconds": round(time.monotonic() - started, 1),

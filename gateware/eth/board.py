@@ -17,10 +17,11 @@ Clock-domain crossings it adds (all through the project's FIFO and synchroniser 
 ``CaptureFIFO``).
 """
 
-from amaranth.hdl import ClockDomain, ClockSignal, Const, Instance, Signal
+from amaranth.hdl import ClockDomain, ClockSignal, Signal
 from amaranth.lib import io, wiring
 from amaranth.lib.cdc import ResetSynchronizer
 
+from ..pll import EhxplllPlan, ehxplll
 from .link import EthLink, LinkMux
 from .rgmii import RgmiiPins
 
@@ -35,26 +36,8 @@ ETH_PLL = dict(CLKI_DIV=4, CLKFB_DIV=5, CLKOP_DIV=5, CLKOS_DIV=5, CLKOS_CPHASE=5
 
 def _eth_pll(m, clk_in, arst):
     eth, eth90, locked = Signal(), Signal(), Signal()
-    p = ETH_PLL
-    m.submodules.eth_pll = Instance(
-        "EHXPLLL",
-        a_FREQUENCY_PIN_CLKI="100", a_FREQUENCY_PIN_CLKOP="125", a_FREQUENCY_PIN_CLKOS="125",
-        a_ICP_CURRENT="12", a_LPF_RESISTOR="8", a_MFG_ENABLE_FILTEROPAMP="1",
-        a_MFG_GMCREF_SEL="2",
-        p_PLLRST_ENA="DISABLED", p_INTFB_WAKE="DISABLED", p_STDBY_ENABLE="DISABLED",
-        p_DPHASE_SOURCE="DISABLED", p_OUTDIVIDER_MUXA="DIVA", p_OUTDIVIDER_MUXB="DIVB",
-        p_OUTDIVIDER_MUXC="DIVC", p_OUTDIVIDER_MUXD="DIVD",
-        p_CLKI_DIV=p["CLKI_DIV"], p_FEEDBK_PATH="CLKOP", p_CLKFB_DIV=p["CLKFB_DIV"],
-        p_CLKOP_ENABLE="ENABLED", p_CLKOP_DIV=p["CLKOP_DIV"],
-        p_CLKOP_CPHASE=p["CLKOP_DIV"] - 1, p_CLKOP_FPHASE=0,
-        p_CLKOS_ENABLE="ENABLED", p_CLKOS_DIV=p["CLKOS_DIV"],
-        p_CLKOS_CPHASE=p["CLKOS_CPHASE"], p_CLKOS_FPHASE=p["CLKOS_FPHASE"],
-        i_RST=Const(0), i_STDBY=Const(0), i_CLKI=clk_in, i_CLKFB=eth,
-        i_PHASESEL0=Const(0), i_PHASESEL1=Const(0), i_PHASEDIR=Const(1),
-        i_PHASESTEP=Const(1), i_PHASELOADREG=Const(1), i_PLLWAKESYNC=Const(0),
-        i_ENCLKOP=Const(0),
-        o_CLKOP=eth, o_CLKOS=eth90, o_LOCK=locked,
-    )
+    m.submodules.eth_pll = ehxplll(EhxplllPlan(100e6, ETH_PLL), clki=clk_in, clkop=eth,
+                                   clkos=eth90, locked=locked)
     m.domains.eth = ClockDomain("eth")
     m.domains.eth90 = ClockDomain("eth90")
     m.d.comb += [ClockSignal("eth").eq(eth), ClockSignal("eth90").eq(eth90)]

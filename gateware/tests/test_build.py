@@ -173,12 +173,61 @@ DETAILED = {"detailed_net_timings": [
 
 
 def test_channel_paths_from_the_detailed_report():
-    from latscope.gateware.skew import channel_paths
+    from latscope.gateware.skew import channel_paths, pin_to_sample_skew_ps
     paths = channel_paths(DETAILED)
     assert list(paths) == [0, 7]
     assert paths[0]["lane_ns"] == [2.702, None, None, 1.957] and paths[0]["max_ns"] == 2.702
     assert paths[7]["lane_ns"] == [None, 1.133] and paths[7]["pad_ns"] is None
+    assert paths[0]["pad_timed"] is False and paths[7]["pad_timed"] is False
+    assert pin_to_sample_skew_ps(paths) is None          # no database entry asked for
     assert channel_paths({}) == {}
+
+
+def test_channel_paths_with_the_untimed_pad_path():
+    from latscope.gateware.skew import channel_paths, pin_to_sample_skew_ps
+    paths = channel_paths(DETAILED, speed="8_5G", io_type="LVCMOS33", cell_mode="IDDRX2F")
+    # prjtrellis-db speed_8_5G cells.json: PIO:IOTYPE=LVCMOS33 PAD -> PADDI 921/945/970 ps;
+    # IOLOGIC:MODE=IDDRX2F DI setup 236 ps, hold 81 ps to posedge ECLK (copied by hand)
+    for ch in (0, 7):
+        assert paths[ch]["pad_ns"] == [0.921, 0.945, 0.97]
+        assert (paths[ch]["sample_setup_ns"], paths[ch]["sample_hold_ns"],
+                paths[ch]["sample_clock"]) == (0.236, 0.081, "ECLK")
+    # one number per I/O type: no difference between channels in nextpnr's model
+    assert pin_to_sample_skew_ps(paths) == 0
+    # A pad net with a timed sink (shape of the UART receive pad's net in the same report,
+    # driver "uart_rx_buf.buf.buf0" port "O", 2.172 ns to its synchroniser): were a channel's pad
+    # timed, the report would hold the answer and the database figure is not used.
+    timed = {"detailed_net_timings": DETAILED["detailed_net_timings"] + [
+        {"driver": "ch_x2.buf.buf.buf7", "port": "O", "net": "ch_x2.buf.buf.i_7",
+         "endpoints": [{"cell": "s30", "port": "M", "delay": [2.172, 2.172]}]}]}
+    paths = channel_paths(timed, speed="8_5G", io_type="LVCMOS33", cell_mode="IDDRX2F")
+    assert paths[7]["pad_timed"] is True and paths[0]["pad_timed"] is False
+    assert pin_to_sample_skew_ps(paths) is None
+    x1 = channel_paths(DETAILED, speed="8_5G", io_type="LVCMOS33", cell_mode="IDDRX1F")
+    assert (x1[0]["sample_setup_ns"], x1[0]["sample_hold_ns"], x1[0]["sample_clock"]) == \
+        (0.254, 0.164, "CLK")
+
+
+def test_skew_tables_match_prjtrellis_db():
+    """The tabulated numbers against prjtrellis-db itself (third-party data, read where it lies:
+    LATSCOPE_TRELLIS_DB = a checkout of YosysHQ/prjtrellis-db; never committed here)."""
+    import os
+
+    from latscope.gateware.skew import PAD_TO_PADDI_PS, SAMPLE_SETUP_HOLD_PS
+    root = os.environ.get("LATSCOPE_TRELLIS_DB")
+    if not root:
+        pytest.skip("LATSCOPE_TRELLIS_DB (a prjtrellis-db checkout) not set")
+    for (speed, io_type), expected in PAD_TO_PADDI_PS.items():
+        cells = json.loads((Path(root) / f"ECP5/timing/speed_{speed}/cells.json").read_text())
+        arc = [e for e in cells[f"PIO:IOTYPE={io_type}"]
+               if e["type"] == "IOPath" and (e["from_pin"], e["to_pin"]) == ("PAD", "PADDI")]
+        assert len(arc) == 1 and tuple(arc[0]["rising"]) == tuple(arc[0]["falling"]) == expected
+    for (speed, mode), (setup, hold, clock) in SAMPLE_SETUP_HOLD_PS.items():
+        cells = json.loads((Path(root) / f"ECP5/timing/speed_{speed}/cells.json").read_text())
+        check = [e for e in cells[f"IOLOGIC:MODE={mode}"]
+                 if e["type"] == "SetupHold" and e["pin"] == "DI"]
+        assert len(check) == 1 and check[0]["clock"] == ["posedge", clock]
+        assert check[0]["setup"] == [setup] * 3 and check[0]["hold"] == [hold] * 3
 
 
 @pytest.mark.slow
