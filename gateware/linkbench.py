@@ -317,7 +317,6 @@ def host_udp_rate(stream_bytes, *, round_bytes=2 << 20):
         decoder = StreamDecoder()
         events = lost = 0
         seconds = 0.0
-        batch = bytearray()
 
         def decode(result):
             nonlocal events, lost
@@ -333,16 +332,10 @@ def host_udp_rate(stream_bytes, *, round_bytes=2 << 20):
             want = rx.datagrams + count
             started = time.perf_counter()
             while rx.datagrams < want:
-                data = rx.read(HOST_BATCH - len(batch), 0.2)
+                data = rx.read(HOST_BATCH, 0.2)     # every datagram waiting, up to a batch
                 if not data:
                     break             # the rest of the round was dropped
-                batch += data
-                if len(batch) >= HOST_BATCH:
-                    decode(decoder.feed(bytes(batch)))
-                    batch.clear()
-            if batch:
-                decode(decoder.feed(bytes(batch)))
-                batch.clear()
+                decode(decoder.feed(data))
             seconds += time.perf_counter() - started
         decode(decoder.finish())
         return events, lost, seconds, len(datagrams), rx.datagrams
