@@ -134,8 +134,9 @@ def echo_stream(inst, board, packets, throttle, *, block_packets=20_000, settle=
                 keep_bytes=0):
     """The 64-byte echo at 100 Mb/s line rate (``el-dm-64``, back-to-back requests) of
     ``packets`` packets through the simulated instrument, streamed: commands are written block
-    by block and the gateware's bytes are decoded as they come, so memory stays bounded by the
-    stimulus arrays (about 250 bytes per packet) whatever the packet count.
+    by block and the gateware's bytes are decoded as they come, so neither the command stream
+    nor the byte stream is ever held whole: memory is the stimulus, its expected events and the
+    decoded ones, a few hundred bytes per packet.
 
     Checked, not assumed: every command answered OK; every event decoded with the host decoder
     (frame CRCs, sequence numbers and event indices, so a lost or damaged frame is link loss);
