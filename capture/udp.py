@@ -31,6 +31,8 @@ DEFAULT_PORT = 7438
 #: Receive buffer asked for: ~70 ms of a full gigabit link, far more than a burst of the FIFO.
 RCVBUF_BYTES = 8 << 20
 _MAX_DATAGRAM = 65535
+#: Bytes received per read at most (plus one datagram): a few hundred of the board's datagrams.
+_RX_BATCH = 1 << 20
 
 
 def parse_udp_url(spec):
@@ -94,6 +96,10 @@ class UdpTransport(Transport):
             raise LatscopeError(f"cannot open {self.name}: {error}") from None
         sock.setblocking(False)
         self._sock = sock
+        # Datagrams are received straight into one preallocated buffer, as many as are waiting
+        # per call (one copy out, no bytes object per datagram).
+        self._rx = bytearray(_RX_BATCH + _MAX_DATAGRAM)
+        self._rx_view = memoryview(self._rx)
         self._pending = bytearray()
         self.datagrams = 0
         self.bytes_in = 0
@@ -110,32 +116,33 @@ class UdpTransport(Transport):
             return TransportClosed(f"{self.name}: nothing answers there (ICMP port unreachable)")
         return TransportClosed(f"{self.name}: {error}")
 
-    def _drain(self, max_bytes):
-        while len(self._pending) < max_bytes:
-            try:
-                data = self._sock.recv(_MAX_DATAGRAM)
-            except (BlockingIOError, InterruptedError):
-                return
-            except OSError as error:
-                raise self._closed(error) from None
-            self.datagrams += 1
-            self.bytes_in += len(data)
-            self._pending += data
-
     def read(self, max_bytes, timeout):
         if self._sock is None:
             raise self._closed()
-        if not self._pending:
+        if self._pending:       # the tail of a datagram that crossed max_bytes last time
+            out = bytes(self._pending[:max_bytes])
+            del self._pending[:max_bytes]
+            return out
+        try:
+            ready, _, _ = select.select([self._sock], [], [], max(0.0, timeout))
+        except OSError as error:
+            raise self._closed(error) from None
+        if not ready:
+            return b""
+        view, pos = self._rx_view, 0
+        while pos < max_bytes and pos <= _RX_BATCH:
             try:
-                ready, _, _ = select.select([self._sock], [], [], max(0.0, timeout))
+                got = self._sock.recv_into(view[pos:], _MAX_DATAGRAM)
+            except (BlockingIOError, InterruptedError):
+                break
             except OSError as error:
                 raise self._closed(error) from None
-            if not ready:
-                return b""
-        self._drain(max_bytes)
-        out = bytes(self._pending[:max_bytes])
-        del self._pending[:max_bytes]
-        return out
+            self.datagrams += 1
+            self.bytes_in += got
+            pos += got
+        if pos > max_bytes:
+            self._pending += view[max_bytes:pos]
+        return bytes(view[:min(pos, max_bytes)])
 
     def write(self, data):
         if self._sock is None:

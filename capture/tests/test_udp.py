@@ -165,3 +165,33 @@ def test_latscope_selftest_over_udp_port(capsys):
     result = json.loads(out.out)
     assert result["ok"] and result["pattern"]["lost"] == 0
     assert all(c["edges"] == 40 and c["errors"] == 0 for c in result["pattern"]["channels"])
+
+
+def test_reads_keep_datagram_order_across_max_bytes():
+    # Several waiting datagrams come back from one read, in order; a datagram crossing
+    # max_bytes is split, its tail returned by the next read before anything newer.
+    import socket
+    tx = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    tx.bind(("127.0.0.1", 0))
+    rx = UdpTransport("127.0.0.1", tx.getsockname()[1])
+    try:
+        tx.connect(rx._sock.getsockname())
+        sent = [bytes([i]) * 100 for i in range(5)]
+        for payload in sent[:3]:
+            tx.send(payload)
+        time.sleep(0.05)
+        got = [rx.read(150, 1.0), rx.read(1000, 1.0)]
+        assert got[0] == sent[0] + sent[1][:50] and got[1] == sent[1][50:]
+        for payload in sent[3:]:
+            tx.send(payload)
+        time.sleep(0.05)
+        rest = b""
+        while len(rest) < 300:
+            chunk = rx.read(1 << 20, 1.0)
+            assert chunk
+            rest += chunk
+        assert rest == b"".join(sent[2:])
+        assert rx.datagrams == 5 and rx.bytes_in == 500
+    finally:
+        rx.close()
+        tx.close()

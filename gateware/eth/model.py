@@ -170,21 +170,31 @@ class DatagramPacker:
 
     def feed(self, data):
         """Add stream bytes; return the list of datagram payloads closed by the threshold."""
+        # A frame at a time (its length is in its header), not a byte at a time: the bench feeds
+        # tens of megabytes through this.
         out = []
-        for byte in data:
-            self._buf.append(byte)
+        buf, header = self._buf, self._header
+        data = memoryview(bytes(data))
+        i, n = 0, len(data)
+        while i < n:
             if self._frame_left is None:
-                self._header.append(byte)
-                if len(self._header) == 6:
-                    self._frame_left = int.from_bytes(self._header[4:6], "little") + 4
-                    self._header.clear()
+                take = data[i:i + 6 - len(header)]
+                header += take
+                buf += take
+                i += len(take)
+                if len(header) == 6:
+                    self._frame_left = int.from_bytes(header[4:6], "little") + 4
+                    header.clear()
                 continue
-            self._frame_left -= 1
+            take = min(self._frame_left, n - i)
+            buf += data[i:i + take]
+            i += take
+            self._frame_left -= take
             if self._frame_left == 0:
                 self._frame_left = None
-                if len(self._buf) >= self.threshold:
-                    out.append(bytes(self._buf))
-                    self._buf.clear()
+                if len(buf) >= self.threshold:
+                    out.append(bytes(buf))
+                    buf.clear()
         return out
 
     def idle(self):
