@@ -34,11 +34,12 @@ def needs_zephyr(test):
 
 #: Marker channels expected per packet and path. Map A is the default map (m0 rx.isr, m1 rx.copy,
 #: m2 rx.udp, m3 rx.fast, m4 tx.send); m0 only where the board marks interrupt entry. Map B puts
-#: the shim's hand-off and the TX queue on m0 and m1 (SET_MARKERS).
+#: the shim's RX hand-off and the three TX driver-side points on m0..m3 (SET_MARKERS), in
+#: firmware order: rx.handoff, tx.queue, tx.handoff (L2 -> driver), tx.xmit (driver starts MAC).
 EXPECTED = {"socket": ["m0", "m1", "m2", "m4"], "netctx": ["m0", "m1", "m2", "m4"],
             "fast": ["m0", "m1", "m3", "m4"]}
-MAP_B = [6, 7, 0xFF, 0xFF, 0xFF]                  # rx.handoff, tx.queue (protocol values)
-EXPECTED_B = ["m0", "m1"]
+MAP_B = [6, 7, 8, 5, 0xFF]            # rx.handoff, tx.queue, tx.handoff, tx.xmit (protocol values)
+EXPECTED_B = ["m0", "m1", "m2", "m3"]
 MAP_A = [0, 1, 2, 3, 4]
 PACKETS = 4                                       # per path and map, one in flight
 BURST = 8                                         # full-size frames sent back to back
@@ -105,7 +106,8 @@ def test_parse_edges_checks_order_count_and_loss():
     assert expected_edges(["fast"], 1)[::2] == [("m0", "rise"), ("m1", "rise"),
                                                 ("m3", "rise"), ("m4", "rise")]
     assert expected_edges(["fast"], 1, isr=False, map_b=True)[::2] == [
-        ("m1", "rise"), ("m3", "rise"), ("m4", "rise"), ("m0", "rise"), ("m1", "rise")]
+        ("m1", "rise"), ("m3", "rise"), ("m4", "rise"), ("m0", "rise"), ("m1", "rise"),
+        ("m2", "rise"), ("m3", "rise")]
     assert len(expected_edges(["socket", "netctx", "fast"], PACKETS)) == 96
     # Stray interrupt marks (control traffic) go; those before a frame's rx.copy stay.
     stray = [("m0", "rise"), ("m0", "fall")]
@@ -222,8 +224,10 @@ def test_native_sim_echo_and_markers(tmp_path):
     assert info["board"] == "native_sim/native/64"
     # The TAP driver has no interrupt: rx.isr is reported as not measured, never pulsed.
     assert info["point.rx.isr"] == "not-measured"
-    assert info["not_measured"] == "rx.isr,tx.xmit"
+    assert info["not_measured"] == "rx.isr"
     assert info["point.rx.copy"] == "net_recv_data:recv-filter-entry"
+    assert info["point.tx.handoff"] == "net_l2_send:net_capture_pkt-wrap"
+    assert info["point.tx.xmit"] == "net_pkt_read:tx-copy-done,tap-write-follows"
     assert info["markers"] == "m1=rx.copy,m2=rx.udp,m3=rx.fast,m4=tx.send"   # m0 dropped at boot
     # RESET_COUNTERS zeroes every counter; since then only the GET_COUNTERS request's own frame
     # passed the driver shim.
@@ -234,8 +238,8 @@ def test_native_sim_echo_and_markers(tmp_path):
     assert c["tx_echo"] == 3 * 2 * PACKETS + BURST and c["rx_fast"] == 2 * PACKETS
     assert c["size_skipped"] == BURST and c["tx_errors"] == 0
     assert c["fast_rejected"] == c["fast_busy"] == 0
-    # Map A: 3 markers per packet (no rx.isr); map B: 2.
-    assert c["marker_pulses"] == 3 * PACKETS * (3 + 2)
+    # Map A: 3 markers per packet (no rx.isr); map B: 4.
+    assert c["marker_pulses"] == 3 * PACKETS * (3 + 4)
     edges = parse_edges(text)
     # Exact: every packet's markers, each a rise then a fall, in the path's marker order.
     assert edges == want
@@ -286,12 +290,14 @@ def test_qemu_cortex_a9_gem_echo(tmp_path):
     assert info["board"].startswith("qemu_cortex_a9")
     # One GEM line for RX and TX: rx.isr only when the GEM shows a receive cause.
     assert info["point.rx.isr"] == "isr:shared-line,gem-rx-status"
-    assert info["not_measured"] == "tx.xmit"
+    assert info["not_measured"] == ""
+    assert info["point.tx.handoff"] == "net_l2_send:net_capture_pkt-wrap"
+    assert info["point.tx.xmit"] == "net_pkt_read:tx-copy-done,gem-starttx-follows"
     assert out["socket"] == out["netctx"] == out["fast"] == [PACKETS, PACKETS]
     c = out["counters"]
     assert out["burst"] == BURST
     assert c["tx_echo"] == 3 * 2 * PACKETS + BURST and c["rx_fast"] == 2 * PACKETS
     # rx.isr also pulses for control requests and ARP: at least the test frames' pulses.
-    assert c["marker_pulses"] >= 3 * PACKETS * (4 + 2)
+    assert c["marker_pulses"] >= 3 * PACKETS * (4 + 4)
     edges = parse_edges(text)
     assert isr_marks_of_test_frames(edges) == want
