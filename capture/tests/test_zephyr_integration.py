@@ -65,11 +65,12 @@ def parse_edges(text):
     return edges
 
 
-def expected_edges(paths, packets, isr=True, map_b=False):
-    """Each packet's markers as rise/fall pairs, path after path (map A, then map B)."""
+def expected_edges(paths, packets, isr=True, map_b=False, isr_name="m0"):
+    """Each packet's markers as rise/fall pairs, path after path (map A, then map B). Map A's
+    rx.isr pulse is named ``isr_name`` (``"m0?"``: optional, see :func:`match_edges`)."""
     out = []
     for path in paths:
-        chans = [ch for ch in EXPECTED[path] if isr or ch != "m0"]
+        chans = [ch if ch != "m0" else isr_name for ch in EXPECTED[path] if isr or ch != "m0"]
         out += [(ch, lv) for _ in range(packets) for ch in chans for lv in ("rise", "fall")]
         if map_b:
             out += [(ch, lv) for _ in range(packets) for ch in EXPECTED_B
@@ -89,6 +90,26 @@ def isr_marks_of_test_frames(edges):
                 continue
         out.append(e)
     return out
+
+
+def match_edges(edges, want):
+    """Compare a trace with the expected edges, where an expected ``"m0?"`` pulse (map A's
+    rx.isr) may be absent: the Xilinx GEM driver drains its RX ring with the receive interrupt
+    masked, so a frame that arrives meanwhile is taken by the same pass and raises no interrupt
+    (and so no rx.isr) of its own. Any other difference (order, extra, missing) raises
+    AssertionError. Returns how many optional pulses were absent."""
+    i = j = missing = 0
+    while i < len(want):
+        ch, level = want[i]
+        if j < len(edges) and edges[j] == (ch.rstrip("?"), level):
+            i, j = i + 1, j + 1
+        elif ch.endswith("?") and level == "rise":
+            i, missing = i + 2, missing + 1          # its rise and fall
+        else:
+            got = edges[j] if j < len(edges) else "end of trace"
+            raise AssertionError(f"trace edge {j}: {got}, expected {want[i]}")
+    assert j == len(edges), f"{len(edges) - j} unexpected edges after the expected ones"
+    return missing
 
 
 def test_parse_edges_checks_order_count_and_loss():
@@ -113,6 +134,18 @@ def test_parse_edges_checks_order_count_and_loss():
     stray = [("m0", "rise"), ("m0", "fall")]
     frame = [("m0", "rise"), ("m0", "fall"), ("m1", "rise"), ("m1", "fall")]
     assert isr_marks_of_test_frames(stray + frame + stray + stray + frame) == frame + frame
+    # An optional rx.isr may be absent, nothing else may differ.
+    want = expected_edges(["fast"], 2, isr_name="m0?")
+    got = [(c.rstrip("?"), lv) for c, lv in want]
+    assert match_edges(got, want) == 0
+    assert match_edges(got[2:], want) == 1
+    assert match_edges(got[:8] + got[10:], want) == 1
+    with pytest.raises(AssertionError, match="expected"):
+        match_edges(got[:2] + got[4:], want)               # rx.copy (m1) missing
+    with pytest.raises(AssertionError, match="unexpected"):
+        match_edges(got + [("m4", "rise")], want)
+    with pytest.raises(AssertionError, match="expected"):
+        match_edges(got[2:], expected_edges(["fast"], 2))  # rx.isr not optional there
 
 
 def _west_build(board, build, *extra):
@@ -281,7 +314,8 @@ def test_qemu_cortex_a9_gem_echo(tmp_path):
         assert "latscope: ready" in text, text[-2000:]
         time.sleep(1)
         out = _drive([], "127.0.0.1", ctrl, QEMU_PORTS)
-        want = expected_edges(["socket", "netctx", "fast"], PACKETS, isr=True, map_b=True)
+        want = expected_edges(["socket", "netctx", "fast"], PACKETS, isr=True, map_b=True,
+                              isr_name="m0?")
         text = _wait_for(log_path, lambda t: t.count("latscope-edge:") >= len(want), 10)
     finally:
         proc.terminate()
@@ -300,4 +334,6 @@ def test_qemu_cortex_a9_gem_echo(tmp_path):
     # rx.isr also pulses for control requests and ARP: at least the test frames' pulses.
     assert c["marker_pulses"] >= 3 * PACKETS * (4 + 4)
     edges = parse_edges(text)
-    assert isr_marks_of_test_frames(edges) == want
+    # Every test frame's markers in order; rx.isr may be absent for a frame that arrived while
+    # the driver was still draining its RX ring (seen in 3 of 23 runs; at most a few frames).
+    assert match_edges(isr_marks_of_test_frames(edges), want) <= PACKETS
