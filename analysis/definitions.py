@@ -37,7 +37,7 @@ DEFAULT_MARKERS = {"m0": "rx.isr", "m1": "rx.copy", "m2": "rx.udp", "m3": "rx.fa
 #: capture/tests/test_marker_points.py.
 MARKER_ALIASES = {"m_isr": "rx.isr", "m_copy": "rx.copy", "m_udp": "rx.udp", "m_fast": "rx.fast",
                   "m_send": "tx.send", "m_xmit": "tx.xmit", "m_handoff": "rx.handoff",
-                  "m_queue": "tx.queue"}
+                  "m_queue": "tx.queue", "m_driver": "tx.handoff"}
 
 _EDGES = {"rising": True, "rise": True, "falling": False, "fall": False}
 _DIRECTIONS = ("rx", "tx")

@@ -53,7 +53,7 @@ PATHS = ["socket", "netctx", "fast"]
 #: Marker points by protocol value (the firmware's table: zephyr-app/lib/latscope_core/src/
 #: markers.c; capture/tests/test_marker_points.py ties the two).
 POINTS = ["rx.isr", "rx.copy", "rx.udp", "rx.fast", "tx.send", "tx.xmit", "rx.handoff",
-          "tx.queue"]
+          "tx.queue", "tx.handoff"]
 COUNTERS = ["rx_frames", "rx_fast", "rx_stack", "tx_echo", "tx_errors", "size_skipped",
             "ctrl_requests", "ctrl_errors", "marker_pulses", "fast_rejected", "fast_busy"]
 

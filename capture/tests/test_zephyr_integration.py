@@ -34,11 +34,12 @@ def needs_zephyr(test):
 
 #: Marker channels expected per packet and path. Map A is the default map (m0 rx.isr, m1 rx.copy,
 #: m2 rx.udp, m3 rx.fast, m4 tx.send); m0 only where the board marks interrupt entry. Map B puts
-#: the shim's hand-off and the TX queue on m0 and m1 (SET_MARKERS).
+#: the shim's RX hand-off and the three TX driver-side points on m0..m3 (SET_MARKERS), in
+#: firmware order: rx.handoff, tx.queue, tx.handoff (L2 -> driver), tx.xmit (driver starts MAC).
 EXPECTED = {"socket": ["m0", "m1", "m2", "m4"], "netctx": ["m0", "m1", "m2", "m4"],
             "fast": ["m0", "m1", "m3", "m4"]}
-MAP_B = [6, 7, 0xFF, 0xFF, 0xFF]                  # rx.handoff, tx.queue (protocol values)
-EXPECTED_B = ["m0", "m1"]
+MAP_B = [6, 7, 8, 5, 0xFF]            # rx.handoff, tx.queue, tx.handoff, tx.xmit (protocol values)
+EXPECTED_B = ["m0", "m1", "m2", "m3"]
 MAP_A = [0, 1, 2, 3, 4]
 PACKETS = 4                                       # per path and map, one in flight
 BURST = 8                                         # full-size frames sent back to back
@@ -64,11 +65,12 @@ def parse_edges(text):
     return edges
 
 
-def expected_edges(paths, packets, isr=True, map_b=False):
-    """Each packet's markers as rise/fall pairs, path after path (map A, then map B)."""
+def expected_edges(paths, packets, isr=True, map_b=False, isr_name="m0"):
+    """Each packet's markers as rise/fall pairs, path after path (map A, then map B). Map A's
+    rx.isr pulse is named ``isr_name`` (``"m0?"``: optional, see :func:`match_edges`)."""
     out = []
     for path in paths:
-        chans = [ch for ch in EXPECTED[path] if isr or ch != "m0"]
+        chans = [ch if ch != "m0" else isr_name for ch in EXPECTED[path] if isr or ch != "m0"]
         out += [(ch, lv) for _ in range(packets) for ch in chans for lv in ("rise", "fall")]
         if map_b:
             out += [(ch, lv) for _ in range(packets) for ch in EXPECTED_B
@@ -90,6 +92,26 @@ def isr_marks_of_test_frames(edges):
     return out
 
 
+def match_edges(edges, want):
+    """Compare a trace with the expected edges, where an expected ``"m0?"`` pulse (map A's
+    rx.isr) may be absent: the Xilinx GEM driver drains its RX ring with the receive interrupt
+    masked, so a frame that arrives meanwhile is taken by the same pass and raises no interrupt
+    (and so no rx.isr) of its own. Any other difference (order, extra, missing) raises
+    AssertionError. Returns how many optional pulses were absent."""
+    i = j = missing = 0
+    while i < len(want):
+        ch, level = want[i]
+        if j < len(edges) and edges[j] == (ch.rstrip("?"), level):
+            i, j = i + 1, j + 1
+        elif ch.endswith("?") and level == "rise":
+            i, missing = i + 2, missing + 1          # its rise and fall
+        else:
+            got = edges[j] if j < len(edges) else "end of trace"
+            raise AssertionError(f"trace edge {j}: {got}, expected {want[i]}")
+    assert j == len(edges), f"{len(edges) - j} unexpected edges after the expected ones"
+    return missing
+
+
 def test_parse_edges_checks_order_count_and_loss():
     good = "boot\nlatscope-edge: 0 m0 rise\nlatscope-edge: 1 m0 fall\n"
     assert parse_edges(good) == [("m0", "rise"), ("m0", "fall")]
@@ -105,12 +127,25 @@ def test_parse_edges_checks_order_count_and_loss():
     assert expected_edges(["fast"], 1)[::2] == [("m0", "rise"), ("m1", "rise"),
                                                 ("m3", "rise"), ("m4", "rise")]
     assert expected_edges(["fast"], 1, isr=False, map_b=True)[::2] == [
-        ("m1", "rise"), ("m3", "rise"), ("m4", "rise"), ("m0", "rise"), ("m1", "rise")]
+        ("m1", "rise"), ("m3", "rise"), ("m4", "rise"), ("m0", "rise"), ("m1", "rise"),
+        ("m2", "rise"), ("m3", "rise")]
     assert len(expected_edges(["socket", "netctx", "fast"], PACKETS)) == 96
     # Stray interrupt marks (control traffic) go; those before a frame's rx.copy stay.
     stray = [("m0", "rise"), ("m0", "fall")]
     frame = [("m0", "rise"), ("m0", "fall"), ("m1", "rise"), ("m1", "fall")]
     assert isr_marks_of_test_frames(stray + frame + stray + stray + frame) == frame + frame
+    # An optional rx.isr may be absent, nothing else may differ.
+    want = expected_edges(["fast"], 2, isr_name="m0?")
+    got = [(c.rstrip("?"), lv) for c, lv in want]
+    assert match_edges(got, want) == 0
+    assert match_edges(got[2:], want) == 1
+    assert match_edges(got[:8] + got[10:], want) == 1
+    with pytest.raises(AssertionError, match="expected"):
+        match_edges(got[:2] + got[4:], want)               # rx.copy (m1) missing
+    with pytest.raises(AssertionError, match="unexpected"):
+        match_edges(got + [("m4", "rise")], want)
+    with pytest.raises(AssertionError, match="expected"):
+        match_edges(got[2:], expected_edges(["fast"], 2))  # rx.isr not optional there
 
 
 def _west_build(board, build, *extra):
@@ -222,8 +257,10 @@ def test_native_sim_echo_and_markers(tmp_path):
     assert info["board"] == "native_sim/native/64"
     # The TAP driver has no interrupt: rx.isr is reported as not measured, never pulsed.
     assert info["point.rx.isr"] == "not-measured"
-    assert info["not_measured"] == "rx.isr,tx.xmit"
+    assert info["not_measured"] == "rx.isr"
     assert info["point.rx.copy"] == "net_recv_data:recv-filter-entry"
+    assert info["point.tx.handoff"] == "net_l2_send:net_capture_pkt-wrap"
+    assert info["point.tx.xmit"] == "net_pkt_read:tx-copy-done,tap-write-follows"
     assert info["markers"] == "m1=rx.copy,m2=rx.udp,m3=rx.fast,m4=tx.send"   # m0 dropped at boot
     # RESET_COUNTERS zeroes every counter; since then only the GET_COUNTERS request's own frame
     # passed the driver shim.
@@ -234,8 +271,8 @@ def test_native_sim_echo_and_markers(tmp_path):
     assert c["tx_echo"] == 3 * 2 * PACKETS + BURST and c["rx_fast"] == 2 * PACKETS
     assert c["size_skipped"] == BURST and c["tx_errors"] == 0
     assert c["fast_rejected"] == c["fast_busy"] == 0
-    # Map A: 3 markers per packet (no rx.isr); map B: 2.
-    assert c["marker_pulses"] == 3 * PACKETS * (3 + 2)
+    # Map A: 3 markers per packet (no rx.isr); map B: 4.
+    assert c["marker_pulses"] == 3 * PACKETS * (3 + 4)
     edges = parse_edges(text)
     # Exact: every packet's markers, each a rise then a fall, in the path's marker order.
     assert edges == want
@@ -277,7 +314,8 @@ def test_qemu_cortex_a9_gem_echo(tmp_path):
         assert "latscope: ready" in text, text[-2000:]
         time.sleep(1)
         out = _drive([], "127.0.0.1", ctrl, QEMU_PORTS)
-        want = expected_edges(["socket", "netctx", "fast"], PACKETS, isr=True, map_b=True)
+        want = expected_edges(["socket", "netctx", "fast"], PACKETS, isr=True, map_b=True,
+                              isr_name="m0?")
         text = _wait_for(log_path, lambda t: t.count("latscope-edge:") >= len(want), 10)
     finally:
         proc.terminate()
@@ -286,12 +324,16 @@ def test_qemu_cortex_a9_gem_echo(tmp_path):
     assert info["board"].startswith("qemu_cortex_a9")
     # One GEM line for RX and TX: rx.isr only when the GEM shows a receive cause.
     assert info["point.rx.isr"] == "isr:shared-line,gem-rx-status"
-    assert info["not_measured"] == "tx.xmit"
+    assert info["not_measured"] == ""
+    assert info["point.tx.handoff"] == "net_l2_send:net_capture_pkt-wrap"
+    assert info["point.tx.xmit"] == "net_pkt_read:tx-copy-done,gem-starttx-follows"
     assert out["socket"] == out["netctx"] == out["fast"] == [PACKETS, PACKETS]
     c = out["counters"]
     assert out["burst"] == BURST
     assert c["tx_echo"] == 3 * 2 * PACKETS + BURST and c["rx_fast"] == 2 * PACKETS
     # rx.isr also pulses for control requests and ARP: at least the test frames' pulses.
-    assert c["marker_pulses"] >= 3 * PACKETS * (4 + 2)
+    assert c["marker_pulses"] >= 3 * PACKETS * (4 + 4)
     edges = parse_edges(text)
-    assert isr_marks_of_test_frames(edges) == want
+    # Every test frame's markers in order; rx.isr may be absent for a frame that arrived while
+    # the driver was still draining its RX ring (seen in 3 of 23 runs; at most a few frames).
+    assert match_edges(isr_marks_of_test_frames(edges), want) <= PACKETS

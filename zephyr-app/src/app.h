@@ -84,6 +84,9 @@ int calibration_run(void *user, uint8_t channel, uint32_t pulses, uint64_t *cycl
 int driver_shim_install(void);
 extern bool driver_shim_isr_wrapped;
 
+/** Where tx.handoff / tx.xmit are taken ("ENET_SendFrame:entry", ...) or "not-measured". */
+const char *driver_shim_tx_where(enum ls_point point);
+
 /** Where rx.isr is taken ("isr:rx-line", ...) or "not-measured". */
 const char *driver_shim_rx_isr_where(void);
 

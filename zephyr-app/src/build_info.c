@@ -91,7 +91,13 @@ const char *app_point_where(enum ls_point point)
 		return "socket:sendto,netctx:net_context_sendto,fast:before-queue";
 	case LS_POINT_TX_QUEUE:
 		return shim ? "net_if_queue_tx:send-filter" : "not-measured";
+	case LS_POINT_TX_HANDOFF:
 	case LS_POINT_TX_XMIT:
+#if defined(CONFIG_LATSCOPE_DRIVER_SHIM)
+		return driver_shim_tx_where(point);
+#else
+		return "not-measured";
+#endif
 	default:
 		return "not-measured";
 	}

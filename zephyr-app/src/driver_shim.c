@@ -24,8 +24,24 @@
  * TX
  *  tx.queue   a NET_PKT_FILTER send rule runs in net_if_queue_tx(): the frame enters the
  *             interface's TX queue (with NET_TC_TX_COUNT=0 the driver's send follows directly).
- *  tx.xmit    (entry of the driver's send) is not measured: Zephyr 3.7 offers no supported hook
- *             between the L2 and the driver's send (GET_INFO: point.tx.xmit=not-measured).
+ *             The rule also remembers the marked packet for the two points below.
+ *  tx.handoff LATSCOPE_SHIM_TX_HANDOFF: net_l2_send() (include/zephyr/net/net_l2.h; the
+ *             Ethernet L2's only way to the driver) calls net_capture_pkt() and then the driver's
+ *             api->send. The link wraps that global call (-Wl,--wrap=net_capture_pkt, needs
+ *             CONFIG_NET_CAPTURE): the wrapper calls the real function first, then raises
+ *             tx.handoff for the remembered packet, so the mark sits immediately before the
+ *             driver's send. (Not net_capture_pkt_with_status(): net_capture_pkt() calls it
+ *             inside capture.c, and --wrap only redirects references from other objects.)
+ *  tx.xmit    the driver starts the MAC, per driver (GET_INFO point.tx.xmit says which):
+ *             - native_sim TAP and Xilinx GEM copy the frame with net_pkt_read() and then start
+ *               inline (nsi_host_write() to the TAP; NWCTRL.STARTTX after the descriptor
+ *               updates): net_pkt_read() is wrapped and tx.xmit rises when the call that read
+ *               the handed-over frame's last byte returns, in the thread that handed it over.
+ *             - NXP ENET (eth_nxp_enet.c, eth_mcux.c): entry of ENET_SendFrame() (wrapped).
+ *             - STM32 HAL: entry of HAL_ETH_Transmit_IT() (API v2) / HAL_ETH_TransmitFrame().
+ *             Other drivers: not measured (GET_INFO point.tx.xmit=not-measured).
+ *             A marked packet dropped before the driver (no ARP answer, queue full) leaves its
+ *             pointer remembered until the next marked send replaces it.
  * Markers fire only for datagrams of the selected path and size, so unrelated traffic never
  * interleaves edges; rx.isr is the exception (no frame is known yet at interrupt entry).
  * SPDX-License-Identifier: BSD-2-Clause
@@ -40,6 +56,12 @@
 #if defined(CONFIG_LATSCOPE_SHIM_ISR)
 #include <zephyr/irq.h>
 #include <zephyr/sw_isr_table.h>
+#endif
+#if defined(CONFIG_LATSCOPE_SHIM_TX_XMIT_ENET)
+#include <fsl_enet.h>
+#endif
+#if defined(CONFIG_LATSCOPE_SHIM_TX_XMIT_STM32)
+#include <soc.h>
 #endif
 
 #include "app.h"
@@ -101,6 +123,12 @@ static bool rx_hook(struct npf_test *test, struct net_pkt *pkt)
 	return false; /* the stack's; true above: the rule's NET_DROP applies, the stack never sees it */
 }
 
+/* The packet the send rule marked (tx.queue), until the L2 hands it to the driver; then the
+ * packet and thread of that hand-over (tx.handoff), until the driver starts the MAC (tx.xmit). */
+static struct net_pkt *volatile tx_marked;
+static struct net_pkt *volatile tx_handed;
+static k_tid_t tx_handed_thread;
+
 /* Send rule: at net_if_queue_tx() the packet starts at its IPv4 header (stack echoes) or at
  * its Ethernet header (fast-track replies, AF_PACKET). */
 static bool tx_hook(struct npf_test *test, struct net_pkt *pkt)
@@ -127,9 +155,108 @@ static bool tx_hook(struct npf_test *test, struct net_pkt *pkt)
 	    ls_classify_udp(hdr, at + n, at + len, 0, &f) == LS_CLASS_MATCH &&
 	    marks(path_of_port(f.src_port), f.payload_len)) {
 		app_mark(LS_POINT_TX_QUEUE);
+		tx_marked = pkt;
 	}
 	net_pkt_cursor_restore(pkt, &backup);
 	return false; /* never drop: the rule only observes */
+}
+
+#if defined(CONFIG_LATSCOPE_SHIM_TX_HANDOFF)
+void __real_net_capture_pkt(struct net_if *iface, struct net_pkt *pkt);
+
+void __wrap_net_capture_pkt(struct net_if *iface, struct net_pkt *pkt)
+{
+	__real_net_capture_pkt(iface, pkt); /* also called for received packets: never ours */
+	if (pkt != NULL && pkt == tx_marked) {
+		tx_marked = NULL;
+		tx_handed_thread = k_current_get();
+		tx_handed = pkt;
+		app_mark(LS_POINT_TX_HANDOFF);
+	}
+}
+#endif
+
+#if defined(CONFIG_LATSCOPE_SHIM_TX_XMIT_PKT_READ) || defined(CONFIG_LATSCOPE_SHIM_TX_XMIT_ENET) ||  \
+	defined(CONFIG_LATSCOPE_SHIM_TX_XMIT_STM32)
+/* Called where the driver starts the MAC: raise tx.xmit once for the handed-over frame. */
+static inline void mark_xmit(void)
+{
+	if (tx_handed != NULL && tx_handed_thread == k_current_get()) {
+		tx_handed = NULL;
+		app_mark(LS_POINT_TX_XMIT);
+	}
+}
+#endif
+
+#if defined(CONFIG_LATSCOPE_SHIM_TX_XMIT_PKT_READ)
+int __real_net_pkt_read(struct net_pkt *pkt, void *data, size_t length);
+
+int __wrap_net_pkt_read(struct net_pkt *pkt, void *data, size_t length)
+{
+	int ret = __real_net_pkt_read(pkt, data, length);
+
+	/* Only the handed-over packet: one compare for every other caller. */
+	if (pkt == tx_handed && ret == 0 && net_pkt_remaining_data(pkt) == 0) {
+		mark_xmit();
+	}
+	return ret;
+}
+#endif
+
+#if defined(CONFIG_LATSCOPE_SHIM_TX_XMIT_ENET)
+status_t __real_ENET_SendFrame(ENET_Type *base, enet_handle_t *handle, const uint8_t *data,
+			       uint32_t length, uint8_t ringId, bool tsFlag, void *context);
+
+status_t __wrap_ENET_SendFrame(ENET_Type *base, enet_handle_t *handle, const uint8_t *data,
+			       uint32_t length, uint8_t ringId, bool tsFlag, void *context)
+{
+	mark_xmit();
+	return __real_ENET_SendFrame(base, handle, data, length, ringId, tsFlag, context);
+}
+#endif
+
+#if defined(CONFIG_LATSCOPE_SHIM_TX_XMIT_STM32) && defined(CONFIG_ETH_STM32_HAL_API_V2)
+HAL_StatusTypeDef __real_HAL_ETH_Transmit_IT(ETH_HandleTypeDef *heth,
+					     ETH_TxPacketConfig *pTxConfig);
+
+HAL_StatusTypeDef __wrap_HAL_ETH_Transmit_IT(ETH_HandleTypeDef *heth,
+					     ETH_TxPacketConfig *pTxConfig)
+{
+	mark_xmit();
+	return __real_HAL_ETH_Transmit_IT(heth, pTxConfig);
+}
+#elif defined(CONFIG_LATSCOPE_SHIM_TX_XMIT_STM32)
+HAL_StatusTypeDef __real_HAL_ETH_TransmitFrame(ETH_HandleTypeDef *heth, uint32_t FrameLength);
+
+HAL_StatusTypeDef __wrap_HAL_ETH_TransmitFrame(ETH_HandleTypeDef *heth, uint32_t FrameLength)
+{
+	mark_xmit();
+	return __real_HAL_ETH_TransmitFrame(heth, FrameLength);
+}
+#endif
+
+const char *driver_shim_tx_where(enum ls_point point)
+{
+	if (point == LS_POINT_TX_HANDOFF) {
+		return IS_ENABLED(CONFIG_LATSCOPE_SHIM_TX_HANDOFF)
+			       ? "net_l2_send:net_capture_pkt-wrap" : "not-measured";
+	}
+	if (point != LS_POINT_TX_XMIT) {
+		return "not-measured";
+	}
+#if defined(CONFIG_LATSCOPE_SHIM_TX_XMIT_PKT_READ) && defined(CONFIG_ETH_NATIVE_POSIX)
+	return "net_pkt_read:tx-copy-done,tap-write-follows";
+#elif defined(CONFIG_LATSCOPE_SHIM_TX_XMIT_PKT_READ)
+	return "net_pkt_read:tx-copy-done,gem-starttx-follows";
+#elif defined(CONFIG_LATSCOPE_SHIM_TX_XMIT_ENET)
+	return "ENET_SendFrame:entry";
+#elif defined(CONFIG_LATSCOPE_SHIM_TX_XMIT_STM32) && defined(CONFIG_ETH_STM32_HAL_API_V2)
+	return "HAL_ETH_Transmit_IT:entry";
+#elif defined(CONFIG_LATSCOPE_SHIM_TX_XMIT_STM32)
+	return "HAL_ETH_TransmitFrame:entry";
+#else
+	return "not-measured";
+#endif
 }
 
 static struct shim_test rx_test = {.test.fn = rx_hook};

@@ -15,11 +15,14 @@ const struct ls_point_info ls_points[LS_POINT_COUNT] = {
 	[LS_POINT_RX_UDP] = {"rx.udp", "m_udp", "the application has the datagram", "rx"},
 	[LS_POINT_RX_FAST] = {"rx.fast", "m_fast", "the fast-track handler has the payload", "rx"},
 	[LS_POINT_TX_SEND] = {"tx.send", "m_send", "the application's send call starts", "tx"},
-	[LS_POINT_TX_XMIT] = {"tx.xmit", "m_xmit", "the driver's send is entered", "tx"},
+	[LS_POINT_TX_XMIT] = {"tx.xmit", "m_xmit", "the driver starts the MAC's transmission",
+			      "tx"},
 	[LS_POINT_RX_HANDOFF] = {"rx.handoff", "m_handoff",
 				 "classified, handed to the stack or the fast track", "rx"},
 	[LS_POINT_TX_QUEUE] = {"tx.queue", "m_queue", "the frame enters the interface's TX queue",
 			       "tx"},
+	[LS_POINT_TX_HANDOFF] = {"tx.handoff", "m_driver",
+				 "the L2 hands the frame to the driver's send", "tx"},
 };
 
 static void derive_inverse(struct ls_marker_map *map)

@@ -52,6 +52,18 @@ int main(void)
 
 	CHECK_EQ(ls_point_lookup("rx.udp"), LS_POINT_RX_UDP);
 	CHECK_EQ(ls_point_lookup("m_xmit"), LS_POINT_TX_XMIT);
+	/* The TX driver-side points in firmware order (send -> queue -> hand-over -> MAC start). */
+	CHECK_EQ(ls_point_lookup("tx.handoff"), LS_POINT_TX_HANDOFF);
+	CHECK_EQ(ls_point_lookup("m_driver"), LS_POINT_TX_HANDOFF);
+	const uint8_t tx_side[5] = {LS_POINT_TX_SEND, LS_POINT_TX_QUEUE, LS_POINT_TX_HANDOFF,
+				    LS_POINT_TX_XMIT, LS_MARKER_NONE};
+
+	CHECK_EQ(ls_marker_map_set(&m, tx_side), 0);
+	ls_marker_map_encode(&m, buf, sizeof(buf));
+	CHECK_STR(buf, "m0=tx.send,m1=tx.queue,m2=tx.handoff,m3=tx.xmit");
+	ls_marker_map_format(&m, buf, sizeof(buf));
+	CHECK(strstr(buf, "m2  tx.handoff m_driver  the L2 hands the frame to the driver's send\n") !=
+	      NULL);
 	CHECK_EQ(ls_point_lookup("rx"), -1);
 	CHECK_EQ(ls_point_lookup(NULL), -1);
 	TEST_DONE();

@@ -26,7 +26,7 @@ extern "C" {
  * (capture/tests/test_marker_points.py).
  *
  * RX order per frame: rx.isr -> rx.copy -> rx.handoff -> rx.udp (stack paths) or rx.fast.
- * TX order per echo: tx.send -> tx.queue -> tx.xmit.
+ * TX order per echo: tx.send -> tx.queue -> tx.handoff -> tx.xmit.
  */
 enum ls_point {
 	LS_POINT_RX_ISR = 0,     /**< rx.isr: entry of the MAC's receive interrupt */
@@ -34,9 +34,10 @@ enum ls_point {
 	LS_POINT_RX_UDP = 2,     /**< rx.udp: the application has the datagram (stack paths) */
 	LS_POINT_RX_FAST = 3,    /**< rx.fast: the fast-track handler has the payload */
 	LS_POINT_TX_SEND = 4,    /**< tx.send: the application's send call starts */
-	LS_POINT_TX_XMIT = 5,    /**< tx.xmit: the driver's send is entered (frame to the MAC) */
+	LS_POINT_TX_XMIT = 5,    /**< tx.xmit: the driver starts the MAC's transmission */
 	LS_POINT_RX_HANDOFF = 6, /**< rx.handoff: classified, handed to the stack or fast track */
 	LS_POINT_TX_QUEUE = 7,   /**< tx.queue: the frame enters the interface's TX queue */
+	LS_POINT_TX_HANDOFF = 8, /**< tx.handoff: the L2 hands the frame to the driver's send */
 	LS_POINT_COUNT
 };
 
