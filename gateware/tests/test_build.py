@@ -74,7 +74,7 @@ def test_program_without_tools_says_what_to_install(tmp_path, capsys, monkeypatc
                  str(bitstream)]) == 2
     err = capsys.readouterr().err
     assert "No programmer for 1BitSquared iCEBreaker (iCE40UP5K-SG48) found in PATH: install " \
-           "iceprog" in err
+           "openFPGALoader" in err and "or iceprog" in err
     assert "Traceback" not in err
 
 
@@ -86,15 +86,21 @@ def test_program_missing_bitstream(tmp_path, capsys):
 
 def test_programmer_commands():
     found = {"openFPGALoader": "/usr/bin/openFPGALoader", "iceprog": "/usr/bin/iceprog"}
-    assert programmer_command("ecpix5", "a.bit", which=found.get) == \
-        ["/usr/bin/openFPGALoader", "-c", "ft2232", "-m", "a.bit"]
-    assert programmer_command("ecpix5", "a.bit", flash=True, which=found.get)[3] == "-f"
+    assert programmer_command("ecpix5", "a.bit", revision="early", which=found.get) == \
+        ["/usr/bin/openFPGALoader", "-b", "ecpix5", "-m", "a.bit"]
+    assert programmer_command("ecpix5", "a.bit", revision="r03", which=found.get)[2] == \
+        "ecpix5_r03"
+    assert programmer_command("ecpix5", "a.bit", flash=True, revision="r03",
+                              which=found.get)[3] == "-f"
     assert programmer_command("icebreaker", "a.bin", which=found.get) == \
-        ["/usr/bin/iceprog", "-S", "a.bin"]
-    only_loader = {"openFPGALoader": "/opt/ofl"}.get
-    assert programmer_command("icebreaker", "a.bin", which=only_loader)[0] == "/opt/ofl"
+        ["/usr/bin/openFPGALoader", "-b", "icebreaker", "-m", "a.bin"]
+    only_iceprog = {"iceprog": "/opt/iceprog"}.get
+    assert programmer_command("icebreaker", "a.bin", which=only_iceprog) == \
+        ["/opt/iceprog", "-S", "a.bin"]
     with pytest.raises(LatscopeError, match="install openFPGALoader"):
-        programmer_command("ecpix5", "a.bit", which=lambda name: None)
+        programmer_command("ecpix5", "a.bit", revision="early", which=lambda name: None)
+    with pytest.raises(LatscopeError, match="revision must be one of early, r03"):
+        programmer_command("ecpix5", "a.bit", which=found.get)
 
 
 def test_boards_json(capsys):
@@ -130,6 +136,17 @@ def test_real_bitstream(name, limit_ns, bitstream, tmp_path, capsys):
     assert json.loads((out / "summary.json").read_text())["fmax_mhz"] == summary["fmax_mhz"]
     used = summary["resources"]
     assert used["plls"]["used"] == 1 and used["bram_blocks"]["used"] >= 1
+    # Every crossing between the capture and link clocks is declared and fast enough: the FIFO's
+    # Gray pointers both ways, the configuration handshake, the overflow status bit (and on the
+    # iCEBreaker the UART receiver's byte handshake, capture -> link).
+    cross = summary["crossings"]
+    assert cross["ok"] is True and cross["undeclared"] == [] and cross["errors"] == []
+    kinds = {(c["kind"], c["source_domain"], c["dest_domain"]) for c in cross["crossings"]}
+    assert {("gray_pointer", "capture", "link"), ("gray_pointer", "link", "capture"),
+            ("toggle_handshake", "link", "capture"), ("toggle_handshake", "capture", "link"),
+            ("ff_synchronizer", "capture", "link")} <= kinds
+    assert all(c["delay_ns"] <= c["period_ns"] for c in cross["crossings"])
+    assert set(cross["worst_paths"]) >= {"capture_clk -> clk", "clk -> capture_clk"}
 
 
 def test_verilog_export(tmp_path):
