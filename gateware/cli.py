@@ -1,14 +1,13 @@
 """``latscope gateware``: build bitstreams, program boards, export Verilog, list board pin maps."""
 
 import json
-import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 from latscope import LatscopeError
 from latscope.gateware.boards import BOARDS, CHANNEL_ROLES, board_pin_table, get_board
+from latscope.gateware.programming import programmer_command
 
 __all__ = ["register", "programmer_command"]
 
@@ -46,13 +45,20 @@ def register(subparsers):
     p = sub.add_parser(
         "program", help="load a bitstream into a board with openFPGALoader or iceprog",
         description="Load the bitstream into the board's FPGA (SRAM, lost at power-off) with "
-                    "openFPGALoader (ECPIX-5, iCEBreaker) or iceprog (iCEBreaker). Set "
+                    "openFPGALoader, by its board names ecpix5 (early ECPIX-5, FTDI FT2232H "
+                    "0403:6010), ecpix5_r03 (ECPIX-5 R03, FT4232H 0403:6011) and icebreaker; "
+                    "iceprog serves the iCEBreaker when openFPGALoader is missing. The ECPIX-5 "
+                    "revision is detected from the attached FTDI chip unless --revision is "
+                    "given. Prints the instrument's serial port when it can find it. Set "
                     "OPENFPGALOADER or ICEPROG to use a tool outside PATH.")
     p.add_argument("--board", required=True, choices=names, help="board to program")
     p.add_argument("--bitstream", metavar="FILE", type=Path,
                    help="bitstream file (default: the last build in build/gateware-BOARD)")
     p.add_argument("--flash", action="store_true",
                    help="write the configuration flash instead of SRAM (survives power-off)")
+    p.add_argument("--revision", choices=("auto", "early", "r03"), default="auto",
+                   help="ECPIX-5 revision: early (FT2232H) or r03 (FT4232H); default auto: "
+                        "detect it from the USB IDs of the attached FTDI chip")
     p.add_argument("--dry-run", action="store_true", help="print the command, do not run it")
     p.set_defaults(func=_cmd_program)
 
@@ -87,30 +93,6 @@ def _cmd_build(args):
     return 0 if summary["timing_met"] else 1
 
 
-def programmer_command(board, bitstream, *, flash=False, which=shutil.which):
-    """The command line that loads ``bitstream`` into ``board``.
-
-    Raises :class:`LatscopeError` naming the tools to install when none is found.
-    """
-    board = get_board(board) if isinstance(board, str) else board
-    loader = os.environ.get("OPENFPGALOADER", "openFPGALoader")
-    iceprog = os.environ.get("ICEPROG", "iceprog")
-    if board.family == "ecp5":
-        if which(loader):
-            return [which(loader), "-c", "ft2232", *(["-f"] if flash else ["-m"]), str(bitstream)]
-        tools = "openFPGALoader (https://github.com/trabucayre/openFPGALoader, or your "\
-                "distribution's package 'openfpgaloader')"
-    else:
-        if which(iceprog):
-            return [which(iceprog), *([] if flash else ["-S"]), str(bitstream)]
-        if which(loader):
-            return [which(loader), "-b", "ice40_generic", *([] if flash else ["-m"]),
-                    str(bitstream)]
-        tools = "iceprog (package 'fpga-icestorm') or openFPGALoader"
-    raise LatscopeError(f"No programmer for {board.title} found in PATH: install {tools}, or "
-                        f"set OPENFPGALOADER/ICEPROG to its path")
-
-
 def _cmd_program(args):
     from latscope.gateware.build import _BITSTREAM, default_build_dir
     board = get_board(args.board)
@@ -118,8 +100,17 @@ def _cmd_program(args):
     if not Path(bitstream).exists():
         raise LatscopeError(f"No bitstream at {bitstream}; run `latscope gateware build "
                             f"--board {board.name}` first or pass --bitstream")
-    cmd = programmer_command(board, bitstream, flash=args.flash)
+    from latscope.gateware import programming
+    ports = programming.list_usb_serial()
+    revision = None
+    if board.name == "ecpix5":
+        revision = args.revision if args.revision != "auto" else \
+            programming.detect_ecpix5_revision(ports)
+    cmd = programmer_command(board, bitstream, flash=args.flash, revision=revision)
     print(" ".join(cmd), file=sys.stderr)
+    port = programming.uart_port(board, ports, revision)
+    if port:
+        print(f"latscope: the instrument's serial port is {port}", file=sys.stderr)
     if args.dry_run:
         return 0
     result = subprocess.run(cmd)
