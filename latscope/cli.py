@@ -17,6 +17,7 @@ PART_CLI_MODULES = (
     "latscope.capture.runner",    # run
     "latscope.analysis.cli",      # analyze, compare, report
     "latscope.capture.selftest",  # selftest
+    "latscope.capture.doctor",    # doctor
     "latscope.gateware.cli",      # gateware build, program, verilog, boards
     "latscope.bench",             # bench
 )
