@@ -382,7 +382,9 @@ class ConfigCrossing(wiring.Component):
         with m.If(self.i_write & ~self.busy):
             m.d.sync += req.eq(~req)
         # ``i_config`` has been stable since the request toggled (two output-domain flops ago).
-        with m.If(req_o != seen):
+        load = mark(Signal(), "toggle_handshake")    # the strobe that loads the data word
+        m.d.comb += load.eq(req_o != seen)
+        with m.If(load):
             m.d[self.o_domain] += [Value.cast(self.o_config).eq(Value.cast(self.i_config)),
                                    seen.eq(req_o)]
         m.d.comb += ack.eq(seen)

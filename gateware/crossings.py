@@ -60,7 +60,8 @@ def _check_kind(kind):
 
 def mark(value, kind):
     """Declare the register driving ``value`` (a signal or a view of one) as the destination of
-    a crossing of ``kind``; returns ``value``."""
+    a crossing of ``kind``, or ``value`` as the load strobe (clock enable) of such registers;
+    returns ``value``."""
     _check_kind(kind)
     signal = Value.cast(value)
     if not isinstance(signal, Signal):
@@ -240,6 +241,14 @@ class _Netlist:
                     kind, best = attrs[ATTR], alias
                 elif best is None and not alias.startswith("$"):
                     best = alias
+        if kind is None:
+            # A data register loaded by a declared handshake strobe (its clock enable): Yosys
+            # may have kept the register itself under another name than the marked one.
+            for port in ("E", "CE"):
+                for bit in conns.get(port, []):
+                    for alias, attrs in self.names.get(bit, []):
+                        if ATTR in attrs:
+                            kind, best = attrs[ATTR], f"registers loaded by {alias}"
         return best or name, kind
 
 

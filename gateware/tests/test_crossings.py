@@ -93,6 +93,19 @@ def test_undeclared_crossing_fails_naming_net_and_register():
         "core.fifo.w_ptr_sync.stage0 (use latscope.gateware.crossings.Synchronizer or mark())"]
 
 
+def test_register_loaded_by_a_declared_strobe_is_declared():
+    """A data register kept under another name than the marked one is recognised by its clock
+    enable, the handshake's marked load strobe (bit 23)."""
+    netlist = _netlist(config_attrs={})
+    top = netlist["modules"]["latscope"]
+    top["cells"]["core.config$13_SB_DFFESR_Q"]["connections"]["E"] = [23]
+    top["netnames"]["core.crossing.load"] = {"bits": [23], "attributes": {ATTR: "toggle_handshake"}}
+    check = check_crossings(REPORT, netlist)
+    assert check.ok
+    assert ("registers loaded by core.crossing.load", "toggle_handshake") in {
+        (c.name, c.kind) for c in check.crossings}
+
+
 def test_slow_crossing_fails():
     report = copy.deepcopy(REPORT)
     report["detailed_net_timings"][1]["endpoints"][0]["delay"] = [3.0, 21.0]   # > 20.833 ns
