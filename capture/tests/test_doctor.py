@@ -125,3 +125,16 @@ def test_simulated_faults_are_named(capsys, fault, step, words):
     assert code == 1
     assert steps[step]["ok"] is False and steps[step]["detail"].startswith(words)
     assert steps[step]["next_step"]
+
+
+def test_selftest_pulses_on_the_pin_are_at_least_3_ticks():
+    from latscope.capture.session import Instrument
+
+    class NoTransport:
+        def write(self, data):
+            raise AssertionError("nothing may be sent")
+
+    inst = Instrument(NoTransport())
+    with pytest.raises(ValueError, match="Self-test pulses driven on the output pin must be at "
+                                         "least 3 ticks high and low, not 2 and 5"):
+        inst.selftest(True, drive_pin=True, channels=1, high_ticks=2, low_ticks=5)
