@@ -502,7 +502,9 @@ def doctor(args):
     transport = None
     try:
         transport = SerialTransport(port, args.baud)
-        instrument = session.Instrument(transport)
+        # The simulator cannot skip time while the simulated cable toggles, and on a loaded
+        # machine it answers slower than a board: give it longer per reply.
+        instrument = session.Instrument(transport, reply_timeout=5.0 if args.sim else 0.5)
         return run_doctor(instrument, loopback=wired, soak_s=args.soak, engine=engine)
     finally:
         if transport is not None:
