@@ -123,7 +123,7 @@ def _uart_changes(data, start_ps, bit_ps):
     return changes, t
 
 
-def session_stimulus(board, *, seed=1, edges=600, burst_cycles=800, drain_cycles=400_000):
+def session_stimulus(board, *, seed=1, edges=600, burst_cycles=800, drain_cycles=60_000):
     """The pin and UART RX changes of a whole session, as sorted ``(time_ps, pins, rx)``.
 
     Pins change a quarter capture period after a clock edge, never on one, so zero-delay
@@ -163,6 +163,8 @@ def session_stimulus(board, *, seed=1, edges=600, burst_cycles=800, drain_cycles
     for seq, (op, args) in enumerate(commands):
         ch, t = _uart_changes(encode_command(seq, op, args), t, timing.rx_bit_ps)
         rx_changes += ch
+        if op == Opcode.RESET_TIME:
+            reset_ps = t
         t += gap
     # Random edges: gaps of 0..40 cycles, one to three channels, either lane; some cycles with
     # edges in both lanes on different channels.
@@ -192,8 +194,12 @@ def session_stimulus(board, *, seed=1, edges=600, burst_cycles=800, drain_cycles
             pin_changes.append((after_edge(cycle + n, lane), pins))
     cycle += burst_cycles
     # Let the FIFO drain (the 12 Mbaud link sends ~1.2 bytes per microsecond; the burst leaves
-    # a full FIFO and an overflow record), then STATUS and disarm.
-    t = (cycle + drain_cycles) * cap
+    # a full FIFO and an overflow record) and the first heartbeat after RESET_TIME pass (it
+    # closes the last, partly filled EVENTS frame), then STATUS and disarm.
+    from latscope.gateware.boards import get_board as _get
+    b = _get(board) if isinstance(board, str) else board
+    shift = b.core_params().get("heartbeat_shift", 20)
+    t = max((cycle + drain_cycles) * cap, reset_ps + ((1 << shift) + drain_cycles) * cap)
     for seq, (op, args) in enumerate([(Opcode.STATUS, b""), (Opcode.ARM, b"\x00")],
                                      start=len(commands)):
         ch, t = _uart_changes(encode_command(seq, op, args), t, timing.rx_bit_ps)
