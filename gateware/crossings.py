@@ -205,8 +205,15 @@ class _Netlist:
             for bit in net.get("bits", []):
                 self.names.setdefault(bit, []).append((name, net.get("attributes", {})))
         self.d_to_ff = {}        # data-input bit -> flip-flop cell
+        self.lut_inputs = {}     # output bit of a LUT -> its input bits
         for cname, cell in self.cells.items():
             conns = cell.get("connections", {})
+            if "LUT" in cell.get("type", ""):
+                ins = [b for port in ("I0", "I1", "I2", "I3", "A", "B", "C", "D")
+                       for b in conns.get(port, [])]
+                for port in ("O", "Z"):
+                    for bit in conns.get(port, []):
+                        self.lut_inputs[bit] = ins
             if "Q" in conns:
                 for port in ("D", "DI"):
                     for bit in conns.get(port, []):
@@ -244,11 +251,13 @@ class _Netlist:
         if kind is None:
             # A data register loaded by a declared handshake strobe (its clock enable): Yosys
             # may have kept the register itself under another name than the marked one.
+            # The enable may be the strobe itself or one LUT that combines it with others.
             for port in ("E", "CE"):
                 for bit in conns.get(port, []):
-                    for alias, attrs in self.names.get(bit, []):
-                        if ATTR in attrs:
-                            kind, best = attrs[ATTR], f"registers loaded by {alias}"
+                    for b in [bit, *self.lut_inputs.get(bit, [])]:
+                        for alias, attrs in self.names.get(b, []):
+                            if ATTR in attrs:
+                                kind, best = attrs[ATTR], f"registers loaded by {alias}"
         return best or name, kind
 
 

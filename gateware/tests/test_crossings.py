@@ -104,6 +104,14 @@ def test_register_loaded_by_a_declared_strobe_is_declared():
     assert check.ok
     assert ("registers loaded by core.crossing.load", "toggle_handshake") in {
         (c.name, c.kind) for c in check.crossings}
+    # ... also when one LUT combines the strobe with another condition into the enable (as Yosys
+    # did for two bits of the iCEBreaker's configuration word).
+    top["cells"]["core.config$13_SB_DFFESR_Q"]["connections"]["E"] = [24]
+    top["cells"]["enable_lut"] = {"type": "SB_LUT4",
+                                  "connections": {"I0": [23], "I1": [25], "O": [24]}}
+    assert check_crossings(REPORT, netlist).ok
+    del top["netnames"]["core.crossing.load"]
+    assert not check_crossings(REPORT, netlist).ok
 
 
 def test_slow_crossing_fails():
