@@ -181,10 +181,11 @@ _EVENT_RE = re.compile(r"^(posedge|negedge) (.+)$")
 def _clock(event):
     """The clock of a nextpnr timing event (``posedge clk`` -> ``clk``), None for ``<async>``."""
     found = _EVENT_RE.match(event or "")
-    return found.group(2) if found else None
+    return _strip_clock_net(found.group(2)) if found else None
 
 
 def _strip_clock_net(name):
+    """nextpnr-ecp5 names a clock by its global net (``$glbnet$capture_clk``)."""
     return name[len("$glbnet$"):] if name.startswith("$glbnet$") else name
 
 

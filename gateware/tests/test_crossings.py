@@ -131,6 +131,19 @@ def test_slow_worst_path_fails():
     assert not check.ok and "worst path capture_clk -> clk is 46.77 ns" in check.errors()[0]
 
 
+def test_ecp5_global_clock_names():
+    """nextpnr-ecp5 names clocks by their global nets in both the Fmax table and the events."""
+    report = copy.deepcopy(REPORT)
+    report["fmax"] = {f"$glbnet${k}": v for k, v in report["fmax"].items()}
+    for net in report["detailed_net_timings"]:
+        for item in [net, *net["endpoints"]]:
+            item["event"] = item["event"].replace("posedge ", "posedge $glbnet$")
+    check = check_crossings(report, _netlist())
+    assert check.ok
+    assert {(c.source, c.dest, round(c.period_ns, 3)) for c in check.crossings} == {
+        ("capture_clk", "clk", 41.667), ("clk", "capture_clk", 20.833)}
+
+
 def test_report_without_detail_is_refused():
     with pytest.raises(LatscopeError, match="--detailed-timing-report"):
         check_crossings({"fmax": {}}, _netlist())
