@@ -151,7 +151,7 @@ def run(quick):
                         for k, v in summary["resources"].items() if v["used"])
         rows.append((f"{name}: resources", res, "", ""))
         cross = summary.get("crossings")
-        if cross:
+        if cross and cross["crossings"]:
             worst = max(cross["crossings"], key=lambda c: c["delay_ns"] / c["period_ns"])
             rows.append((f"{name}: clock-domain crossings", len(cross["crossings"]), "",
                          f"all declared and within the destination period: "
