@@ -471,7 +471,3 @@ def ice40_cell_library(workdir):
     path = Path(workdir) / "cells_sim_latscope.v"
     path.write_text("`timescale 1ps/1ps\n" + text + "\n" + OWN_MODELS_ICE40)
     return path
-
-
-def _env_flag():   # pragma: no cover - for manual runs
-    return os.environ.get("LATSCOPE_GATESIM_KEEP")
