@@ -29,7 +29,6 @@ logic equals the RTL for this stimulus; the PLL is a model; nothing about metast
 delays or clock skew (that is what nextpnr's timing report and the crossing check cover).
 """
 
-import os
 import random
 import re
 import shutil
