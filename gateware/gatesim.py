@@ -41,7 +41,8 @@ from latscope import LatscopeError
 from latscope.gateware.boards import get_board
 from latscope.gateware.protocol import Opcode
 
-__all__ = ["Timing", "board_timing", "session_stimulus", "uart_frames", "compare_uart",
+__all__ = ["UndecodedBitstream",
+           "Timing", "board_timing", "session_stimulus", "uart_frames", "compare_uart",
            "UartByte", "yosys_share", "OWN_MODELS_ICE40", "testbench", "GateSim"]
 
 # --- our own behavioural models (black boxes in Yosys' cell library) ----------------------------
@@ -438,9 +439,30 @@ def ice40_sources(build_dir, workdir, kind):
             raise LatscopeError("icebox_vlog not found (Debian package fpga-icestorm)")
         result = _run([vlog, "-n", "chip", "-p", str(build_dir / "latscope.pcf"),
                        str(build_dir / "latscope.asc")], workdir, "icebox_vlog")
-        (workdir / "design.v").write_text(_drop_port_wires(result.stdout))
+        text = _drop_port_wires(result.stdout)
+        undriven = _undriven_enables(text)
+        if undriven:
+            raise UndecodedBitstream(
+                f"icebox_vlog left the register enable net(s) {', '.join(undriven)} of the "
+                f"decoded bitstream without a driver (a source it does not decode), so the "
+                f"bitstream cannot be simulated; the netlist simulation still covers the "
+                f"synthesised logic")
+        (workdir / "design.v").write_text(text)
         return workdir / "design.v", "chip", None
     raise ValueError(f"Unknown simulation kind {kind!r}")
+
+
+class UndecodedBitstream(LatscopeError):
+    """``icebox_vlog``'s Verilog is incomplete: a net has no driver."""
+
+
+def _undriven_enables(text):
+    """Enable nets of the decoded registers (``always @(...) if (nN)``) that nothing drives."""
+    enables = set(re.findall(r"^always @\([^)]*\) if \((n\d+)\)", text, re.M))
+    lead = r"^(?:/\*.*?\*/\s*)?"          # icebox_vlog may open a line with a comment
+    driven = set(re.findall(lead + r"assign (n\d+) =", text, re.M))
+    driven |= set(re.findall(lead + r"reg (n\d+)", text, re.M))
+    return sorted(enables - driven, key=lambda n: int(n[1:]))
 
 
 def _drop_port_wires(text):
