@@ -112,18 +112,8 @@ def test_rtl_session_is_a_real_session(icebreaker_rtl):
     assert any(loss.cause == "overflow" and loss.lost > 0 for loss in result.losses)
 
 
-# The decoded bitstream of the gateware before this session's status LEDs and channel pull-ups
-# matched the RTL byte for byte (2,372 bytes); the decode of this session's build (seed 2) answers
-# every command identically but sends no EVENTS frame after ARM (first difference: byte 343).
-# Whether icebox_vlog misreads the UP5K's I/O configuration with pull-ups or the bitstream differs
-# is not settled yet: kept visible as an expected failure, not hidden.
-BITSTREAM_OPEN = pytest.mark.xfail(
-    reason="decoded UP5K bitstream with channel pull-ups sends no events after ARM (byte 343); "
-           "open question: icebox_vlog decode or bitstream", strict=False)
-
-
 @pytest.mark.slow
-@pytest.mark.parametrize("kind", ["netlist", pytest.param("bitstream", marks=BITSTREAM_OPEN)])
+@pytest.mark.parametrize("kind", ["netlist", "bitstream"])
 def test_icebreaker_equals_rtl(icebreaker_rtl, kind):
     if kind == "bitstream" and shutil.which("icebox_vlog") is None:
         pytest.skip("icebox_vlog not found: install Debian's fpga-icestorm to simulate the "
