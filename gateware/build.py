@@ -214,7 +214,9 @@ def build_bitstream(board, out_dir=None, *, core=None, timing_allow_fail=False, 
     top = BoardTop(board, core=core, **core_overrides)
     if seed is None:
         seed = board.nextpnr_seed
-    opts = ["--report", "report.json", "--detailed-timing-report"]   # per-net delays: skew.py
+    # The detailed report lists every routed connection with its clocks: the crossing check
+    # (latscope.gateware.crossings) and the per-channel input paths (skew.py) need it.
+    opts = ["--report", "report.json", "--detailed-timing-report"]
     if timing_allow_fail:
         opts.append("--timing-allow-fail")
     if seed is not None:
@@ -257,7 +259,9 @@ def build_bitstream(board, out_dir=None, *, core=None, timing_allow_fail=False, 
     summary = parse_report(report, board, log_text=tim_text)
     from latscope.gateware.skew import channel_paths
     summary["channel_paths"] = channel_paths(report, cell_prefix="ch_")
+    crossings = _check_crossings(report, out_dir / f"{NAME}.json", board)
     summary.update({
+        "crossings": crossings,
         "bitstream": str(out_dir / _BITSTREAM[board.family]),
         "build_seconds": round(time.monotonic() - started, 1),
         "timing_allow_fail": bool(timing_allow_fail),
@@ -265,7 +269,25 @@ def build_bitstream(board, out_dir=None, *, core=None, timing_allow_fail=False, 
         "tools": _tool_versions(),
     })
     (out_dir / SUMMARY_NAME).write_text(json.dumps(summary, indent=2) + "\n")
+    failures = crossings["errors"] if not timing_allow_fail else [
+        e for e in crossings["errors"] if e.startswith("undeclared")]
+    if failures:
+        raise LatscopeError(f"Clock-domain crossing check failed for {board.name} (summary: "
+                            f"{out_dir / SUMMARY_NAME}):\n" + "\n".join(failures))
     return summary
+
+
+def _check_crossings(report, netlist_path, board):
+    """The build summary's ``crossings`` entry (see :mod:`latscope.gateware.crossings`)."""
+    from latscope.gateware.crossings import check_crossings
+    netlist = json.loads(Path(netlist_path).read_text())
+    check = check_crossings(report, netlist)
+    result = check.as_dict()
+    result["errors"] = check.errors()
+    for entry in result["crossings"]:
+        entry["source_domain"] = _clock_role(entry["source"], board)
+        entry["dest_domain"] = _clock_role(entry["dest"], board)
+    return result
 
 
 def format_summary(summary):
@@ -279,6 +301,9 @@ def format_summary(summary):
                      f"{c['constraint_mhz']:.2f} MHz required ({c['margin_pct']:+.1f} %) "
                      f"{'met' if c['met'] else 'FAILED'}")
     lines.append(f"timing      {'met' if summary['timing_met'] else 'NOT MET'}")
+    if summary.get("crossings"):
+        from latscope.gateware.crossings import format_crossings
+        lines += format_crossings(summary["crossings"])
     for key, r in summary["resources"].items():
         lines.append(f"resources   {key:<14} {r['used']:>6} / {r['available']}")
     lines.append(f"bitstream   {summary['bitstream']}  ({summary['build_seconds']} s)")

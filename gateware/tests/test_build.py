@@ -144,6 +144,17 @@ def test_real_bitstream(name, limit_ns, bitstream, tmp_path, capsys):
     # build adds the edge clock's PLL
     assert used["plls"]["used"] == {"ecpix5": 3, "ecpix5-x1": 2, "icebreaker": 1}[name]
     assert used["bram_blocks"]["used"] >= 1
+    # Every crossing between the capture and link clocks is declared and fast enough: the FIFO's
+    # Gray pointers both ways, the configuration handshake, the overflow status bit (and on the
+    # iCEBreaker the UART receiver's byte handshake, capture -> link).
+    cross = summary["crossings"]
+    assert cross["ok"] is True and cross["undeclared"] == [] and cross["errors"] == []
+    kinds = {(c["kind"], c["source_domain"], c["dest_domain"]) for c in cross["crossings"]}
+    assert {("gray_pointer", "capture", "link"), ("gray_pointer", "link", "capture"),
+            ("toggle_handshake", "link", "capture"), ("toggle_handshake", "capture", "link"),
+            ("ff_synchronizer", "capture", "link")} <= kinds
+    assert all(c["delay_ns"] <= c["period_ns"] for c in cross["crossings"])
+    assert set(cross["worst_paths"]) >= {"capture_clk -> clk", "clk -> capture_clk"}
 
 
 def test_verilog_export(tmp_path):
