@@ -376,7 +376,7 @@ class GateSim:
 
     def __init__(self, workdir, sources, *, defines=None):
         self.workdir = Path(workdir)
-        self.sources = [Path(s) for s in sources]
+        self.sources = [Path(s).resolve() for s in sources]   # Verilator runs in workdir
         self.defines = defines or {}
 
     def build(self):
