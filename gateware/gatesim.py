@@ -375,7 +375,7 @@ class GateSim:
     """
 
     def __init__(self, workdir, sources, *, defines=None):
-        self.workdir = Path(workdir)
+        self.workdir = Path(workdir).resolve()
         self.sources = [Path(s).resolve() for s in sources]   # Verilator runs in workdir
         self.defines = defines or {}
 
