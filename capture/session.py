@@ -215,6 +215,11 @@ class Instrument:
         if high_ticks < least or low_ticks < least:
             raise ValueError(f"Self-test high and low times must be at least {least} ticks "
                              f"with {lanes} lanes, not {high_ticks!r} and {low_ticks!r}")
+        if drive_pin and (high_ticks < 3 or low_ticks < 3):
+            # A 2-tick pulse on the output pin is shorter than one capture cycle plus the pin's
+            # edge times: it may not come back through a cable intact.
+            raise ValueError(f"Self-test pulses driven on the output pin must be at least 3 "
+                             f"ticks high and low, not {high_ticks!r} and {low_ticks!r}")
         flags = int(bool(on)) | int(bool(drive_pin)) << 1
         self.command(protocol.Opcode.SELFTEST,
                      struct.pack("<BHHH", flags, channels, high_ticks, low_ticks))

@@ -18,11 +18,14 @@ single-clock simulation core; the link is modelled by its byte rate.
 """
 
 import time
+from pathlib import Path
 
 import numpy as np
 
 SECTION = "gateware: boards, resolution, link and FIFO capacity"
 
+#: nextpnr placement seeds the iCEBreaker build is checked with in `make bench`.
+PLACEMENT_SEEDS = (1, 2, 3)
 LINK_BYTES_PER_S = 12e6 / 10          # 12 Mbaud 8N1 UART: 10 bit times per byte
 
 
@@ -145,6 +148,28 @@ def run(quick):
             rows.append((f"{name}: pin-to-sample skew", f"{summary['pin_to_sample_skew_ps']}",
                          "ps", "worst between channels in nextpnr's model; the pad paths are "
                                "not timed by nextpnr (docs/boards.md)"))
+        cross = summary.get("crossings")
+        if cross and cross["crossings"]:
+            # asynchronous resets have no period to meet (gateware/crossings.py)
+            timed = [c for c in cross["crossings"] if c["kind"] != "async_reset"]
+            worst = max(timed or cross["crossings"],
+                        key=lambda c: c["delay_ns"] / c["period_ns"])
+            rows.append((f"{name}: clock-domain crossings", len(cross["crossings"]), "",
+                         f"all declared and within the destination period: "
+                         f"{'yes' if cross['ok'] else 'NO'}; tightest {worst['name']} "
+                         f"{worst['delay_ns']:.2f} ns of {worst['period_ns']:.2f} ns"))
+        if name == "icebreaker" and not quick:
+            # The UP5K's margin depends on placement: the shipped design must close on several.
+            for seed in PLACEMENT_SEEDS:
+                try:
+                    s = build_bitstream(name, Path("build") / f"gateware-{name}-seed{seed}",
+                                        seed=seed, log=lambda line: None)
+                    rows.append((f"{name}: capture Fmax, seed {seed}", f"{s['fmax_mhz']:.1f}",
+                                 "MHz", f"margin {s['margin_pct']:+.1f} %; crossings "
+                                        f"{'ok' if s['crossings']['ok'] else 'FAILED'}"))
+                except Exception as error:   # noqa: BLE001 - report, don't abort the bench
+                    rows.append((f"{name}: capture Fmax, seed {seed}", "failed", "",
+                                 str(error).splitlines()[0][:120]))
 
     try:
         import latscope.gateware.top  # noqa: F401

@@ -75,7 +75,9 @@ class Board:
     selftest_pin : tuple
         Connector name, number and pin of the self-test DDR output.
     io_attrs : dict
-        I/O standard attributes of the channel and self-test pins.
+        I/O attributes of the channel pins (standard, pull).
+    selftest_attrs : dict or None
+        I/O attributes of the self-test output (default: ``io_attrs``).
     pll : dict
         PLL primitive parameters (family-specific).
     fifo_depth : int
@@ -114,6 +116,7 @@ class Board:
     channel_pins: tuple
     selftest_pin: tuple
     io_attrs: dict = field(default_factory=dict)
+    selftest_attrs: dict = None
     pll: dict = field(default_factory=dict)
     fifo_depth: int = 1024
     lanes: int = 2
@@ -194,7 +197,9 @@ BOARDS = {
         lanes=4, gearing="x2",
         channel_pins=_pmod(0, 1, 2, 3, 4, 7, 8, 9, 10),
         selftest_pin=("pmod", 1, 1),
-        io_attrs={"IO_TYPE": "LVCMOS33", "PULLMODE": "NONE"},
+        # Weak pull-down: an unconnected channel reads a steady low (as on ecpix5-x1).
+        io_attrs={"IO_TYPE": "LVCMOS33", "PULLMODE": "DOWN"},
+        selftest_attrs={"IO_TYPE": "LVCMOS33", "PULLMODE": "NONE", "SLEWRATE": "FAST"},
         # Link clock: the PLL of the x1 build (CLKOS 48 MHz; its CLKOP only closes the loop).
         pll=dict(CLKI_DIV=5, CLKFB_DIV=8, CLKOP_DIV=3, CLKOS_DIV=10),
         # Edge clock: 100 MHz / CLKI_DIV 1 = 100 MHz PFD; CLKOP feedback x4 -> 400 MHz;
@@ -212,7 +217,10 @@ BOARDS = {
         # PMOD0 (J?) top row 1-4, bottom row 7-10: T25 U25 U24 V24 / T26 U26 V26 W26
         channel_pins=_pmod(0, 1, 2, 3, 4, 7, 8, 9, 10),
         selftest_pin=("pmod", 1, 1),     # PMOD1 pin 1 (U23)
-        io_attrs={"IO_TYPE": "LVCMOS33", "PULLMODE": "NONE"},   # no pull: do not load a tap
+        # Weak pull-down: an unconnected channel reads a steady low instead of floating (a
+        # floating input toggling with noise would flood the FIFO once armed).
+        io_attrs={"IO_TYPE": "LVCMOS33", "PULLMODE": "DOWN"},
+        selftest_attrs={"IO_TYPE": "LVCMOS33", "PULLMODE": "NONE", "SLEWRATE": "FAST"},
         # EHXPLLL: 100 MHz / CLKI_DIV 5 = 20 MHz PFD; CLKOP feedback x8 -> 160 MHz;
         # VCO = 160 MHz * CLKOP_DIV 3 = 480 MHz (400..800 allowed); CLKOS = 480 / 10 = 48 MHz.
         pll=dict(CLKI_DIV=5, CLKFB_DIV=8, CLKOP_DIV=3, CLKOS_DIV=10),
@@ -227,7 +235,10 @@ BOARDS = {
         # PMOD1A: pins 4 2 47 45 / 3 48 46 44
         channel_pins=_pmod(0, 1, 2, 3, 4, 7, 8, 9, 10),
         selftest_pin=("pmod", 1, 1),     # PMOD1B pin 1 (43)
-        io_attrs={"IO_STANDARD": "SB_LVCMOS"},
+        # The iCE40's I/O cells have pull-ups only: an unconnected channel reads a steady high.
+        # (No slew-rate control on iCE40 outputs.)
+        io_attrs={"IO_STANDARD": "SB_LVCMOS", "PULLUP": 1},
+        selftest_attrs={"IO_STANDARD": "SB_LVCMOS"},
         # SB_PLL40_PAD, SIMPLE feedback: 12 MHz * (DIVF+1) / (DIVR+1) = 768 MHz VCO, / 2**DIVQ = 48
         # (values from `icepll -i 12 -o 48`). The link logic reaches only ~25 MHz on the UP5K, so
         # it runs on its own 24 MHz clock (48 MHz halved by a flop onto an SB_GB) behind the
@@ -238,6 +249,9 @@ BOARDS = {
         # Area: the UP5K's 5,280 cells are nearly full; 48-bit time and counts (34 days of ticks
         # before the time wraps) instead of 64 free the room the 48 MHz timing needs.
         core_overrides=dict(counter_width=24, max_glitch=3, time_width=48),
+        # The UP5K's margin depends on placement (docs/boards.md, build results): seed 2 is
+        # shipped; `latscope bench` rebuilds seeds 1-3.
+        nextpnr_seed=2,
     ),
 }
 
@@ -274,8 +288,15 @@ def make_platform(board, *, sniffer=None):
     platform.add_resources([
         Resource("latscope_ch", 0, Pins(pins, dir="i", conn=conn), Attrs(**board.io_attrs)),
         Resource("latscope_selftest", 0, Pins(str(st_pin), dir="o", conn=(st_conn, st_num)),
-                 Attrs(**board.io_attrs)),
+                 Attrs(**(board.selftest_attrs or board.io_attrs))),
     ])
+    if board.family == "ecp5":
+        # The reset button pulls the (active-low) pin down; a pull-up holds it released.
+        rst = platform.resources["rst", 0]
+        platform.resources["rst", 0] = Resource("rst", 0, *rst.ios,
+                                                Attrs(**rst.attrs, PULLMODE="UP"))
+    else:
+        platform.add_resources(platform.break_off_pmod)   # status LEDs 1-2 on the snap-off
     return platform
 
 
@@ -366,6 +387,7 @@ class BoardTop(Elaboratable):
         m.domains.capture = ClockDomain("capture")
         m.domains.sync = ClockDomain("sync")
         m.d.comb += ClockSignal("sync").eq(clk_sync)
+        self._locked = locked_sync & locked_eclk                # the PLL lock LED
         arst = ~locked_sync | ~locked_eclk | rst_buf.i
         m.submodules.rst_sync = ResetSynchronizer(arst, domain="sync")
         self._clk_in, self._arst = clk_buf.i, arst            # for the Ethernet link's PLL
@@ -386,6 +408,7 @@ class BoardTop(Elaboratable):
         m.submodules.pll = ehxplll(EhxplllPlan(self.board.input_hz, self.board.pll),
                                    clki=clk_buf.i, clkop=clk_capture, clkos=clk_sync,
                                    locked=locked)
+        self._locked = locked
         m.domains.capture = ClockDomain("capture")
         m.domains.sync = ClockDomain("sync")
         m.d.comb += [ClockSignal("capture").eq(clk_capture), ClockSignal("sync").eq(clk_sync)]
@@ -405,6 +428,7 @@ class BoardTop(Elaboratable):
             i_PACKAGEPIN=clk_port.io, i_RESETB=Const(1), i_BYPASS=Const(0),
             o_PLLOUTGLOBAL=clk_capture, o_LOCK=locked,
         )
+        self._locked = locked
         m.domains.capture = ClockDomain("capture")
         m.domains.sync = ClockDomain("sync")
         m.d.comb += ClockSignal("capture").eq(clk_capture)
@@ -494,6 +518,7 @@ class BoardTop(Elaboratable):
                                           arst=self._arst, max_frame=max_frame_for(core))
         wiring.connect(m, tx_src, uart.tx_data)
         wiring.connect(m, uart.rx_data, rx_dst)
+        self._status_leds(m, platform, ~uart.tx)
 
     def _frame_pins(self, m, platform):
         """The DUT's MII/RMII bus: its clocks drive domains ``phy_rx``/``phy_tx`` (one REF_CLK for
@@ -526,3 +551,24 @@ class BoardTop(Elaboratable):
                 m.submodules[f"phy_{role}_ff"] = ff = io.FFBuffer("i", pin(role),
                                                                   i_domain=f"phy_{side}")
                 m.d.comb += getattr(pins, name).eq(ff.i)
+
+    def _status_leds(self, m, platform, link_active):
+        """PLL lock, armed, link activity (lit while the UART sends a 0 bit) and FIFO overflow,
+        straight from their signals (no logic: the iCE40 is nearly full). ECPIX-5: green of RGB
+        LED 0 and 1, blue of 2, red of 3. iCEBreaker: green and red LED on the board (armed,
+        overflow), snap-off LEDs 1 and 2 (lock, link)."""
+        control = getattr(self.core, "control", None)
+        front = getattr(self.core, "front", None)
+        armed = control.config.armed if control is not None else Const(0)
+        overflow = front.overflow_active if front is not None else Const(0)
+        if self.board.family == "ecp5":
+            rgb = {"r": "-", "g": "-", "b": "-"}
+            ports = [getattr(platform.request("rgb_led", n, dir=rgb), colour)
+                     for n, colour in enumerate("ggbr")]
+        else:
+            ports = [platform.request(name, n, dir="-")
+                     for name, n in (("led_g", 1), ("led_g", 0), ("led_g", 2), ("led_r", 0))]
+        for n, (port, value) in enumerate(zip(ports, (self._locked, armed, link_active, overflow),
+                                              strict=True)):
+            m.submodules[f"status_led{n}"] = led = io.Buffer("o", port)
+            m.d.comb += led.o.eq(value)

@@ -22,8 +22,8 @@ from latscope import LatscopeError
 from latscope.gateware.boards import BoardTop, get_board, make_platform
 from latscope.gateware.verilator import _Env, yowasp_env
 
-__all__ = ["build_bitstream", "parse_report", "default_build_dir", "load_summary",
-           "SUMMARY_NAME", "NAME"]
+__all__ = ["build_bitstream", "synthesis_conflicts", "parse_report", "default_build_dir",
+           "load_summary", "SUMMARY_NAME", "NAME"]
 
 #: Base name of every product (``latscope.bit``, ``latscope.bin``, ``latscope.json`` ...).
 NAME = "latscope"
@@ -214,7 +214,9 @@ def build_bitstream(board, out_dir=None, *, core=None, timing_allow_fail=False, 
     top = BoardTop(board, core=core, **core_overrides)
     if seed is None:
         seed = board.nextpnr_seed
-    opts = ["--report", "report.json", "--detailed-timing-report"]   # per-net delays: skew.py
+    # The detailed report lists every routed connection with its clocks: the crossing check
+    # (latscope.gateware.crossings) and the per-channel input paths (skew.py) need it.
+    opts = ["--report", "report.json", "--detailed-timing-report"]
     if timing_allow_fail:
         opts.append("--timing-allow-fail")
     if seed is not None:
@@ -252,6 +254,13 @@ def build_bitstream(board, out_dir=None, *, core=None, timing_allow_fail=False, 
             detail += f"\n({cell}: {used} used of {avail} available)"
         raise LatscopeError(f"The {board.name} build failed (exit status {result.returncode}); "
                             f"logs: {out_dir / 'build.log'}, {tim}\n{detail}")
+    rpt = out_dir / f"{NAME}.rpt"
+    conflicts = synthesis_conflicts(rpt.read_text(errors="replace") if rpt.exists() else "")
+    if conflicts:
+        raise LatscopeError(
+            f"Yosys miss-synthesised the {board.name} design: it resolved {len(conflicts)} "
+            f"driver-driver conflict(s) by tying the net to a constant, so the netlist does not "
+            f"compute what the RTL does (log: {rpt}); first: {conflicts[0]}")
     report_path = out_dir / "report.json"
     report = json.loads(report_path.read_text()) if report_path.exists() else {}
     summary = parse_report(report, board, log_text=tim_text)
@@ -263,7 +272,9 @@ def build_bitstream(board, out_dir=None, *, core=None, timing_allow_fail=False, 
                     cell_mode="IDDRX2F" if board.gearing == "x2" else "IDDRX1F")
     summary["channel_paths"] = channel_paths(report, cell_prefix="ch_", **keys)
     summary["pin_to_sample_skew_ps"] = pin_to_sample_skew_ps(summary["channel_paths"])
+    crossings = _check_crossings(report, out_dir / f"{NAME}.json", board)
     summary.update({
+        "crossings": crossings,
         "bitstream": str(out_dir / _BITSTREAM[board.family]),
         "build_seconds": round(time.monotonic() - started, 1),
         "timing_allow_fail": bool(timing_allow_fail),
@@ -271,7 +282,37 @@ def build_bitstream(board, out_dir=None, *, core=None, timing_allow_fail=False, 
         "tools": _tool_versions(),
     })
     (out_dir / SUMMARY_NAME).write_text(json.dumps(summary, indent=2) + "\n")
+    failures = crossings["errors"] if not timing_allow_fail else [
+        e for e in crossings["errors"] if e.startswith("undeclared")]
+    if failures:
+        raise LatscopeError(f"Clock-domain crossing check failed for {board.name} (summary: "
+                            f"{out_dir / SUMMARY_NAME}):\n" + "\n".join(failures))
     return summary
+
+
+def synthesis_conflicts(log_text):
+    """Yosys' "Driver-driver conflict ... Resolved using constant" warnings in a synthesis log.
+
+    Each is a net that synthesis found driven both by logic and by a constant and tied to the
+    constant: the netlist then differs from the RTL. Yosys 0.70's ``synth_ice40`` does this to a
+    register kept by name (``keep``) whose initial value has bits set (see
+    :func:`latscope.gateware.crossings.mark`); a build with any of them fails.
+    """
+    return [line.strip() for line in log_text.splitlines()
+            if line.startswith("Warning: Driver-driver conflict")]
+
+
+def _check_crossings(report, netlist_path, board):
+    """The build summary's ``crossings`` entry (see :mod:`latscope.gateware.crossings`)."""
+    from latscope.gateware.crossings import check_crossings
+    netlist = json.loads(Path(netlist_path).read_text())
+    check = check_crossings(report, netlist)
+    result = check.as_dict()
+    result["errors"] = check.errors()
+    for entry in result["crossings"]:
+        entry["source_domain"] = _clock_role(entry["source"], board)
+        entry["dest_domain"] = _clock_role(entry["dest"], board)
+    return result
 
 
 def format_summary(summary):
@@ -285,6 +326,9 @@ def format_summary(summary):
                      f"{c['constraint_mhz']:.2f} MHz required ({c['margin_pct']:+.1f} %) "
                      f"{'met' if c['met'] else 'FAILED'}")
     lines.append(f"timing      {'met' if summary['timing_met'] else 'NOT MET'}")
+    if summary.get("crossings"):
+        from latscope.gateware.crossings import format_crossings
+        lines += format_crossings(summary["crossings"])
     for key, r in summary["resources"].items():
         lines.append(f"resources   {key:<14} {r['used']:>6} / {r['available']}")
     lines.append(f"bitstream   {summary['bitstream']}  ({summary['build_seconds']} s)")

@@ -7,21 +7,23 @@ starts with a sync gets exactly one reply: BAD_FRAME for a bad header, a bad CRC
 command the device will not execute, OK with data otherwise.
 
 :class:`ConfigCrossing` carries the registers into the capture clock domain: after each command the
-link side toggles a request flag that crosses through a :class:`~amaranth.lib.cdc.FFSynchronizer`;
+link side toggles a request flag that crosses through a
+:class:`~latscope.gateware.crossings.Synchronizer`;
 the capture side copies the registers (which the command handler holds until the transfer is
 acknowledged, ``config_busy``) and returns the toggle as acknowledgement. The timestamp-reset
-request crosses as a :class:`~amaranth.lib.cdc.PulseSynchronizer`.
+request crosses as a toggle (the circuit of :class:`~amaranth.lib.cdc.PulseSynchronizer`).
 :class:`latscope.gateware.model_stream.CommandModel` is the reference.
 """
 
 from amaranth.hdl import C, Cat, Module, Signal, Value
-from amaranth.lib import cdc, data, stream, wiring
+from amaranth.lib import data, stream, wiring
 from amaranth.lib.crc import catalog
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 from amaranth.utils import bits_for
 
 from .classify import CONFIG_ARG_BYTES, ConfigWrite
+from .crossings import Synchronizer, mark
 from .encoder import _check, _rejected
 from .framer import ReplyByte
 from .model_capture import selftest_min_ticks
@@ -417,6 +419,8 @@ class ConfigCrossing(wiring.Component):
             "busy": Out(1),
             "o_config": Out(shape, init=init), "o_pulse": Out(1),
         })
+        # Loaded from the other domain once the request toggle has crossed (see elaborate).
+        mark(self.o_config, "toggle_handshake")
 
     def elaborate(self, platform):
         m = Module()
@@ -425,16 +429,28 @@ class ConfigCrossing(wiring.Component):
         req_o = Signal()
         ack_i = Signal()
         seen = Signal()
-        m.submodules.req_sync = cdc.FFSynchronizer(req, req_o, o_domain=self.o_domain)
-        m.submodules.ack_sync = cdc.FFSynchronizer(ack, ack_i, o_domain="sync")
+        m.submodules.req_sync = Synchronizer(req, req_o, o_domain=self.o_domain,
+                                             kind="toggle_handshake")
+        m.submodules.ack_sync = Synchronizer(ack, ack_i, o_domain="sync", kind="toggle_handshake")
         m.d.comb += self.busy.eq(req != ack_i)
         with m.If(self.i_write & ~self.busy):
             m.d.sync += req.eq(~req)
         # ``i_config`` has been stable since the request toggled (two output-domain flops ago).
-        with m.If(req_o != seen):
+        # the strobe that loads the data word
+        load = mark(Signal(), "toggle_handshake", strobe=True)
+        m.d.comb += load.eq(req_o != seen)
+        with m.If(load):
             m.d[self.o_domain] += [Value.cast(self.o_config).eq(Value.cast(self.i_config)),
                                    seen.eq(req_o)]
         m.d.comb += ack.eq(seen)
-        m.submodules.pulse = cdc.PulseSynchronizer(i_domain="sync", o_domain=self.o_domain)
-        m.d.comb += [m.submodules.pulse.i.eq(self.i_pulse), self.o_pulse.eq(m.submodules.pulse.o)]
+        # The pulse crosses as a toggle (amaranth.lib.cdc.PulseSynchronizer's circuit, with the
+        # synchroniser's first stage declared as a crossing).
+        i_toggle = Signal()
+        o_toggle = Signal()
+        r_toggle = Signal()
+        m.d.sync += i_toggle.eq(i_toggle ^ self.i_pulse)
+        m.submodules.pulse_sync = Synchronizer(i_toggle, o_toggle, o_domain=self.o_domain,
+                                               kind="toggle_handshake")
+        m.d[self.o_domain] += r_toggle.eq(o_toggle)
+        m.d.comb += self.o_pulse.eq(o_toggle ^ r_toggle)
         return m

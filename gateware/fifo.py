@@ -20,10 +20,10 @@ or read while either side is in reset, so the pointers leave reset equal.
 
 from amaranth.hdl import Cat, Elaboratable, Module, Mux, Signal
 from amaranth.lib import fifo
-from amaranth.lib.cdc import FFSynchronizer
 from amaranth.lib.memory import Memory
 from amaranth.utils import ceil_log2
 
+from .crossings import Synchronizer
 from .encoder import _rejected
 
 __all__ = ["CaptureFIFO", "level_at_most"]
@@ -100,8 +100,10 @@ class CaptureFIFO(fifo.FIFOInterface, Elaboratable):
         # Each Gray pointer crosses to the other side; only one bit changes per step.
         r_gray_at_w = Signal(n)
         w_gray_at_r = Signal(n)
-        m.submodules.r_ptr_sync = FFSynchronizer(r_gray, r_gray_at_w, o_domain=w)
-        m.submodules.w_ptr_sync = FFSynchronizer(w_gray, w_gray_at_r, o_domain=r)
+        m.submodules.r_ptr_sync = Synchronizer(r_gray, r_gray_at_w, o_domain=w,
+                                               kind="gray_pointer")
+        m.submodules.w_ptr_sync = Synchronizer(w_gray, w_gray_at_r, o_domain=r,
+                                               kind="gray_pointer")
 
         # Empty: the pointers are equal.
         m.d.comb += self.r_rdy.eq(w_gray_at_r != r_gray)

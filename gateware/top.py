@@ -16,11 +16,12 @@ zeroes its time, event index and lost count on it and sends a heartbeat with the
 """
 
 from amaranth.hdl import Cat, DomainRenamer, Module, Mux, Signal
-from amaranth.lib import cdc, fifo, stream, wiring
+from amaranth.lib import fifo, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from .capture import CaptureFrontEnd, FrontEndConfig
 from .control import ConfigCrossing, Control
+from .crossings import Synchronizer
 from .encoder import Encoder, _rejected
 from .fifo import CaptureFIFO, level_at_most
 from .framer import Framer
@@ -258,7 +259,8 @@ class LatscopeCore(wiring.Component):
         with m.Elif(clipped > high_water):
             m.d.sync += high_water.eq(clipped)
         overflow = Signal()
-        m.submodules.overflow_sync = cdc.FFSynchronizer(front.overflow_active, overflow)
+        m.submodules.overflow_sync = Synchronizer(front.overflow_active, overflow,
+                                                  kind="ff_synchronizer")
         status = Signal(HeartbeatStatus)
         m.d.comb += [status.armed.eq(ctl.config.armed), status.selftest.eq(ctl.config.selftest_on),
                      status.overflow_active.eq(overflow)]
@@ -278,8 +280,8 @@ class LatscopeCore(wiring.Component):
             m.d.comb += link_idle.eq(enc.idle & framer.waiting & ~self.tx.valid & ~rxq.r_rdy
                                      & ~ctl.replies.valid & ~rep_valid)
             if self.async_fifo:
-                m.submodules.idle_sync = cdc.FFSynchronizer(link_idle, link_idle_c,
-                                                            o_domain="capture")
+                m.submodules.idle_sync = Synchronizer(link_idle, link_idle_c,
+                                                      o_domain="capture", kind="ff_synchronizer")
             else:
                 m.d.comb += link_idle_c.eq(link_idle)
             quiet = Signal(range(5))

@@ -12,6 +12,7 @@ from amaranth.hdl import C, Cat, DomainRenamer, Module, Signal
 from amaranth.lib import cdc, stream, wiring
 from amaranth.lib.wiring import In, Out
 
+from .crossings import Synchronizer, mark
 from .encoder import _rejected
 
 __all__ = ["UARTTransmitter", "UARTReceiver", "UART"]
@@ -192,12 +193,17 @@ class UART(wiring.Component):
             m.d[self.rx_domain] += [held.eq(rx.data.payload), toggle.eq(~toggle)]
         seen = Signal()
         toggle_sync = Signal()
-        m.submodules.toggle_sync = cdc.FFSynchronizer(toggle, toggle_sync)
-        m.submodules.framing_sync = cdc.FFSynchronizer(rx.framing_error, self.framing_error)
+        m.submodules.toggle_sync = Synchronizer(toggle, toggle_sync, kind="toggle_handshake")
+        m.submodules.framing_sync = Synchronizer(rx.framing_error, self.framing_error,
+                                                 kind="ff_synchronizer")
         out = self.rx_data
+        mark(out.payload, "toggle_handshake")     # loaded from `held` after the toggle crossed
         with m.If(out.valid & out.ready):
             m.d.sync += out.valid.eq(0)
-        with m.If(toggle_sync != seen):   # `held` has been stable for two sync cycles
+        # `held` has been stable for two sync cycles
+        load = mark(Signal(), "toggle_handshake", strobe=True)
+        m.d.comb += load.eq(toggle_sync != seen)
+        with m.If(load):
             m.d.sync += seen.eq(toggle_sync)
             with m.If(out.valid & ~out.ready):
                 m.d.sync += self.overrun.eq(1)
