@@ -22,8 +22,8 @@ from latscope import LatscopeError
 from latscope.gateware.boards import BoardTop, get_board, make_platform
 from latscope.gateware.verilator import _Env, yowasp_env
 
-__all__ = ["build_bitstream", "parse_report", "default_build_dir", "load_summary",
-           "SUMMARY_NAME", "NAME"]
+__all__ = ["build_bitstream", "synthesis_conflicts", "parse_report", "default_build_dir",
+           "load_summary", "SUMMARY_NAME", "NAME"]
 
 #: Base name of every product (``latscope.bit``, ``latscope.bin``, ``latscope.json`` ...).
 NAME = "latscope"
@@ -254,6 +254,13 @@ def build_bitstream(board, out_dir=None, *, core=None, timing_allow_fail=False, 
             detail += f"\n({cell}: {used} used of {avail} available)"
         raise LatscopeError(f"The {board.name} build failed (exit status {result.returncode}); "
                             f"logs: {out_dir / 'build.log'}, {tim}\n{detail}")
+    rpt = out_dir / f"{NAME}.rpt"
+    conflicts = synthesis_conflicts(rpt.read_text(errors="replace") if rpt.exists() else "")
+    if conflicts:
+        raise LatscopeError(
+            f"Yosys miss-synthesised the {board.name} design: it resolved {len(conflicts)} "
+            f"driver-driver conflict(s) by tying the net to a constant, so the netlist does not "
+            f"compute what the RTL does (log: {rpt}); first: {conflicts[0]}")
     report_path = out_dir / "report.json"
     report = json.loads(report_path.read_text()) if report_path.exists() else {}
     summary = parse_report(report, board, log_text=tim_text)
@@ -275,6 +282,18 @@ def build_bitstream(board, out_dir=None, *, core=None, timing_allow_fail=False, 
         raise LatscopeError(f"Clock-domain crossing check failed for {board.name} (summary: "
                             f"{out_dir / SUMMARY_NAME}):\n" + "\n".join(failures))
     return summary
+
+
+def synthesis_conflicts(log_text):
+    """Yosys' "Driver-driver conflict ... Resolved using constant" warnings in a synthesis log.
+
+    Each is a net that synthesis found driven both by logic and by a constant and tied to the
+    constant: the netlist then differs from the RTL. Yosys 0.70's ``synth_ice40`` does this to a
+    register kept by name (``keep``) whose initial value has bits set (see
+    :func:`latscope.gateware.crossings.mark`); a build with any of them fails.
+    """
+    return [line.strip() for line in log_text.splitlines()
+            if line.startswith("Warning: Driver-driver conflict")]
 
 
 def _check_crossings(report, netlist_path, board):

@@ -436,7 +436,8 @@ class ConfigCrossing(wiring.Component):
         with m.If(self.i_write & ~self.busy):
             m.d.sync += req.eq(~req)
         # ``i_config`` has been stable since the request toggled (two output-domain flops ago).
-        load = mark(Signal(), "toggle_handshake")    # the strobe that loads the data word
+        # the strobe that loads the data word
+        load = mark(Signal(), "toggle_handshake", strobe=True)
         m.d.comb += load.eq(req_o != seen)
         with m.If(load):
             m.d[self.o_domain] += [Value.cast(self.o_config).eq(Value.cast(self.i_config)),

@@ -17,8 +17,10 @@ attribute :data:`ATTR` naming the kind of crossing it belongs to (:data:`KINDS`)
     The first stage of a plain two-flop synchroniser of a level (status bits).
 
 :class:`Synchronizer` is :class:`amaranth.lib.cdc.FFSynchronizer` with the attribute on its first
-stage; :func:`mark` puts it on a data register. A new clock domain (an Ethernet PHY's receive
-clock, say) is covered by the same check without any change here: its crossings must use these.
+stage; :func:`mark` puts it on a data register, or on the strobe that loads data registers (a
+register that Yosys keeps under another name than the marked one is found through its enable).
+A new clock domain (an Ethernet PHY's receive clock, say) is covered by the same check without
+any change here: its crossings must use these.
 
 Checking. :func:`check_crossings` reads nextpnr's detailed timing report (``--report`` with
 ``--detailed-timing-report``) and the synthesised netlist that nextpnr placed (Yosys JSON). Each
@@ -58,18 +60,30 @@ def _check_kind(kind):
     return kind
 
 
-def mark(value, kind):
+def mark(value, kind, *, strobe=False):
     """Declare the register driving ``value`` (a signal or a view of one) as the destination of
-    a crossing of ``kind``, or ``value`` as the load strobe (clock enable) of such registers;
-    returns ``value``."""
+    a crossing of ``kind``, or, with ``strobe=True``, ``value`` as the load strobe (clock enable)
+    of such registers; returns ``value``.
+
+    A strobe is kept by name (``keep``): it is a single combinational wire that synthesis would
+    otherwise merge into a LUT, and the check finds data registers through it. A register is
+    never given ``keep``: Yosys 0.70's ``synth_ice40`` miss-synthesises a kept register whose
+    initial value has bits set (the iCE40 flip-flop powers up at 0, so those bits are inverted
+    around the flip-flop, and ``abc9`` then drives the kept wire from both the inverter and a
+    constant ``x``: "Driver-driver conflict ... Resolved using constant"). The configuration
+    word's edge enables (initially all set) became constants that way, so the iCEBreaker sent
+    no events after ARM; ``build_bitstream`` now fails on any such conflict.
+    """
     _check_kind(kind)
     signal = Value.cast(value)
     if not isinstance(signal, Signal):
         raise TypeError(f"Only a signal can be marked as a crossing destination, not {value!r}")
     signal.attrs[ATTR] = kind
-    # Kept by name: a port register is an alias of its parent's signal, and Yosys would keep
-    # only one of the names (and its attributes) otherwise.
-    signal.attrs["keep"] = 1
+    if strobe:
+        if len(signal) != 1 or signal.init != 0:
+            raise ValueError(f"A crossing's load strobe must be a 1-bit signal with initial "
+                             f"value 0, not {value!r}")
+        signal.attrs["keep"] = 1
     return value
 
 

@@ -375,8 +375,8 @@ class GateSim:
     """
 
     def __init__(self, workdir, sources, *, defines=None, flags=()):
-        self.workdir = Path(workdir)
-        self.sources = [Path(s) for s in sources]
+        self.workdir = Path(workdir).resolve()
+        self.sources = [Path(s).resolve() for s in sources]   # Verilator runs in workdir
         self.defines = defines or {}
         self.flags = list(flags)      # extra Verilator options (gatesim_ecp5)
 

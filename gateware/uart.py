@@ -200,7 +200,8 @@ class UART(wiring.Component):
         mark(out.payload, "toggle_handshake")     # loaded from `held` after the toggle crossed
         with m.If(out.valid & out.ready):
             m.d.sync += out.valid.eq(0)
-        load = mark(Signal(), "toggle_handshake")   # `held` has been stable for two sync cycles
+        # `held` has been stable for two sync cycles
+        load = mark(Signal(), "toggle_handshake", strobe=True)
         m.d.comb += load.eq(toggle_sync != seen)
         with m.If(load):
             m.d.sync += seen.eq(toggle_sync)

@@ -205,3 +205,51 @@ def test_ecpix5_frame_capture_bitstream(tmp_path, capsys):
     # the two PHY clocks beside capture, link and the Ethernet link's eth / eth_rx / eth90
     assert domains.count("phy") == 2 and {"capture", "link", "eth", "eth_rx"} <= set(domains)
     assert all(c["met"] for c in summary["clocks"])
+
+
+def test_synthesis_conflicts_are_found_in_the_log():
+    log = ("2.45.2. Continuing TECHMAP pass.\n"
+           "Warning: Driver-driver conflict for $abc$1$o[2] between cell $abc$1$lut$not$9.Y and "
+           "constant 1'x in top: Resolved using constant.\n"
+           "Warning: Replacing memory \\m with list of registers.\n")
+    assert build.synthesis_conflicts(log) == [log.splitlines()[1]]
+    assert build.synthesis_conflicts("Warnings: 0 unique messages\n") == []
+
+
+def _synth_ice40(tmp_path, register_attrs):
+    """Yosys' synth_ice40 log of a 4-bit register (initial value 0b0101, loaded under an enable)
+    with ``register_attrs``."""
+    import subprocess
+
+    from amaranth.back import rtlil
+    from amaranth.hdl import Module, Signal
+
+    from latscope.gateware.verilator import yowasp_env
+    m = Module()
+    a, en, o = Signal(4), Signal(), Signal(4)
+    q = Signal(4, init=0b0101)
+    register_attrs(q)
+    with m.If(en):
+        m.d.sync += q.eq(a)
+    m.d.comb += o.eq(q)
+    (tmp_path / "top.il").write_text(rtlil.convert(m, ports=[a, en, o]))
+    env = yowasp_env()
+    subprocess.run([env["YOSYS"], "-q", "-l", "top.rpt", "-p",
+                    "read_rtlil top.il; synth_ice40 -top top"], cwd=tmp_path, env=env,
+                   check=True, capture_output=True)
+    return (tmp_path / "top.rpt").read_text()
+
+
+def test_kept_register_with_set_initial_bits_is_caught(tmp_path):
+    """The iCEBreaker's gate-level mismatch, reduced: Yosys 0.70 ties each set initial bit of a
+    register kept by name to a constant (one conflict per bit, here 2). A build fails on it; a
+    register declared with crossings.mark synthesises clean."""
+    from latscope.gateware.crossings import mark
+    clean = _synth_ice40(tmp_path, lambda q: mark(q, "toggle_handshake"))
+    assert build.synthesis_conflicts(clean) == []
+    kept = _synth_ice40(tmp_path, lambda q: q.attrs.update(keep=1))
+    conflicts = build.synthesis_conflicts(kept)
+    if not conflicts:
+        pytest.skip("this Yosys no longer miss-synthesises a kept register with set initial "
+                    "bits (the guard in build_bitstream stays)")
+    assert len(conflicts) == 2 and all("Resolved using constant" in c for c in conflicts)

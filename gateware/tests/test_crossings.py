@@ -166,3 +166,18 @@ def test_mark_and_synchronizer_validate():
         Synchronizer(Signal(), Signal(), kind="ff_synchronizer", stages=1)
     s = Signal()
     assert mark(s, "toggle_handshake") is s and s.attrs[ATTR] == "toggle_handshake"
+
+
+def test_mark_keeps_strobes_but_not_registers():
+    """A marked register gets the attribute only (Yosys 0.70 miss-synthesises a kept iCE40
+    register with initial bits set: see test_build.py); a load strobe is kept by name."""
+    reg = Signal(8, init=0x81)
+    mark(reg, "toggle_handshake")
+    assert reg.attrs == {ATTR: "toggle_handshake"}
+    load = mark(Signal(), "toggle_handshake", strobe=True)
+    assert load.attrs == {ATTR: "toggle_handshake", "keep": 1}
+    with pytest.raises(ValueError, match=r"A crossing's load strobe must be a 1-bit signal with "
+                                         r"initial value 0, not \(sig wide\)"):
+        mark(Signal(2, name="wide"), "toggle_handshake", strobe=True)
+    with pytest.raises(ValueError, match="initial value 0"):
+        mark(Signal(init=1), "toggle_handshake", strobe=True)

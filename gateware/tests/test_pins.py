@@ -17,9 +17,9 @@ def _files(board):
     return plan.files
 
 
-@pytest.fixture(scope="module")
-def ecpix5():
-    return _files("ecpix5")
+@pytest.fixture(scope="module", params=["ecpix5", "ecpix5-x1"])
+def ecpix5(request):
+    return _files(request.param)
 
 
 @pytest.fixture(scope="module")
