@@ -15,6 +15,11 @@ attribute :data:`ATTR` naming the kind of crossing it belongs to (:data:`KINDS`)
     toggle has passed two synchroniser stages (the source holds the data stable meanwhile).
 ``ff_synchronizer``
     The first stage of a plain two-flop synchroniser of a level (status bits).
+``async_reset``
+    Not declared but recognised in the netlist: an asynchronous set/reset input (a reset
+    synchroniser's flip-flops, the ECP5 I/O gearing's reset held by its start-up sequence). It is
+    listed with its delay; it has no period to meet (its release is timed by the synchroniser or
+    the sequence). A synchronous reset from another clock is an undeclared crossing.
 
 :class:`Synchronizer` is :class:`amaranth.lib.cdc.FFSynchronizer` with the attribute on its first
 stage; :func:`mark` puts it on a data register, or on the strobe that loads data registers (a
@@ -51,12 +56,18 @@ KINDS = {
     "gray_pointer": "Gray FIFO pointer",
     "toggle_handshake": "toggle handshake",
     "ff_synchronizer": "FF synchronizer",
+    "async_reset": "asynchronous reset",
 }
+
+#: iCE40 flip-flops whose set/reset input is asynchronous (the ``SR``/``SS`` ones are synchronous).
+_ICE40_ASYNC_FF = {f"SB_DFF{n}{e}{rs}" for n in ("", "N") for e in ("", "E") for rs in "RS"}
 
 
 def _check_kind(kind):
-    if kind not in KINDS:
-        raise ValueError(f"Crossing kind must be one of {', '.join(sorted(KINDS))}, not {kind!r}")
+    # "async_reset" is recognised in the netlist (an asynchronous set/reset input), not declared
+    declarable = sorted(k for k in KINDS if k != "async_reset")
+    if kind not in declarable:
+        raise ValueError(f"Crossing kind must be one of {', '.join(declarable)}, not {kind!r}")
     return kind
 
 
@@ -141,7 +152,10 @@ class Crossing:
 
     @property
     def ok(self):
-        return self.delay_ns <= self.period_ns
+        # An asynchronous reset has no setup relation to the destination clock: it asserts at
+        # once, and its release is what a reset synchroniser (or the I/O gearing's start-up
+        # sequence) times.
+        return self.kind == "async_reset" or self.delay_ns <= self.period_ns
 
 
 @dataclass
@@ -243,6 +257,29 @@ class _Netlist:
                 return base, self.cells[base]
         return None, None
 
+    def async_reset(self, sink_cell, port):
+        """The netlist name of the nextpnr cell ``sink_cell`` when ``port`` is its asynchronous
+        set/reset input (an ECP5 flip-flop with ``SRMODE=ASYNC``, an ECP5 I/O logic cell's reset,
+        an iCE40 ``SB_DFF*R``/``*S``), else None."""
+        if sink_cell.endswith("$IOL"):
+            # ECP5 I/O logic (the DDR/gearing registers): its LSR is the cells' asynchronous RST
+            return sink_cell[:-len("$IOL")] if port == "LSR" else None
+        name, cell = self._cell(sink_cell)
+        if cell is None:
+            return None
+        kind = cell.get("type", "")
+        if kind == "TRELLIS_FF" and port == "LSR":
+            return name if cell.get("parameters", {}).get("SRMODE") == "ASYNC" else None
+        if kind in _ICE40_ASYNC_FF and port in ("R", "S", "SR"):
+            return name
+        if "Q" not in cell.get("connections", {}) and port in ("SR", "R", "S"):
+            # an iCE40 logic cell packed by nextpnr: its flip-flop's own type decides
+            outs = cell["connections"].get("O", [])
+            ff = next((self.d_to_ff[b] for b in outs if b in self.d_to_ff), None)
+            if ff is not None and self.cells[ff].get("type") in _ICE40_ASYNC_FF:
+                return ff
+        return None
+
     def register(self, sink_cell):
         """``(name, kind)`` of the register that the nextpnr cell ``sink_cell`` holds (kind None
         when undeclared), or ``(None, None)`` when it cannot be found."""
@@ -314,7 +351,11 @@ def check_crossings(report, netlist):
                 continue
             delay = end.get("delay")
             delay = max(delay) if isinstance(delay, list) else float(delay)
-            name, kind = nl.register(end["cell"])
+            reset = nl.async_reset(end["cell"], end.get("port", ""))
+            if reset is not None:
+                name, kind = reset, "async_reset"
+            else:
+                name, kind = nl.register(end["cell"])
             if kind is None:
                 undeclared.append((src, dst, net["net"], name or end["cell"]))
                 continue

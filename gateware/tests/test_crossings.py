@@ -181,3 +181,36 @@ def test_mark_keeps_strobes_but_not_registers():
         mark(Signal(2, name="wide"), "toggle_handshake", strobe=True)
     with pytest.raises(ValueError, match="initial value 0"):
         mark(Signal(init=1), "toggle_handshake", strobe=True)
+
+
+def _reset_report(sink, port, delay):
+    """The report with one more arc: a link-clock register into ``port`` of ``sink`` (capture)."""
+    report = copy.deepcopy(REPORT)
+    report["detailed_net_timings"].append(
+        {"net": "ch_x2.reset", "driver": "gearing_start.reset_TRELLIS_FF_Q", "port": "Q",
+         "event": "posedge clk",
+         "endpoints": [{"cell": sink, "port": port, "event": "posedge capture_clk",
+                        "delay": [delay, delay]}]})
+    return report
+
+
+def test_asynchronous_resets_are_listed_not_failed():
+    """Arcs into an asynchronous reset (shapes from the ECPIX-5 build of 2026-11-24: the gearing's
+    start-up reset into the I/O logic's LSR, the capture reset synchroniser's flip-flops with
+    SRMODE=ASYNC) are crossings of their own kind, with no period check; a synchronous reset
+    (SRMODE=LSR_OVER_CE) from another clock is undeclared."""
+    netlist = _netlist()
+    cells = netlist["modules"]["latscope"]["cells"]
+    for name, mode in (("rst_capture.stage0", "ASYNC"), ("core.sync_reset", "LSR_OVER_CE")):
+        cells[name] = {"type": "TRELLIS_FF", "parameters": {"SRMODE": mode},
+                       "connections": {"CLK": [3], "DI": [50], "LSR": [51], "Q": [52]}}
+    check = check_crossings(_reset_report("ch_x2.buf.buf.buf6$IOL", "LSR", 1.8), netlist)
+    assert check.ok
+    (io,) = [c for c in check.crossings if c.kind == "async_reset"]
+    assert (io.name, io.source, io.dest, io.delay_ns) == ("ch_x2.buf.buf.buf6", "clk",
+                                                           "capture_clk", 1.8)
+    slow = check_crossings(_reset_report("rst_capture.stage0", "LSR", 8.19), netlist)
+    assert slow.ok and [c.name for c in slow.crossings if c.kind == "async_reset"] == [
+        "rst_capture.stage0"]
+    sync = check_crossings(_reset_report("core.sync_reset", "LSR", 1.0), netlist)
+    assert not sync.ok and [u[3] for u in sync.undeclared] == ["core.sync_reset"]
