@@ -374,10 +374,11 @@ class GateSim:
         Verilog macros.
     """
 
-    def __init__(self, workdir, sources, *, defines=None):
+    def __init__(self, workdir, sources, *, defines=None, flags=()):
         self.workdir = Path(workdir).resolve()
         self.sources = [Path(s).resolve() for s in sources]   # Verilator runs in workdir
         self.defines = defines or {}
+        self.flags = list(flags)      # extra Verilator options (gatesim_ecp5)
 
     def build(self):
         cmd = ([shutil.which("verilator") or sys.executable, *([] if shutil.which("verilator")
@@ -388,7 +389,7 @@ class GateSim:
                   "-Wno-IMPLICIT", "-Wno-PINMISSING", "-Wno-SPECIFYIGN",
                   "--x-assign", "0", "--x-initial", "0",
                   "-MAKEFLAGS", "CFG_CXXFLAGS_PCH_I=-include",
-                  "--Mdir", "obj", "-o", "sim"]
+                  "--Mdir", "obj", "-o", "sim"] + self.flags
                + [f"+define+{k}={v}" for k, v in self.defines.items()]
                + [str(s) for s in self.sources])
         _run(cmd, self.workdir, "Verilator (gate-level build)")
