@@ -399,12 +399,14 @@ def run_harness(binary, setup, on_result, *, pins_path=None):
         link_bytes += len(data)
         on_result(decoder.feed(data))
     code = proc.wait()
+    reader.join()
+    proc.stdout.close()
+    proc.stderr.close()
     last = decoder.finish()
     # The simulation stops at a fixed time, possibly inside a frame: that last piece is not a
     # fault of the stream (the accounting still needs the final COUNTERS records whole).
     last.truncated = 0
     on_result(last)
-    reader.join()
     stderr = errors[0].decode(errors="replace") if errors else ""
     if code != 0:
         raise LatscopeError(f"The frame bench harness failed (exit status {code}): "
