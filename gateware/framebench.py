@@ -326,8 +326,8 @@ def _setup(scenario, board, templates, host_bytes):
 class _Checker:
     """Checks the decoded stream against the stimulus as it arrives (bounded memory)."""
 
-    def __init__(self, scenario, classes):
-        self.scenario, self.classes = scenario, classes
+    def __init__(self, scenario, templates, classes):
+        self.scenario, self.templates, self.classes = scenario, templates, classes
         self.record_mask = RECORD_MASKS[scenario.record]
         self.recorded = np.zeros((2, 8), np.int64)
         self.last_index = [-1, -1]
@@ -442,8 +442,7 @@ def run_scenario(scenario, *, binary=None):
     cmds, host_bytes = _commands(scenario.record)
     setup, periods = _setup(scenario, board, templates, host_bytes)
     binary = binary or build(scenario.interface)
-    checker = _Checker(scenario, classes)
-    checker.templates = templates
+    checker = _Checker(scenario, templates, classes)
     stats, link_bytes, wall = run_harness(binary, setup, checker.feed)
     _check_replies(checker.replies, cmds)
     return _account(scenario, checker, classes, stats, periods, link_bytes, wall)

@@ -70,8 +70,7 @@ def test_accounting_finds_a_lost_frame():
     stats = dict(rx_frames=32, tx_frames=32, sim_ps=10**9, rx_symbols=5376, tx_symbols=5376)
 
     def account(probes_recorded, dropped):
-        checker = fb._Checker(sc, classes)
-        checker.templates = templates
+        checker = fb._Checker(sc, templates, classes)
         for c in _counters(32, [28, 2, 2], dropped):
             checker.last_counters[(int(c["direction"]), int(c["cls"]))] = c
         checker.recorded[:, 1] = probes_recorded
