@@ -9,9 +9,10 @@ import json
 import time
 
 PART_BENCH_MODULES = ("latscope.gateware.bench", "latscope.gateware.linkbench",
+                      "latscope.gateware.framebench",
                       "latscope.capture.bench", "latscope.analysis.bench")
 #: Section names that are not the module's part (``--only NAME``).
-_SECTION_NAMES = {"latscope.gateware.linkbench": "links"}
+_SECTION_NAMES = {"latscope.gateware.linkbench": "links", "latscope.gateware.framebench": "frames"}
 
 
 def register(subparsers):
@@ -21,7 +22,7 @@ def register(subparsers):
                     "measured on this machine now; ratios compare against a baseline run in the "
                     "same process.")
     parser.add_argument("--quick", action="store_true", help="smaller sizes, for a smoke test")
-    parser.add_argument("--only", choices=["gateware", "links", "capture", "analysis"],
+    parser.add_argument("--only", choices=["gateware", "links", "frames", "capture", "analysis"],
                         help="one section")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
     parser.set_defaults(func=main)
