@@ -27,8 +27,12 @@ demo: $(STAMP)
 
 test: test-c test-python
 
+# One pytest worker per core (pytest-xdist), a test file's tests on one worker, so module-scoped
+# builds (bitstreams, gate-level netlists, Verilator models) are made once: the slow tests are
+# mostly single-threaded builds and simulations, and in series they would not fit CI's budget.
+# Shared build caches take a file lock (gateware/verilator.py).
 test-python: $(STAMP)
-	$(PY) -m pytest
+	$(PY) -m pytest -n auto --dist loadfile --durations=25
 
 # The fast subset for the edit-test loop (about a minute); `make test` also runs the slow tests:
 # bitstream builds, the 1e8-cycle soak, the 1e5-case decoder fuzz, 250 kill -9 trials.
