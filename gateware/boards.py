@@ -561,6 +561,13 @@ class BoardTop(Elaboratable):
         front = getattr(self.core, "front", None)
         armed = control.config.armed if control is not None else Const(0)
         overflow = front.overflow_active if front is not None else Const(0)
+        if self.board.family == "ecp5" and front is not None:
+            # Two flip-flops between the front end's overflow flag and its LED pin, so that
+            # the placer is not pulled to put the front end's timing-critical logic next to a
+            # far pin (the direct tap cost the 200 MHz capture domain its margin).
+            led_ff = [Signal(name=f"overflow_led{n}") for n in range(2)]
+            m.d.capture += [led_ff[0].eq(overflow), led_ff[1].eq(led_ff[0])]
+            overflow = led_ff[1]
         if self.board.family == "ecp5":
             rgb = {"r": "-", "g": "-", "b": "-"}
             ports = [getattr(platform.request("rgb_led", n, dir=rgb), colour)
