@@ -131,12 +131,16 @@ def write_capture(path, events, markers, label, provenance):
 
 
 #: Marker maps of the scripted run (fixtures/zephyr-qemu/make_fixture.py): A is the firmware's
-#: default map; B keeps rx.isr and tx.send as references and adds rx.handoff and tx.queue.
+#: default map; B keeps rx.isr as the reference and takes the points A has no room for:
+#: rx.handoff and the transmit path after the send call (tx.queue, tx.handoff, tx.xmit).
 MARKERS_A = {"m0": "rx.isr", "m1": "rx.copy", "m2": "rx.udp", "m3": "rx.fast", "m4": "tx.send"}
-MARKERS_B = {"m0": "rx.isr", "m1": "rx.handoff", "m2": "tx.send", "m3": "tx.queue"}
+MARKERS_B = {"m0": "rx.isr", "m1": "rx.handoff", "m2": "tx.queue", "m3": "tx.handoff",
+             "m4": "tx.xmit"}
 SPANS_A = {"rx.copy": "m_isr rising -> m_copy rising"}
 SPANS_B = {"rx.handoff": "m_isr rising -> m_handoff rising",
-           "tx.queue": "m_send rising -> m_queue rising"}
+           "tx.queue": "m_isr rising -> m_queue rising",
+           "tx.handoff": "m_isr rising -> m_driver rising",
+           "tx.xmit": "m_isr rising -> m_xmit rising"}
 WINDOW_NS = 5_000_000               # a stop must follow its start within 5 ms (emulated)
 
 
@@ -203,7 +207,7 @@ def captures_from_run(run, console_text, out_dir):
 
 def analyse_run(run, console_text, out_dir):
     """Statistics of every stage of every path: ``{path: {stage: LatencyStats}}``, each from
-    the receive interrupt's entry (rx.*, tx.send) or from the send call (tx.queue)."""
+    the receive interrupt's entry (``rx.isr``) of the same packet."""
     from latscope.analysis import api
 
     result = {}

@@ -38,7 +38,7 @@ struct edge {
 	uint64_t cycles; /* k_cycle_get_64() at the edge (LATSCOPE_MARKERS_TRACE_TIME) */
 };
 
-K_MSGQ_DEFINE(edge_q, sizeof(struct edge), 256, 1);
+K_MSGQ_DEFINE(edge_q, sizeof(struct edge), CONFIG_LATSCOPE_MARKERS_TRACE_DEPTH, 1);
 static struct gpio_callback cbs[N_PINS];
 static uint8_t last_level[N_PINS];
 static atomic_t lost;
