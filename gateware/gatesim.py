@@ -123,6 +123,26 @@ def _uart_changes(data, start_ps, bit_ps):
     return changes, t
 
 
+def merge_states(pin_changes, rx_changes):
+    """Merge pin-word changes and UART RX line changes, each ``(time_ps, value)``, into one
+    sorted list of full states ``(time_ps, pins, rx)``: the pins start at 0, the line idles
+    high; changes at the same instant become one state."""
+    events = sorted([(tt, "pins", v) for tt, v in pin_changes]
+                    + [(tt, "rx", v) for tt, v in rx_changes], key=lambda e: e[0])
+    out = []
+    state_pins, state_rx = 0, 1
+    for tt, what, v in events:
+        if what == "pins":
+            state_pins = v
+        else:
+            state_rx = v
+        if out and out[-1][0] == tt:
+            out[-1] = (tt, state_pins, state_rx)
+        else:
+            out.append((tt, state_pins, state_rx))
+    return out
+
+
 def session_stimulus(board, *, seed=1, edges=600, burst_cycles=800, drain_cycles=60_000):
     """The pin and UART RX changes of a whole session, as sorted ``(time_ps, pins, rx)``.
 
@@ -206,20 +226,7 @@ def session_stimulus(board, *, seed=1, edges=600, burst_cycles=800, drain_cycles
         rx_changes += ch
         t += gap
     end = t + 20000 * cap
-    # Merge into one sorted list of full states.
-    events = sorted([(tt, "pins", v) for tt, v in pin_changes]
-                    + [(tt, "rx", v) for tt, v in rx_changes], key=lambda e: e[0])
-    out = []
-    state_pins, state_rx = 0, 1
-    for tt, what, v in events:
-        if what == "pins":
-            state_pins = v
-        else:
-            state_rx = v
-        if out and out[-1][0] == tt:
-            out[-1] = (tt, state_pins, state_rx)
-        else:
-            out.append((tt, state_pins, state_rx))
+    out = merge_states(pin_changes, rx_changes)
     counts = {"commands": len(commands) + 2, "edge_changes": len(pin_changes),
               "same_cycle": same_cycle, "opposite_lane": opposite, "end_ps": end}
     return out, counts

@@ -517,19 +517,7 @@ def session_stimulus(board, *, seed=1, edges=400, burst_cycles=1200, gap_ps=150_
         rx_changes += ch
         t += gap
     end = t + 100 * byte_ps
-    events = sorted([(tt, "pins", v) for tt, v in pin_changes]
-                    + [(tt, "rx", v) for tt, v in rx_changes], key=lambda e: e[0])
-    out = []
-    state_pins, state_rx = 0, 1
-    for tt, what, v in events:
-        if what == "pins":
-            state_pins = v
-        else:
-            state_rx = v
-        if out and out[-1][0] == tt:
-            out[-1] = (tt, state_pins, state_rx)
-        else:
-            out.append((tt, state_pins, state_rx))
+    out = gatesim.merge_states(pin_changes, rx_changes)
     counts = {"commands": len(commands) + 2, "edge_changes": len(pin_changes),
               "same_tick": same_tick, "near": near, "end_ps": end,
               "pin_changes": pin_changes, "reset_ps": reset_ps}
