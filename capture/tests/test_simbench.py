@@ -291,7 +291,10 @@ def _full_path_run(engine_name, packets):
     server = PtyServer(engine)
     transport = SerialTransport(server.path)
     try:
-        instrument = session.Instrument(transport)
+        # The Amaranth simulator runs ~10^3 cycles/s: a reply takes seconds on a loaded machine
+        # (CI runs two test workers on two cores), not the 0.5 s a real instrument gets.
+        instrument = session.Instrument(transport,
+                                        reply_timeout=10.0 if engine_name == "amaranth" else 0.5)
         identity = instrument.identify()
         assert identity["tick_hz"] == run.timing.tick_hz
         assert identity["board"] == "sim"
