@@ -176,6 +176,16 @@ def _frames_in_order(frames, starts_ns, clock_ns, units_per_frame):
     return cycles, lengths
 
 
+def _pin_window(cycles, lengths, clock_ns, first_cycle, last_cycle):
+    """First and last clock cycle of a pin window: as given, else from the first frame's start
+    to the last frame's end plus one inter-frame gap."""
+    gap = int(round(IFG_NS / clock_ns))
+    lo = first_cycle if first_cycle is not None else (int(cycles[0]) if len(cycles) else 0)
+    hi = last_cycle if last_cycle is not None else (
+        int(cycles[-1] + lengths[-1] + gap) if len(cycles) else lo)
+    return lo, hi
+
+
 def mii_cycles(frames, starts_ns, *, first_cycle=None, last_cycle=None):
     """MII pins of one direction, one entry per 40 ns clock cycle.
 
@@ -199,10 +209,7 @@ def mii_cycles(frames, starts_ns, *, first_cycle=None, last_cycle=None):
     from latscope.gateware.model_sniffer import mii_nibbles
     cycles, lengths = _frames_in_order(frames, starts_ns, MII_CLOCK_NS,
                                        lambda f: 16 + 2 * len(f))
-    gap = int(round(IFG_NS / MII_CLOCK_NS))
-    lo = first_cycle if first_cycle is not None else (int(cycles[0]) if len(cycles) else 0)
-    hi = last_cycle if last_cycle is not None else (
-        int(cycles[-1] + lengths[-1] + gap) if len(cycles) else lo)
+    lo, hi = _pin_window(cycles, lengths, MII_CLOCK_NS, first_cycle, last_cycle)
     n = hi - lo + 1
     dv = np.zeros(n, np.uint8)
     data = np.zeros(n, np.uint8)
@@ -229,10 +236,7 @@ def rmii_cycles(frames, starts_ns, *, carrier_early=0, first_cycle=None, last_cy
     early = np.broadcast_to(np.asarray(carrier_early, np.int64), (len(frames),))
     cycles, lengths = _frames_in_order(frames, starts_ns, RMII_CLOCK_NS,
                                        lambda f: 32 + 4 * len(f))
-    gap = int(round(IFG_NS / RMII_CLOCK_NS))
-    lo = first_cycle if first_cycle is not None else (int(cycles[0]) if len(cycles) else 0)
-    hi = last_cycle if last_cycle is not None else (
-        int(cycles[-1] + lengths[-1] + gap) if len(cycles) else lo)
+    lo, hi = _pin_window(cycles, lengths, RMII_CLOCK_NS, first_cycle, last_cycle)
     n = hi - lo + 1
     dv = np.zeros(n, np.uint8)
     data = np.zeros(n, np.uint8)
