@@ -123,6 +123,24 @@ def _uart_changes(data, start_ps, bit_ps):
     return changes, t
 
 
+def command_changes(commands, t, bit_ps, gap_ps, *, align=None):
+    """UART RX line changes sending ``commands`` (``(opcode, args)``, sequence numbers from 0)
+    from ``t`` ps on, ``gap_ps`` apart; ``align(t)`` moves each command's start (e.g. onto a
+    clock grid). Returns ``(changes, end_ps, reset_ps)``: reset_ps is when RESET_TIME's last
+    bit was sent (None without one)."""
+    from latscope.capture.stream import encode_command
+    changes, reset_ps = [], None
+    for seq, (op, args) in enumerate(commands):
+        if align is not None:
+            t = align(t)
+        ch, t = _uart_changes(encode_command(seq, op, args), t, bit_ps)
+        changes += ch
+        if op == Opcode.RESET_TIME:
+            reset_ps = t
+        t += gap_ps
+    return changes, t, reset_ps
+
+
 def merge_states(pin_changes, rx_changes):
     """Merge pin-word changes and UART RX line changes, each ``(time_ps, value)``, into one
     sorted list of full states ``(time_ps, pins, rx)``: the pins start at 0, the line idles
@@ -180,12 +198,8 @@ def session_stimulus(board, *, seed=1, edges=600, burst_cycles=800, drain_cycles
         (Opcode.RESET_TIME, b""),
         (Opcode.ARM, b"\x01"),
     ]
-    for seq, (op, args) in enumerate(commands):
-        ch, t = _uart_changes(encode_command(seq, op, args), t, timing.rx_bit_ps)
-        rx_changes += ch
-        if op == Opcode.RESET_TIME:
-            reset_ps = t
-        t += gap
+    ch, t, reset_ps = command_changes(commands, t, timing.rx_bit_ps, gap)
+    rx_changes += ch
     # Random edges: gaps of 0..40 cycles, one to three channels, either lane; some cycles with
     # edges in both lanes on different channels.
     pin_changes = []

@@ -474,14 +474,8 @@ def session_stimulus(board, *, seed=1, edges=400, burst_cycles=1200, gap_ps=150_
     t = 2000 * cap                                       # after lock, reset and gearing start
     gap = gap_ps
     commands = session_commands(board)
-    reset_ps = None
-    for seq, (op, args) in enumerate(commands):
-        t = rx_start(t)
-        ch, t = gatesim._uart_changes(encode_command(seq, op, args), t, timing.rx_bit_ps)
-        rx_changes += ch
-        if op == Opcode.RESET_TIME:
-            reset_ps = t
-        t += gap
+    ch, t, reset_ps = gatesim.command_changes(commands, t, timing.rx_bit_ps, gap, align=rx_start)
+    rx_changes += ch
     pin_changes = []
     pins = 0
     k = t // tick + 1
