@@ -361,7 +361,8 @@ def _add_frame_analysis(cap, result, confidence, marker_meanings=None):
     records, _ = cap.frames()
     events = cap.events()
     start, end = frame_edge_times(records, events.time, events.channel, events.rising,
-                                  direction_channels(cap.channel_names))
+                                  direction_channels(cap.channel_names, events.channel,
+                                                     events.rising))
     markers = {}
     meanings = marker_meanings or cap.markers or {}   # the map resolve_markers settled on
     for role, meaning in meanings.items():

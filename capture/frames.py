@@ -161,14 +161,35 @@ def frame_edge_times(records, time, channel, rising, channel_of):
     return start, end
 
 
-def direction_channels(channel_names):
-    """``{direction: channel}`` from a capture's ``{channel: role}`` names."""
+def direction_channels(channel_names, channel=None, rising=None):
+    """``{direction: channel}`` from a capture's ``{channel: role}`` names.
+
+    A capture may name both MII's ``rx_dv`` and RMII's ``crs_dv`` (the ECPIX-5's default names
+    cover both buses, and only the bus the sniffer taps has pulses). Given the capture's events
+    (``channel``, ``rising``), the candidate with the most rising edges is taken; without them,
+    or on a tie, the lowest channel number.
+
+    >>> names = {0: "rx_dv", 1: "tx_en", 2: "crs_dv"}
+    >>> direction_channels(names)
+    {0: 0, 1: 1}
+    >>> import numpy as np
+    >>> direction_channels(names, np.array([2, 2, 1, 0]), np.array([True, True, True, False]))
+    {0: 2, 1: 1}
+    """
+    counts = None
+    if channel is not None and rising is not None:
+        channel = np.asarray(channel)
+        counts = np.bincount(channel[np.asarray(rising, bool)].astype(np.int64),
+                             minlength=max((int(c) for c in channel_names), default=-1) + 1)
     out = {}
     for d, roles in DIRECTION_ROLES.items():
-        for ch, role in sorted(channel_names.items()):
-            if role in roles:
-                out[d] = ch
-                break
+        candidates = [ch for ch, role in sorted(channel_names.items()) if role in roles]
+        if not candidates:
+            continue
+        if counts is not None:
+            out[d] = max(candidates, key=lambda ch: (counts[ch] if ch < len(counts) else 0, -ch))
+        else:
+            out[d] = candidates[0]
     return out
 
 

@@ -66,7 +66,7 @@ def export_pcapng(capture, output, *, overwrite=False):
         raise LatscopeError(f"{capture.path}: the capture holds no frame records "
                             f"(frame-aware capture was not on)")
     events = capture.events()
-    channels = direction_channels(capture.channel_names)
+    channels = direction_channels(capture.channel_names, events.channel, events.rising)
     start, end = frame_edge_times(records, events.time, events.channel, events.rising, channels)
     tick_hz = Fraction(str(capture.metadata["tick_hz"]))
     ns_per_tick = Fraction(10**9) / tick_hz

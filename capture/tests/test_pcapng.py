@@ -21,8 +21,9 @@ scapy_all = pytest.importorskip("scapy.all", reason="scapy builds the test frame
 TICK_HZ = 320_000_000          # 3.125 ns ticks, as on the ECPIX-5
 
 
-def build_capture(path, *, kept=48):
-    """Six frames alternating RX/TX, one with a bad FCS; returns (frames, start ticks)."""
+def build_capture(path, *, kept=48, rx_channel=0, names=None):
+    """Six frames alternating RX/TX, one with a bad FCS; returns (frames, start ticks).
+    RX pulses are on ``rx_channel``, TX on channel 1."""
     frames, starts = [], []
     eth = scapy_all.Ether(src="02:00:00:00:00:01", dst="02:00:00:00:00:02")
     for i in range(6):
@@ -40,7 +41,7 @@ def build_capture(path, *, kept=48):
         start = 1000 + 3331 * i
         starts.append(start)
         time += [start, start + 2 * 640 + 7]
-        channel += [d, d]
+        channel += [rx_channel, rx_channel] if d == 0 else [1, 1]
         rising += [True, False]
         ref = parse_frame(frame)
         for name in FRAME_FIELDS:
@@ -50,8 +51,8 @@ def build_capture(path, *, kept=48):
         records[i]["header_len"] = kept
         headers[i, :kept] = np.frombuffer(frame[:kept], np.uint8)
         index[d] += 1
-    with capfile.CaptureWriter(path, {"tick_hz": TICK_HZ,
-                                      "channels": {"0": "rx_dv", "1": "tx_en"}}) as w:
+    names = names or {"0": "rx_dv", "1": "tx_en"}
+    with capfile.CaptureWriter(path, {"tick_hz": TICK_HZ, "channels": names}) as w:
         w.append_events(time, channel, rising)
         w.append_frames(records, headers)
     return frames, starts
@@ -99,6 +100,23 @@ def test_export_pcapng_read_by_scapy_and_tshark(tmp_path, capsys):
         assert crc in (("1", "True") if i == 3 else ("0", "False"))
         assert f"seq={500 + i} class=0 frame_index={i // 2}" in comment
         assert port == "4242"          # 48 kept bytes reach into the UDP header
+
+
+def test_rmii_frames_take_their_times_from_crs_dv(tmp_path, capsys):
+    """An RMII capture under the ECPIX-5's default names (channel 0 rx_dv, 2 crs_dv): the RX
+    pulses are on CRS_DV (channel 2) and RX_DV has none, so the frames' times come from channel
+    2, not from the lower-numbered rx_dv (expected values: the ticks build_capture wrote)."""
+    names = {"0": "rx_dv", "1": "tx_en", "2": "crs_dv"}
+    frames, starts = build_capture(tmp_path / "r.lsc", rx_channel=2, names=names)
+    out = tmp_path / "r.pcapng"
+    assert main(["export", str(tmp_path / "r.lsc"), "--format", "pcapng", "-o", str(out),
+                 "--json"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["packets"] == 6 and summary["skipped"] == 0
+    packets = scapy_all.rdpcap(str(out))
+    assert [round(float(p.time) * 1e9) for p in packets] == [round(s * 10**9 / TICK_HZ)
+                                                               for s in starts]
+    assert [p.direction for p in packets] == [1, 2] * 3
 
 
 def test_info_lists_frames_and_export_refuses_edge_only_capture(tmp_path, capsys):
