@@ -343,11 +343,33 @@ class CaptureFrontEnd(wiring.Component):
 
             # Hold check for sample cycle k = t - 3 - G (w[G]), registered: hold[ch][j] is 1
             # when the h samples from lane j of cycle k on are equal.
+            #
+            # With many terms (G*L - 1 = 59 on the 4-lane ECP5 build) one AND-OR is 7 LUT levels,
+            # too slow for 200 MHz. Terms are then OR-ed in groups one cycle early, from the
+            # window one stage back and the mask's next value (what `gmask` registers), so each
+            # group's register holds exactly what its terms will be in the hold cycle: the
+            # result is bit for bit the same, with no added latency. Terms in e[0] (which would
+            # come from e_in, the combinational edge bits) stay in the hold cycle.
             hold = [Signal(L, name=f"hold{ch}") for ch in range(C)]
+            group_size = 8
             for ch in range(C):
                 seq = [lane(e[G - i // L], i % L)[ch] for i in range((G + 1) * L)]
+                seq_early = [lane(e[G - 1 - i // L], i % L)[ch] if i // L < G else None
+                             for i in range((G + 1) * L)]
+                g = cfg.glitch[ch]
                 for j in range(L):
-                    terms = [seq[i + j] & gmask[ch][i] for i in range(1, G * L)]
+                    idx = list(range(1, G * L))
+                    if len(idx) <= group_size:
+                        terms = [seq[i + j] & gmask[ch][i] for i in idx]
+                    else:
+                        early = [i for i in idx if seq_early[i + j] is not None]
+                        terms = [seq[i + j] & gmask[ch][i] for i in idx
+                                 if seq_early[i + j] is None]
+                        for n in range(0, len(early), group_size):
+                            part = Signal(name=f"hold_part{ch}_{j}_{n // group_size}")
+                            m.d.sync += part.eq(Cat(*[seq_early[i + j] & (g > (i // L))
+                                                      for i in early[n:n + group_size]]).any())
+                            terms.append(part)
                     m.d.sync += hold[ch][j].eq(~Cat(*terms).any() if terms else 1)
 
             # Filter register: sample cycle k in clock cycle k + G + 5.

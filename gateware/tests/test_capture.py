@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from amaranth.back import verilog
+from amaranth.back import rtlil, verilog
 from amaranth.hdl import Shape
 from amaranth.sim import Simulator
 
@@ -224,6 +224,57 @@ def test_config_history_time_reset_and_selftest_match_model(lanes):
     pattern, active = mc._selftest_pattern(mc._timeline(history), n_cycles, lanes)
     assert np.array_equal(out, pattern)
     assert active[302] and not active[301]
+
+
+@pytest.mark.parametrize("lanes, max_glitch", [(4, 15), (2, 5), (1, 12)])
+def test_wide_glitch_filter_with_early_hold_groups_matches_model(lanes, max_glitch):
+    """The hold check OR-s its terms in groups one cycle early when there are more than 8 of
+    them (the ECPIX-5's 4 lanes with max_glitch 15 have 59). Pulses of every width around the
+    thresholds, toggle bursts, FIFO-full stretches, and glitch widths (some above max_glitch,
+    which act as max_glitch) changed while edges are in the window: the result must equal the
+    model tick for tick (exact; expected values from model_capture, not from this design)."""
+    rng = np.random.default_rng(100 + lanes)
+    channels, n_cycles = 3, 1500
+    n_ticks = n_cycles * lanes
+    dut = CaptureFrontEnd(channels=channels, lanes=lanes, counter_width=12,
+                          max_glitch=max_glitch, heartbeat_shift=8)
+    assert "hold_part" in rtlil.convert(dut, name="fe", emit_src=False), \
+        "this design must take the grouped path"
+    base = mc.random_stimulus(rng, channels=channels, n_ticks=n_ticks, edges_per_channel=30,
+                              shared=6, pulses=6, toggle_bursts=3,
+                              burst_width=lanes * max_glitch // 2 + 1)
+    # pulses 1 .. (max_glitch + 1) * lanes + 1 ticks wide on every channel
+    widths = np.arange(1, (max_glitch + 1) * lanes + 2)
+    starts = np.sort(rng.choice(n_ticks - widths.max() - 1, size=len(widths), replace=False))
+    levels = base.levels(n_ticks)
+    per_channel = []
+    for ch in range(channels):
+        bit = (levels >> ch) & 1
+        toggles = np.flatnonzero(bit != np.concatenate([[0], bit[:-1]]))
+        extra = np.concatenate([starts, starts + rng.permutation(widths)])
+        ticks = np.concatenate([toggles, extra])
+        uniq, counts = np.unique(ticks, return_counts=True)
+        per_channel.append(uniq[counts % 2 == 1])
+    stim = mc.Stimulus.from_edges(per_channel)
+    history = [(0, mc.Config(glitch=(max_glitch, 1, 0)))]
+    for at in range(120, n_cycles, 137):
+        history.append((at, mc.Config(rise_en=int(rng.integers(1, 8)),
+                                      fall_en=int(rng.integers(1, 8)),
+                                      glitch=tuple(int(g) for g in
+                                                   rng.integers(0, max_glitch + 3, channels)))))
+    ready = random_ready(rng, n_cycles)
+    got, _ = simulate(dut, stim, history, n_cycles=n_cycles, fifo_ready=ready)
+    want = model(dut, stim, history, n_cycles=n_cycles, fifo_ready=ready)
+    assert_same(got, want)
+    def edge_count(entries):
+        return sum(bin(e.edges).count("1") for e in entries if e.kind == mc.EVENTS)
+    unfiltered = [(at, mc.Config(rise_en=c.rise_en, fall_en=c.fall_en, glitch=(0,) * channels))
+                  for at, c in history]
+    n_edges = edge_count(want)
+    assert n_edges > 40, "the filter must pass many edges"
+    assert n_edges < edge_count(model(dut, stim, unfiltered, n_cycles=n_cycles,
+                                      fifo_ready=np.ones(n_cycles, bool))), \
+        "the filter must swallow some pulses"
 
 
 def test_glitch_filter_swallows_rmii_end_of_frame_toggling():
