@@ -184,7 +184,10 @@ class LatscopeCore(wiring.Component):
         # lower the level, so an entry in `w_valid` always finds `q.w_rdy` set (for
         # SyncFIFOBuffered one more slot is kept, as its inner FIFO holds depth - 1).
         w_valid = Signal()
-        w_data = Signal(self.encoder.entry_layout)
+        # No domain reset on the staged entry: it is written only with `w_valid`, which has one.
+        # (With the reset, the capture domain's reset net, which spans the chip, was in series
+        # with the reset-entry load through two LUTs: the ECPIX-5 frame build's longest path.)
+        w_data = Signal(self.encoder.entry_layout, reset_less=True)
         room = Signal()
         w_level = q.w_level
         slack = 2 if self.async_fifo else 3
