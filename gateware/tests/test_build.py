@@ -250,11 +250,6 @@ def test_skew_tables_match_prjtrellis_db():
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=False, reason=(
-    "open (issue #10 item 8): since this session's crossing declarations, pins and status LEDs "
-    "the --frames mii build misses 200 MHz at the default seed (184.5 MHz on 2026-11-24; it made "
-    "206.5 MHz before). Critical path: the 4-lane glitch filter (glitch_mask -> hold), 7 LUT "
-    "levels; it needs a pipeline stage there. docs/boards.md, Frame-aware capture."))
 def test_ecpix5_frame_capture_bitstream(tmp_path, capsys):
     """ECPIX-5 with the MII sniffers meets timing with the default seed in every clock domain,
     the two 25 MHz PHY clocks included (docs/boards.md, Build results)."""
