@@ -335,18 +335,23 @@ class CaptureFrontEnd(wiring.Component):
 
             # Thermometer mask per channel: bit i (1 <= i < G*L) set when i < g*L, i.e. the
             # samples i after the candidate must equal it. Values above G act as G.
+            # `gmask_early` is computed from the configuration port (one cycle before `cfg`), so
+            # it holds now what `gmask` will hold next cycle: the early hold groups below use it
+            # with no comparator in front of their AND-OR.
             gmask = [Signal(G * L, name=f"glitch_mask{ch}") for ch in range(C)]
+            gmask_early = [Signal(G * L, name=f"glitch_mask_early{ch}") for ch in range(C)]
             for ch in range(C):
-                g = cfg.glitch[ch]
-                m.d.sync += gmask[ch].eq(Cat(Const(0, 1), *[g > (i // L)
-                                                            for i in range(1, G * L)]))
+                g = self.config.glitch[ch]
+                m.d.sync += [gmask_early[ch].eq(Cat(Const(0, 1), *[g > (i // L)
+                                                                   for i in range(1, G * L)])),
+                             gmask[ch].eq(gmask_early[ch])]
 
             # Hold check for sample cycle k = t - 3 - G (w[G]), registered: hold[ch][j] is 1
             # when the h samples from lane j of cycle k on are equal.
             #
             # With many terms (G*L - 1 = 59 on the 4-lane ECP5 build) one AND-OR is 7 LUT levels,
             # too slow for 200 MHz. Terms are then OR-ed in groups one cycle early, from the
-            # window one stage back and the mask's next value (what `gmask` registers), so each
+            # window one stage back and the mask's next value (`gmask_early`), so each
             # group's register holds exactly what its terms will be in the hold cycle: the
             # result is bit for bit the same, with no added latency. Terms in e[0] (which would
             # come from e_in, the combinational edge bits) stay in the hold cycle.
@@ -356,7 +361,6 @@ class CaptureFrontEnd(wiring.Component):
                 seq = [lane(e[G - i // L], i % L)[ch] for i in range((G + 1) * L)]
                 seq_early = [lane(e[G - 1 - i // L], i % L)[ch] if i // L < G else None
                              for i in range((G + 1) * L)]
-                g = cfg.glitch[ch]
                 for j in range(L):
                     idx = list(range(1, G * L))
                     if len(idx) <= group_size:
@@ -367,7 +371,7 @@ class CaptureFrontEnd(wiring.Component):
                                  if seq_early[i + j] is None]
                         for n in range(0, len(early), group_size):
                             part = Signal(name=f"hold_part{ch}_{j}_{n // group_size}")
-                            m.d.sync += part.eq(Cat(*[seq_early[i + j] & (g > (i // L))
+                            m.d.sync += part.eq(Cat(*[seq_early[i + j] & gmask_early[ch][i]
                                                       for i in early[n:n + group_size]]).any())
                             terms.append(part)
                     m.d.sync += hold[ch][j].eq(~Cat(*terms).any() if terms else 1)
