@@ -20,6 +20,13 @@ class holds exactly the frames of that class; a recorded class's frames are reco
 as ``dropped`` (the record queue was full). ``unaccounted`` (frames neither recorded, nor
 dropped-and-counted, nor in a counted-only class's totals) must be 0.
 
+With ``Scenario(edges=True)`` the capture front end also timestamps the rising and falling
+edges of the RX_DV and TX_EN channels, and each is checked against the time the harness changed
+that level (:func:`check_edges`): every edge on its stimulus tick (one constant offset, the
+timestamp reset, for the whole run), none missing or extra, and every FRAME record's start and
+end, by the rule of ``docs/stream-format.md`` section 8 (``capture.frames.frame_edge_times``),
+on its frame's stimulus edges.
+
 Example
 -------
 >>> result = run_scenario(Scenario("uart-probes", frames=20_000))     # doctest: +SKIP
@@ -36,6 +43,7 @@ import subprocess
 import threading
 import time
 from dataclasses import dataclass, field
+from inspect import signature
 from pathlib import Path
 
 import numpy as np
@@ -43,7 +51,8 @@ import numpy as np
 from latscope import LatscopeError
 
 __all__ = ["Scenario", "FrameBenchResult", "run_scenario", "frame_templates", "build", "run",
-           "SECTION", "PROBE_PORT", "LINE_RATE_FPS"]
+           "stimulus_ticks", "compare_edges", "check_edges", "SECTION", "PROBE_PORT",
+           "LINE_RATE_FPS"]
 
 SECTION = "frames: 100 Mb/s line rate through the sniffers, both directions (simulated)"
 HARNESS_SOURCE = Path(__file__).with_name("framebench.cpp")
@@ -59,6 +68,11 @@ SEQ_BASE = (0x10000000, 0x20000000)
 UART_CYCLES_PER_BYTE = 40
 LINK_HZ = 48e6
 COUNTER_SHIFT = 18                      # COUNTERS every 2**18 link cycles (5.5 ms)
+#: When the generators start: the commands and their replies (~15 bytes each at the UART's 40
+#: link cycles per byte) are done by then; the checks find any frame classified before its rule
+#: was in place, and any edge timestamped before the timestamp reset
+START_PS = 400_000_000
+RESET_PS = 400_000                      # the harness holds every domain in reset until then
 
 #: Rule tables: class 1 the probes (UDP to the probe port on RX, from it on TX: the DUT's
 #: replies), class 2 non-IP frames, class 0 everything else (UDP background).
@@ -69,6 +83,12 @@ RULES = {0: [dict(enable=1, cls=1, match_port=1, port_dst=1, port_lo=PROBE_PORT,
                   port_hi=PROBE_PORT),
              dict(enable=1, cls=2, match_ethertype=1, ethertype=EXPERIMENTAL_ETHERTYPE)]}
 RECORD_MASKS = {"probes": 0b0010, "all": 0b0111}
+#: One level change of a capture channel as the harness writes it (``FRAMEBENCH_EDGES``): the
+#: time in ps from which the new level holds, the direction (0 rx, 1 tx) and the new level.
+STIMULUS_EDGE_DTYPE = np.dtype([("ps", "<u8"), ("direction", "u1"), ("level", "u1")])
+#: With edges on, the harness keeps one level change per channel to sample from, so a capture
+#: period (5 ns x divider) must be shorter than the shortest level interval, the 960 ns gap.
+EDGES_MAX_DIVIDER = 128
 
 
 @dataclass(frozen=True)
@@ -94,7 +114,11 @@ class Scenario:
         runs affordable (Verilator spends ~90 % of the time on the capture domain at 200 MHz).
         It carries no frame data (edges are disabled here; the frame path is PHY domains ->
         link domain), only the TICK entries behind the heartbeats, which then come ``k`` times
-        less often.
+        less often. With ``edges`` it also carries the edges, on ticks of 1.25 ns x ``k``.
+    edges : bool
+        Also capture the rising and falling edges of RX_DV and TX_EN and check each against its
+        stimulus tick and the FRAME records (MII only: RMII's CRS_DV toggling needs a glitch
+        filter setting this bench does not make).
     """
     name: str
     frames: int
@@ -103,6 +127,7 @@ class Scenario:
     record: str = "probes"
     probe_every: int = 16
     capture_divider: int = 1
+    edges: bool = False
 
     def __post_init__(self):
         if self.interface not in ("mii", "rmii"):
@@ -119,6 +144,12 @@ class Scenario:
         if not isinstance(self.probe_every, int) or not 4 <= self.probe_every <= 256:
             raise ValueError(f"Probe period must be an integer in 4..256, not "
                              f"{self.probe_every!r}")
+        if self.edges and self.interface != "mii":
+            raise ValueError("Edges can be checked on MII only (RMII's CRS_DV toggles at the "
+                             "end of a frame)")
+        if self.edges and self.capture_divider > EDGES_MAX_DIVIDER:
+            raise ValueError(f"With edges the capture divider must be at most "
+                             f"{EDGES_MAX_DIVIDER}, not {self.capture_divider}")
 
 
 @dataclass
@@ -130,8 +161,14 @@ class FrameBenchResult:
     recorded: tuple = (0, 0)           # FRAME records received, each checked
     counted_only: tuple = (0, 0)       # frames of classes not recorded, in COUNTERS totals
     dropped: tuple = (0, 0)            # recorded classes' frames the queue had no room for
-    unaccounted: int = 0               # must be 0
+    # must be 0: frames neither recorded, nor dropped-and-counted, nor counted; with edges on,
+    # also every edge mismatch and every lost edge (a frame whose timing is not accounted for)
+    unaccounted: int = 0
     mismatches: int = 0                # records disagreeing with the stimulus; must be 0
+    edge_mismatches: int = 0           # edges missing, extra or off their stimulus tick, and
+                                       # FRAME records not on their frame's edges; must be 0
+    edges_lost: int = 0                # edges the front end counted as lost (OVERFLOW)
+    edge_check: dict = field(default_factory=dict)     # check_edges's breakdown
     stream_errors: dict = field(default_factory=dict)
     sim_s: float = 0.0                 # simulated time
     traffic_s: float = 0.0             # simulated time the generators ran
@@ -201,11 +238,20 @@ def _classes(templates, direction):
     return np.array([classify(parse_frame(f), RULES[direction]) for f, _, _ in templates])
 
 
-def _commands(record):
+def _edge_channels():
+    """``{direction: capture channel}`` of MII RX_DV and TX_EN."""
+    from latscope.gateware.boards import CHANNEL_ROLES
+    return {0: CHANNEL_ROLES.index("rx_dv"), 1: CHANNEL_ROLES.index("tx_en")}
+
+
+def _commands(record, edges=False):
     from latscope.capture.frames import rule_command
     from latscope.capture.stream import encode_command
     from latscope.gateware.protocol import Opcode
-    cmds = [(Opcode.SET_EDGES, bytes(4))]       # frames only: the edges are another bench's
+    # SET_EDGES's rising and falling masks (capture.session.Session.set_edges's layout); 0:
+    # frames only
+    mask = sum(1 << ch for ch in _edge_channels().values()) if edges else 0
+    cmds = [(Opcode.SET_EDGES, struct.pack("<HH", mask, mask))]
     for d, rules in RULES.items():
         for i, rule in enumerate(rules):
             cmds.append(rule_command(d, i, **rule))
@@ -307,13 +353,18 @@ def _setup(scenario, board, templates, host_bytes):
     channels = ("rx_dv" if mii else "crs_dv", "tx_en")
     from latscope.gateware.boards import CHANNEL_ROLES
     throttle = UART_CYCLES_PER_BYTE if scenario.link == "uart" else 1
-    # the commands and their replies (~15 bytes each at the UART's 40 link cycles per byte) are
-    # done by then; the checks below find any frame classified before its rule was in place
-    start_ps = 400_000_000
+    start_ps = START_PS
     tail_ps = int(2.5 * (1 << COUNTER_SHIFT) * 1e12 / LINK_HZ) + 2_000_000
+    if scenario.edges:
+        # the last EVENTS buffer closes when the next TICK is due (framer.py), at most
+        # 2**heartbeat_shift capture cycles after the last edge: the run lasts past it
+        from latscope.gateware.top import LatscopeCore
+        shift = board.core_params(sniffer=scenario.interface).get(
+            "heartbeat_shift", signature(LatscopeCore).parameters["heartbeat_shift"].default)
+        tail_ps = max(tail_ps, (1 << shift) * periods[0] + 4_000_000)
     parts = [struct.pack("<II4IBBBBBIIIIQ", 0x4C534642, 1, *periods, 0 if mii else 1,
                          board.lanes, len(CHANNEL_ROLES), CHANNEL_ROLES.index(channels[0]),
-                         CHANNEL_ROLES.index(channels[1]), throttle, 400_000, start_ps,
+                         CHANNEL_ROLES.index(channels[1]), throttle, RESET_PS, start_ps,
                          24 if mii else 48, tail_ps),
              struct.pack("<H", len(host_bytes)), host_bytes]
     for d in (0, 1):
@@ -335,6 +386,10 @@ class _Checker:
         self.last_counters = {}
         self.replies = []
         self.errors = {}
+        # with edges on: the decoded events and the records' (direction, frame_index), for
+        # check_edges at the end (a few bytes per frame)
+        self.events, self.record_ids = [], []
+        self.edges_lost = 0
 
     def feed(self, result):
         from latscope.capture.frames import FLAGS
@@ -346,6 +401,10 @@ class _Checker:
             self.errors["losses"] = self.errors.get("losses", 0) + len(result.losses)
         self.replies += result.replies
         recs = result.frames
+        if self.scenario.edges:
+            self.events.append((result.time, result.channel, result.rising))
+            self.record_ids.append(recs[["direction", "frame_index"]].copy())
+            self.edges_lost += result.overflow_lost_events
         for d in (0, 1):
             mine = recs[recs["direction"] == d]
             if not len(mine):
@@ -375,16 +434,154 @@ def _has_seq(templates):
     return np.array([pos >= 0 for _, pos, _ in templates])
 
 
-def run_harness(binary, setup, on_result, *, pins_path=None):
+def stimulus_ticks(change_ps, period_ps, lanes):
+    """The tick (lane sample, counted from capture cycle 0) that first sees each level change.
+
+    The harness presents, at the capture clock edge at ``n * period_ps``, the levels at the lane
+    sample times ``(n - 1) * period_ps + (period_ps * j + period_ps // 2) // lanes`` (lane ``j``,
+    0 earliest); a change at ``change_ps`` is seen by the first sample at or after it. The front
+    end compensates its pipeline delay, so it reports that sample's tick minus the tick of the
+    first sample after its reset (:func:`zero_tick`). A tick is ``period_ps / lanes``: 1.25 ns
+    at the ECPIX-5's 200 MHz, ``k`` times that at 200 MHz / ``k``.
+
+    >>> stimulus_ticks(np.array([0, 1, 625, 626, 4376, 5000]), 5000, 4).tolist()  # lane 0 at 625
+    [0, 0, 0, 1, 4, 4]
+    """
+    change_ps = np.asarray(change_ps, np.int64)
+    offsets = (period_ps * np.arange(lanes, dtype=np.int64) + period_ps // 2) // lanes
+    cycle = change_ps // period_ps
+    # lane ``lanes`` (past the last) is lane 0 of the next cycle: the same tick number
+    return cycle * lanes + np.searchsorted(offsets, change_ps - cycle * period_ps, side="left")
+
+
+def zero_tick(reset_ps, period_ps, lanes):
+    """The stimulus tick the front end timestamps 0: the first lane sample of the first capture
+    cycle out of reset (the harness releases reset at the first capture edge at or after
+    ``reset_ps``; ``capture.py``: the first entry after power-up is cycle 0). The timestamp is
+    never reset after that (the bench sends no RESET_TIME).
+
+    >>> zero_tick(400_000, 5000, 4), zero_tick(400_000, 15000, 4)
+    (316, 104)
+    """
+    return (-(-reset_ps // period_ps) - 1) * lanes
+
+
+def compare_edges(want_time, want_rising, got_time, got_rising, *, window):
+    """One channel's decoded edges against its stimulus edges (ticks, on one time base).
+
+    An edge of the same polarity on the same tick matches; among the rest, a decoded edge within
+    ``window`` ticks of an unmatched stimulus edge of its polarity is that edge ``shifted`` (the
+    nearest first); stimulus edges left are ``missing``, decoded ones ``extra`` (as is a second
+    decoded edge on one tick). Returns ``{"missing", "extra", "shifted"}`` counts.
+    """
+    out = dict(missing=0, extra=0, shifted=0)
+    want_time, got_time = np.asarray(want_time, np.int64), np.asarray(got_time, np.int64)
+    want_rising, got_rising = np.asarray(want_rising, bool), np.asarray(got_rising, bool)
+    for polarity in (False, True):
+        want, want_n = np.unique(want_time[want_rising == polarity], return_counts=True)
+        got, got_n = np.unique(got_time[got_rising == polarity], return_counts=True)
+        out["missing"] += int(np.sum(want_n - 1))      # a stimulus never repeats a tick
+        out["extra"] += int(np.sum(got_n - 1))
+        left_want, left_got = want[~np.isin(want, got)], got[~np.isin(got, want)]
+        used = np.zeros(len(left_got), bool)
+        shifted = 0
+        for t in left_want:                            # only the edges that did not match
+            i = int(np.searchsorted(left_got, t))
+            near = [c for c in (i - 1, i) if 0 <= c < len(left_got) and not used[c]
+                    and abs(int(left_got[c]) - int(t)) <= window]
+            if near:
+                used[min(near, key=lambda c: abs(int(left_got[c]) - int(t)))] = True
+                shifted += 1
+        out["shifted"] += shifted
+        out["missing"] += len(left_want) - shifted
+        out["extra"] += len(left_got) - shifted
+    return out
+
+
+def check_edges(stimulus, period_ps, lanes, time, channel, rising, records, channel_of,
+                reset_ps):
+    """Every decoded edge of the DV channels and every FRAME record's edges against the stimulus.
+
+    Parameters
+    ----------
+    stimulus : STIMULUS_EDGE_DTYPE array
+        The level changes the harness made (``FRAMEBENCH_EDGES``).
+    period_ps, lanes : int
+        The capture clock's period in the run and the lanes per capture cycle.
+    time, channel, rising : arrays
+        The decoded events (ticks since the timestamp reset).
+    records : FRAME_DTYPE array (``direction`` and ``frame_index`` are used)
+    channel_of : dict
+        ``{direction: capture channel}``.
+    reset_ps : int
+        When the harness released reset (:func:`zero_tick`).
+
+    Returns
+    -------
+    dict
+        ``offset`` (decoded minus stimulus tick: ``-zero_tick``), ``first_offset`` (the same
+        seen on the run's first decoded edge, for diagnosis), ``missing``, ``extra``,
+        ``shifted`` (summed over the channels, :func:`compare_edges`), ``other_channels``
+        (edges on channels nobody drove), ``records_off`` (FRAME records whose start or end, by
+        ``capture.frames.frame_edge_times``, is not their frame's stimulus edge) and
+        ``mismatches``, the sum of the last five.
+    """
+    from latscope.capture.frames import frame_edge_times
+    time, channel = np.asarray(time, np.int64), np.asarray(channel)
+    rising = np.asarray(rising, bool)
+    want = {}
+    for d in channel_of:
+        mine = stimulus[stimulus["direction"] == d]
+        want[d] = (stimulus_ticks(mine["ps"].astype(np.int64), period_ps, lanes),
+                   mine["level"] == 1)
+    offset = -zero_tick(reset_ps, period_ps, lanes)
+    out = dict(offset=offset, first_offset=None, missing=0, extra=0, shifted=0,
+               other_channels=0, records_off=0)
+    firsts = [int(w[0][0]) for w in want.values() if len(w[0])]
+    ours = np.isin(channel, list(channel_of.values()))
+    out["other_channels"] = int(np.count_nonzero(~ours))
+    if firsts and np.any(ours):
+        out["first_offset"] = int(time[ours][0]) - min(firsts)
+    for d, ch in channel_of.items():
+        want_t, want_r = want[d]
+        on = channel == ch
+        gaps = np.diff(np.sort(want_t))
+        window = max(1, int(gaps.min()) // 2) if len(gaps) else 1
+        counts = compare_edges(want_t + offset, want_r, time[on], rising[on], window=window)
+        for key, value in counts.items():
+            out[key] += value
+    if len(records):
+        start, end = frame_edge_times(records, time, channel, rising, channel_of)
+        expect_start = np.full(len(records), -2, np.int64)
+        expect_end = np.full(len(records), -2, np.int64)
+        for d in channel_of:
+            mine = np.flatnonzero(records["direction"] == d)
+            want_t, want_r = want[d]
+            rises, falls = want_t[want_r] + offset, want_t[~want_r] + offset
+            k = records["frame_index"][mine].astype(np.int64)
+            ok = (k < len(rises)) & (k < len(falls))
+            expect_start[mine[ok]] = rises[k[ok]]
+            expect_end[mine[ok]] = falls[k[ok]]
+        out["records_off"] = int(np.count_nonzero((start != expect_start)
+                                                  | (end != expect_end)))
+    out["mismatches"] = sum(out[k] for k in ("missing", "extra", "shifted", "other_channels",
+                                            "records_off"))
+    return out
+
+
+def run_harness(binary, setup, on_result, *, pins_path=None, edges_path=None):
     """Run the harness ``binary`` on ``setup`` bytes, passing each decoded piece of its output
     (a :class:`~latscope.capture.stream.DecodeResult`) to ``on_result``; returns ``(stats,
     link_bytes, wall_s)``. With ``pins_path`` the harness also writes the pins it drove there
-    (``framebench.cpp``, ``FRAMEBENCH_PINS``)."""
+    (``framebench.cpp``, ``FRAMEBENCH_PINS``), with ``edges_path`` the level changes of the
+    capture channels (``FRAMEBENCH_EDGES``, :data:`STIMULUS_EDGE_DTYPE`)."""
     from latscope.capture.stream import StreamDecoder
     decoder = StreamDecoder()
     env = dict(os.environ)
     if pins_path is not None:
         env["FRAMEBENCH_PINS"] = str(pins_path)
+    if edges_path is not None:
+        env["FRAMEBENCH_EDGES"] = str(edges_path)
     started = time.monotonic()
     cpu0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     proc = subprocess.Popen([str(binary)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
@@ -439,13 +636,29 @@ def run_scenario(scenario, *, binary=None):
     board = get_board("ecpix5")
     templates = [frame_templates(d, scenario.probe_every, scenario.interface) for d in (0, 1)]
     classes = [_classes(templates[d], d) for d in (0, 1)]
-    cmds, host_bytes = _commands(scenario.record)
+    cmds, host_bytes = _commands(scenario.record, scenario.edges)
     setup, periods = _setup(scenario, board, templates, host_bytes)
     binary = binary or build(scenario.interface)
     checker = _Checker(scenario, templates, classes)
-    stats, link_bytes, wall = run_harness(binary, setup, checker.feed)
+    if not scenario.edges:
+        stats, link_bytes, wall = run_harness(binary, setup, checker.feed)
+        _check_replies(checker.replies, cmds)
+        return _account(scenario, checker, classes, stats, periods, link_bytes, wall)
+    import tempfile
+    with tempfile.TemporaryDirectory(prefix="latscope-framebench-") as tmp:
+        path = Path(tmp) / "edges.bin"
+        stats, link_bytes, wall = run_harness(binary, setup, checker.feed, edges_path=path)
+        stimulus = np.fromfile(path, STIMULUS_EDGE_DTYPE)
     _check_replies(checker.replies, cmds)
-    return _account(scenario, checker, classes, stats, periods, link_bytes, wall)
+    result = _account(scenario, checker, classes, stats, periods, link_bytes, wall)
+    time_, channel, rising = (np.concatenate(x) for x in zip(*checker.events, strict=True))
+    check = check_edges(stimulus, periods[0], board.lanes, time_, channel, rising,
+                        np.concatenate(checker.record_ids), _edge_channels(), RESET_PS)
+    result.edge_check = check
+    result.edge_mismatches = check["mismatches"]
+    result.edges_lost = checker.edges_lost
+    result.unaccounted += result.edge_mismatches + result.edges_lost
+    return result
 
 
 def run_frames(interface, frames, *, carrier_early=None, pins_path=None):
