@@ -108,9 +108,9 @@ class Scenario:
     capture_divider : int
         1: the capture domain at the ECPIX-5's 200 MHz. ``k``: at 200 MHz / ``k``, to make long
         runs affordable (Verilator spends ~90 % of the time on the capture domain at 200 MHz).
-        It carries no frame data (edges are disabled here; the frame path is PHY domains ->
-        link domain), only the TICK entries behind the heartbeats, which then come ``k`` times
-        less often. With ``edges`` it also carries the edges, on ticks of 1.25 ns x ``k``.
+        It carries no frame data (the frame path is PHY domains -> link domain), only the TICK
+        entries behind the heartbeats, which then come ``k`` times less often, and with
+        ``edges`` the edges, on ticks of 1.25 ns x ``k``.
     edges : bool
         Also capture the rising and falling edges of RX_DV and TX_EN and check each against its
         stimulus tick and the FRAME records (MII only: RMII's CRS_DV toggling needs a glitch
@@ -606,7 +606,8 @@ def _account(scenario, checker, classes, stats, periods, link_bytes, wall):
 
 #: ``make bench``: 10^6 frames each way (6.7 s simulated; ~15 CPU-minutes each here), the capture
 #: domain at 200 MHz / 64 (see :class:`Scenario`); recording everything over the UART only long
-#: enough to measure what it carries.
+#: enough to measure what it carries; the edges checked at the real 200 MHz (1.25 ns ticks) on
+#: 10^5 frames each way (~7 CPU-minutes: the capture domain then takes most of the time).
 SCENARIOS_FULL = (
     Scenario("uart-probes", frames=1_000_000, link="uart", record="probes", capture_divider=64),
     Scenario("eth-all", frames=1_000_000, link="eth", record="all", capture_divider=64),
