@@ -144,6 +144,12 @@ def test_stimulus_ticks_follow_the_harness_lane_sampling(period_ps):
     assert got.tolist() == want
 
 
+def test_edge_check_doctests():
+    import doctest
+    result = doctest.testmod(fe)
+    assert result.attempted >= 2 and result.failed == 0
+
+
 def _synthetic_run(frames=6, period=5376, high=4608, first=1000):
     """Stimulus and decoded edges of ``frames`` MII frames on two channels, in ticks: frame k
     rises at ``first + k * period`` (TX 7 ticks later) and falls ``high`` ticks after."""
