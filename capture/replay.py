@@ -154,8 +154,8 @@ def read_recording(path, pin_map=None, *, samplerate=None):
             initial[role] = int(levels[k])
         source = "sigrok"
     else:
-        raise LatscopeError(f"{path}: replay-pins reads .vcd or .sr files, not {suffix or 'a '}"
-                            f"file without a suffix")
+        what = f"{suffix} files" if suffix else "a file without a suffix"
+        raise LatscopeError(f"{path}: replay-pins reads .vcd or .sr files, not {what}")
     if not pairs:
         raise LatscopeError(f"{path}: no signal is named like a pin role and --map names none "
                             f"(e.g. --map rx_dv=D0,m0=D3)")
@@ -649,7 +649,10 @@ def _cmd_replay_pins(args):
 
 def _samplerate(text):
     from latscope.capture.sigrok import parse_samplerate
-    return parse_samplerate(text)
+    try:
+        return parse_samplerate(text)
+    except ValueError as error:     # one line (latscope.cli), not argparse's usage + type name
+        raise LatscopeError(f"--samplerate: {error}") from None
 
 
 def register(subparsers):
