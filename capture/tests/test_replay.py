@@ -198,12 +198,21 @@ def test_cli_errors_are_one_line(tmp_path):
     write_vcd(path)
     for args, text in ((["--map", "bogus=rx_dv"], "unknown role 'bogus'"),
                        (["--map", "rx_dv=zz"], "no 1-bit signal 'zz'"),
-                       (["--board", "icebreaker", "--frames", "mii"], "edges only")):
+                       (["--board", "icebreaker", "--frames", "mii"], "edges only"),
+                       (["--samplerate", "0"], "--samplerate: sample rate '0' is not a positive "
+                                               "whole number of Hz")):
         r = subprocess.run([sys.executable, "-m", "latscope", "replay-pins", str(path), "-o",
                             str(tmp_path / "o.lsc"), *args], capture_output=True, text=True)
         assert r.returncode == 2, r.stderr
         assert len(r.stderr.strip().splitlines()) == 1 and text in r.stderr, r.stderr
         assert not (tmp_path / "o.lsc").exists()
+    for name, text in (("x.lsc", "reads .vcd or .sr files, not .lsc files"),
+                       ("noext", "reads .vcd or .sr files, not a file without a suffix")):
+        (tmp_path / name).write_bytes(b"LSC")
+        r = subprocess.run([sys.executable, "-m", "latscope", "replay-pins",
+                            str(tmp_path / name), "-o", str(tmp_path / "o.lsc")],
+                           capture_output=True, text=True)
+        assert r.returncode == 2 and r.stderr.strip().endswith(text), r.stderr
 
 
 # --- through the gateware ---
