@@ -72,3 +72,9 @@ def _summary_stub():
     return {"title": "t", "capture_clock_mhz": 200, "lanes": 4, "resolution_ns": 1.25,
             "link_clock_mhz": 48, "uart_baud": 12_000_000, "clocks": [], "timing_met": True,
             "resources": {}, "bitstream": "x.bit", "build_seconds": 0}
+
+
+def test_build_module_doctests():
+    import doctest
+    result = doctest.testmod(build)
+    assert result.attempted > 0 and result.failed == 0
