@@ -95,6 +95,15 @@ class Analysis:
     def to_dict(self):
         out = self.result.to_dict()
         out.update(path=self.path, label=self.label, size=self.size)
+        fa = getattr(self.result, "frames", None)
+        if fa is not None and out.get("frames") is not None:
+            # class names beside the numbers, and the classes the FPGA only counted
+            for key, entry in out["frames"]["classes"].items():
+                entry["name"] = class_label(key, self.metadata)
+            out["frames"]["counted_only"] = {
+                str(cls): dict(totals, name=class_label(cls, self.metadata))
+                for cls, totals in counted_only_classes(
+                    fa, getattr(self.result, "frame_counters", None)).items()}
         return out
 
     def compare_classes(self, confidence=0.95):
@@ -121,12 +130,14 @@ class Analysis:
         ``class`` (its name from the capture config), ``requests``, ``replied``, ``dropped``,
         ``unknown``, ``duplicates``, ``reordered``, ``fcs_errors``, ``counted_frames`` and
         ``counted_octets`` (the FPGA's receive totals), and per stage ``<stage>_p50_ns`` /
-        ``<stage>_p99_ns`` (``node.e2e``, ``rx.udp`` ...)."""
+        ``<stage>_p99_ns`` (``node.e2e``, ``rx.udp`` ...). Classes the FPGA only counted have
+        their totals alone (NaN elsewhere)."""
         import pandas as pd
         fa = getattr(self.result, "frames", None)
         if fa is None:
             raise LatscopeError(f"{self.path or self.label}: the capture has no frame records")
         rows = []
+        counted_only = counted_only_classes(fa, getattr(self.result, "frame_counters", None))
         for cls, c in sorted(fa.classes.items()):
             rx = c.counted.get("rx", {})
             row = {"class": class_label(cls, self.metadata), "requests": c.requests,
@@ -138,6 +149,10 @@ class Analysis:
                 row[f"{stage}_p50_ns"] = st.p50_ns
                 row[f"{stage}_p99_ns"] = st.p99_ns
             rows.append(row)
+        for cls, totals in sorted(counted_only.items()):     # counted, never recorded
+            rows.append({"class": class_label(cls, self.metadata), "fcs_errors":
+                         totals["fcs_errors"], "counted_frames": totals["frames"],
+                         "counted_octets": totals["octets"]})
         return pd.DataFrame(rows)
 
 
@@ -338,6 +353,21 @@ def analyze_file(path, *, definitions=None, measures=None, packets=False, mappin
         if cap.problems:
             result.metadata["problems"] = list(cap.problems)
     return Analysis(path, capture_label(metadata, path), capture_size(metadata), result)
+
+
+def counted_only_classes(fa, counters):
+    """``{class: last receive totals}`` (``frames``, ``octets``, ``fcs_errors``, ``dropped``) of
+    the receive classes the FPGA counted but that have no recorded frames in the frame analysis
+    ``fa`` (classes set to count only, e.g. background load). ``counters`` is the capture's
+    COUNTERS records."""
+    out = {}
+    if counters is None:
+        return out
+    for row in counters[counters["direction"] == 0]:
+        cls = int(row["cls"])
+        if cls not in fa.classes and int(row["frames"]):
+            out[cls] = {k: int(row[k]) for k in ("frames", "octets", "fcs_errors", "dropped")}
+    return out
 
 
 def class_label(cls, metadata):

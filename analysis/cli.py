@@ -147,7 +147,7 @@ def cmd_analyze(args):
         print(f"{name}: not computed: {why}")
     if r.frames is not None:
         print()
-        print(frames_table(r.frames, r.metadata))
+        print(frames_table(r.frames, r.metadata, r.frame_counters))
         classes = report.class_comparison_table(a)
         if classes is not None:
             print()
@@ -157,9 +157,10 @@ def cmd_analyze(args):
     return 0
 
 
-def frames_table(fa, metadata):
+def frames_table(fa, metadata, counters=None):
     """Per-class counts of the frame analysis (requests paired with replies by sequence
-    number; stages are in the tables above as ``<stage>[<class>]``)."""
+    number; stages are in the tables above as ``<stage>[<class>]``), then the classes the FPGA
+    only counted (their totals from ``counters``, the COUNTERS records)."""
     lines = ["frames by class (received requests paired with replies by sequence number):",
              f"{'class':>8} {'requests':>9} {'replied':>8} {'dropped':>8} {'unknown':>8} "
              f"{'dup':>5} {'reorder':>8} {'FCS err':>8}  counted on the FPGA (rx frames/bytes)"]
@@ -169,6 +170,10 @@ def frames_table(fa, metadata):
         lines.append(f"{api.class_label(cls, metadata):>8} {c.requests:>9} {c.replied:>8} "
                      f"{c.dropped:>8} {c.unknown:>8} {c.duplicates:>5} {c.reordered:>8} "
                      f"{c.fcs_errors:>8}  {counted}")
+    for cls, totals in sorted(api.counted_only_classes(fa, counters).items()):
+        lines.append(f"{api.class_label(cls, metadata):>8} {'-':>9} {'-':>8} {'-':>8} {'-':>8} "
+                     f"{'-':>5} {'-':>8} {totals['fcs_errors']:>8}  "
+                     f"{totals['frames']}/{totals['octets']} (counted only)")
     if fa.unplaced:
         lines.append(f"{fa.unplaced} frame record(s) had no edges in the capture and were left "
                      f"out")

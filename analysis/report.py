@@ -241,15 +241,8 @@ def _frames_table(analyses, labels=None):
 
 def _counted_only(fa, a):
     """Last COUNTERS totals of receive classes that have counts but no recorded requests."""
-    counters = getattr(a.result, "frame_counters", None)
-    out = {}
-    if counters is None:
-        return out
-    for row in counters[counters["direction"] == 0]:
-        cls = int(row["cls"])
-        if cls not in fa.classes and int(row["frames"]):
-            out[cls] = {"frames": int(row["frames"]), "fcs_errors": int(row["fcs_errors"])}
-    return out
+    from latscope.analysis.api import counted_only_classes
+    return counted_only_classes(fa, getattr(a.result, "frame_counters", None))
 
 
 def frames_table(analyses):

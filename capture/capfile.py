@@ -656,12 +656,15 @@ class Capture:
         return sum(len(r) for r, _ in self._frms)
 
     def frames(self):
-        """``(records, headers)``: every FRAME record (``capture.frames.FRAME_DTYPE``) and an
-        ``(n, HEADER_MAX)`` uint8 array of their kept frame bytes, in stream order."""
-        from latscope.capture.frames import HEADER_MAX, empty_frames
+        """``(records, headers)``: every FRAME record and an ``(n, HEADER_MAX)`` uint8 array of
+        their kept frame bytes, in stream order. The records are
+        ``capture.frames.HOST_FRAME_DTYPE``: ``FRAME_DTYPE`` with each direction's 32-bit
+        ``frame_index`` unwrapped to 64 bits (``capture.frames.unwrap_frame_index``)."""
+        from latscope.capture.frames import HEADER_MAX, empty_frames, unwrap_frame_index
         if not self._frms:
-            return empty_frames()
-        records = np.concatenate([r for r, _ in self._frms])
+            records, headers = empty_frames()
+            return unwrap_frame_index(records), headers
+        records = unwrap_frame_index(np.concatenate([r for r, _ in self._frms]))
         headers = np.zeros((len(records), HEADER_MAX), np.uint8)
         row = 0
         for r, kept in self._frms:

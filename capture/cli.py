@@ -225,13 +225,22 @@ def frame_summary(cap):
         return None
     from latscope.capture.rules import class_names
     names = class_names(cap.metadata)       # the config's [frames] class names, if any
-    out = {"records": int(len(records)), "by_class": {}, "counted": {}}
+    # keys "rx.<name or number>"; labels say which class numbers the config left unnamed
+    out = {"records": int(len(records)), "by_class": {}, "counted": {}, "labels": {}}
+
+    def key_of(direction, cls):
+        key = f"{direction}.{names.get(cls, cls)}"
+        out["labels"][key] = (f"{direction} {names[cls]}" if cls in names
+                              else f"{direction} class {cls} (unnamed)")
+        return key
+
     for d, name in ((0, "rx"), (1, "tx")):
         mine = records[records["direction"] == d]
         for c in np.unique(mine["cls"]).tolist():
-            out["by_class"][f"{name}.{names.get(c, c)}"] = int(np.count_nonzero(mine["cls"] == c))
-        for c in counters[counters["direction"] == d][::-1]:
-            key = f"{name}.{names.get(int(c['cls']), int(c['cls']))}"
+            out["by_class"][key_of(name, c)] = int(np.count_nonzero(mine["cls"] == c))
+        mine = counters[counters["direction"] == d]
+        for c in mine[np.lexsort((-np.arange(len(mine)), mine["cls"]))]:  # by class, last first
+            key = key_of(name, int(c["cls"]))
             if key not in out["counted"]:
                 out["counted"][key] = {k: int(c[k]) for k in ("frames", "fcs_errors", "dropped",
                                                               "octets")}
@@ -285,11 +294,14 @@ def cmd_info(args):
     ]
     frames = info["frames"]
     if frames:
+        label = frames["labels"]
         lines.append(f"frames      {frames['records']} recorded ("
-                     + (", ".join(f"{k} {v}" for k, v in frames["by_class"].items()) or "-")
-                     + ")")
+                     + (", ".join(f"{label[k]}: {v}" for k, v in frames["by_class"].items())
+                        or "-") + ")")
+        if frames["counted"]:
+            lines.append("  counted on the FPGA (every frame of the class, recorded or not):")
         for key, c in frames["counted"].items():
-            lines.append(f"  class {key:8} {c['frames']} frames, {c['octets']} bytes, "
+            lines.append(f"  {label[key]:<24} {c['frames']} frames, {c['octets']} bytes, "
                          f"{c['fcs_errors']} FCS errors, {c['dropped']} not recorded (link busy)")
     if info["problems"]:
         lines.append("damage      " + "; ".join(info["problems"]) +

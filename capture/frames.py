@@ -208,3 +208,40 @@ def rule_command(direction, index, **rule):
         raise ValueError(f"direction must be 0 or 1 and index 0..127, not {direction}, {index}")
     value = data.Layout.cast(ClassRule).const(rule).as_value().value
     return Opcode.SET_RULE, bytes([direction << 7 | index]) + value.to_bytes(9, "little")
+
+
+#: :data:`FRAME_DTYPE` as a capture file's reader returns it: ``frame_index`` is 64-bit, unwrapped
+#: past the record's 32 bits (:func:`unwrap_frame_index`). Files store :data:`FRAME_DTYPE`.
+HOST_FRAME_DTYPE = np.dtype([(name, np.int64 if name == "frame_index" else FRAME_DTYPE[name])
+                             for name in FRAME_DTYPE.names])
+
+
+def unwrap_frame_index(records):
+    """``records`` as :data:`HOST_FRAME_DTYPE`, each direction's ``frame_index`` continued past
+    2**32.
+
+    The gateware's frame index is 32 bits: at 100 Mb/s line rate (148,810 frames/s) it wraps after
+    about 8 h. Records of one direction arrive in order, so a step back by more than 2**31 is a
+    wrap (the index continues at 2**32 + raw), and a step forward by more than 2**31 is a step back
+    across one (a record out of order); smaller steps back (a timestamp reset) are kept as they
+    are.
+
+    >>> rec = np.zeros(5, FRAME_DTYPE)
+    >>> rec["frame_index"] = [2**32 - 2, 2**32 - 1, 0, 7, 1]
+    >>> rec["direction"] = [0, 0, 0, 1, 0]
+    >>> unwrap_frame_index(rec)["frame_index"].tolist()
+    [4294967294, 4294967295, 4294967296, 7, 4294967297]
+    """
+    records = np.asarray(records)
+    out = records.astype(HOST_FRAME_DTYPE)
+    for d in (0, 1):
+        mine = np.flatnonzero(records["direction"] == d)
+        if len(mine) < 2:
+            continue
+        raw = records["frame_index"][mine].astype(np.int64)
+        step = np.diff(raw)
+        wraps = np.concatenate(([0], np.cumsum((step < -(1 << 31)).astype(np.int64)
+                                               - (step > (1 << 31)))))
+        index = raw + (wraps << 32)
+        out["frame_index"][mine] = np.where(index < 0, raw, index)
+    return out

@@ -359,8 +359,9 @@ def register(subparsers):
                     "sigrok-cli (sampled at --samplerate; every edge lands on the first sample "
                     "at or after it), 'vcd' for GTKWave and Surfer (exact times, one wire per "
                     "channel), 'csv' with columns time_ns,channel,edge, 'pcapng' for "
-                    "Wireshark (every recorded frame of frame-aware capture, ns timestamps at "
-                    "the frame's first edge, direction in epb_flags). Times are since the "
+                    "Wireshark (the recorded frames of frame-aware capture whose first edge is "
+                    "in the window, ps timestamps at that edge, direction in epb_flags, the "
+                    "frame bytes kept by a --header-bytes build). Times are since the "
                     "instrument's timestamp reset.")
     p.add_argument("file", metavar="CAPTURE", help="capture file (.lsc)")
     p.add_argument("--format", choices=("sr", "vcd", "csv", "pcapng"),
@@ -379,6 +380,10 @@ def register(subparsers):
     p.add_argument("--samplerate", metavar="HZ", type=parse_rate,
                    help="sr only: samples per second, e.g. 200MHz (default: the capture's tick "
                         "rate, which keeps every edge exact)")
+    p.add_argument("--tsresol", choices=("ps", "ns"),
+                   help="pcapng only: timestamp unit (default ps, exact for the ECP5 builds' "
+                        "1.25 and 3.125 ns ticks; ns rounds to the nearest ns, for Wireshark "
+                        "4.0 and older, which misread ps stamps past 18.4 ms into a second)")
     p.add_argument("--max-samples", metavar="N", type=int, default=10**9,
                    help="sr only: refuse windows needing more samples (default 1e9; PulseView "
                         "holds about 1.07 x samples x unitsize bytes in memory)")
@@ -455,14 +460,23 @@ def _ceil(value):
 def _export_pcapng(args, output):
     from latscope.capture.capfile import open_capture
     from latscope.capture.pcapng import export_pcapng
-    if args.start is not None or args.stop is not None or args.channels or \
-            args.samplerate is not None:
-        raise LatscopeError("--format pcapng writes every recorded frame: --from, --to, "
-                            "--channels and --samplerate do not apply")
+    if args.channels:
+        raise LatscopeError("--format pcapng writes frames, not channels: --channels does not "
+                            "apply")
     with open_capture(args.file) as capture:
-        summary = export_pcapng(capture, output, overwrite=args.force)
+        tick_hz = _exact_rate(capture.metadata["tick_hz"])
+        # the window holds the frames whose first edge t has from <= t / tick_hz < to
+        start = None if args.start is None else _ceil(args.start * tick_hz)
+        stop = None if args.stop is None else _ceil(args.stop * tick_hz)
+        if start is not None and stop is not None and stop <= start:
+            raise LatscopeError("--to must be later than --from")
+        summary = export_pcapng(capture, output, overwrite=args.force, start_tick=start,
+                                stop_tick=stop, resolution=args.tsresol or "ps")
+    window = (f" ({summary.outside_window:,} outside --from/--to)"
+              if summary.outside_window else "")
     _print_summary(args, dataclasses.asdict(summary), [
-        f"wrote {summary.output} (pcapng): {summary.packets:,} frames"], summary.warnings)
+        f"wrote {summary.output} (pcapng): {summary.packets:,} frames{window}"],
+        summary.warnings)
     return 0
 
 
@@ -484,6 +498,8 @@ def cmd_export(args):
         raise LatscopeError("--json cannot be combined with -o - (both use standard output)")
     if args.samplerate is not None and fmt != "sr":
         raise LatscopeError("--samplerate applies to --format sr only")
+    if args.tsresol is not None and fmt != "pcapng":
+        raise LatscopeError("--tsresol applies to --format pcapng only")
     if os.path.abspath(output) == os.path.abspath(args.file):
         raise LatscopeError("the output file would replace the capture")
     check_input(args.file, "capture file")

@@ -1,15 +1,26 @@
 """``latscope export --format pcapng``: the recorded frames of a capture as a pcapng file.
 
 # Ref: IETF draft-ietf-opsawg-pcapng (PCAP Now Generic), sections 4.1 (Section Header Block),
-# 4.2 (Interface Description Block, if_tsresol), 4.3 (Enhanced Packet Block, epb_flags).
+# 4.2 (Interface Description Block, if_tsresol, if_fcslen), 4.3 (Enhanced Packet Block,
+# epb_flags).
 
-One interface (LINKTYPE_ETHERNET, timestamps in nanoseconds, ``if_tsresol`` = 9). Each FRAME
-record with a known start edge becomes one Enhanced Packet Block: timestamp = the frame's first
-``RX_DV``/``TX_EN`` edge (start of the preamble) converted from ticks to ns since the capture's
-timestamp reset; captured bytes = the bytes the gateware kept (possibly none); original length =
-the frame's length; ``epb_flags`` direction inbound for RX (into the DUT) and outbound for TX, and
-the link-layer error bits (CRC, symbol, too short, too long, unaligned); a comment with the
-sequence number, class, frame index and end time. Wireshark and tshark open it as is.
+One interface (LINKTYPE_ETHERNET, timestamps in picoseconds: ``if_tsresol`` = 12; ``if_fcslen``
+= 4, the frames' original length counts their 4-byte FCS). Each FRAME record with a known start
+edge becomes one Enhanced Packet Block: timestamp = the frame's first ``RX_DV``/``TX_EN`` edge
+(start of the preamble) converted from ticks to ps since the capture's timestamp reset; captured
+bytes = the bytes the gateware kept (``--header-bytes``, possibly none); original length = the
+frame's length; ``epb_flags`` direction inbound for RX (into the DUT) and outbound for TX, and the
+link-layer error bits (CRC, symbol, too short, too long, unaligned); a comment with the sequence
+number, class, frame index and end time (ps). Wireshark and tshark open it as is.
+
+Picoseconds keep every tick exact on the ECP5 builds (1.25 ns = 1250 ps, 3.125 ns = 3125 ps). A
+tick that is not a whole number of ps (the iCEBreaker's 1/96 MHz = 10416.67 ps; that build
+captures edges only, so it has no frames of its own) is rounded to the nearest ps (error at most
+0.5 ps) and the summary says so. Wireshark itself keeps ns: it shows the ps stamps cut to ns.
+Wireshark 4.0 (4.0.17 measured here, Debian 12) overflows converting finer-than-ns stamps whose
+sub-second part exceeds 2**64 / 10**9 units (18.4 ms at ps): it showed 10.017995222 s for
+10.737418241250 s. ``resolution="ns"`` (``--tsresol ns``) writes ``if_tsresol`` = 9 instead,
+each stamp rounded to the nearest ns (halves up), which every Wireshark reads.
 """
 
 import struct
@@ -30,6 +41,10 @@ _BYTE_ORDER_MAGIC = 0x1A2B3C4D
 EPB_ERROR_BITS = {"rx_er": 1 << 31, "odd_nibble": 1 << 28, "runt": 1 << 26,
                   "oversize": 1 << 25, "fcs_bad": 1 << 24}
 _INBOUND, _OUTBOUND = 1, 2
+#: if_tsresol by resolution name: timestamps in units of 10^-TSRESOL s.
+TSRESOL = {"ps": 12, "ns": 9}
+#: if_fcslen: the frames' length includes their FCS (4 bytes).
+FCS_LEN = 4
 
 
 def _pad4(data):
@@ -38,6 +53,11 @@ def _pad4(data):
 
 def _option(code, value):
     return struct.pack("<HH", code, len(value)) + _pad4(value)
+
+
+def _nearest(value):
+    """``value`` (a Fraction) rounded to the nearest integer, halves up."""
+    return (2 * value.numerator + value.denominator) // (2 * value.denominator)
 
 
 def _block(block_type, body):
@@ -50,16 +70,32 @@ class PcapngSummary:
     output: str
     packets: int
     skipped: int
+    #: the timestamps' unit, "ps" or "ns"
+    resolution: str = "ps"
+    #: units per tick, exact (a string such as "1250" or "31250/3")
+    units_per_tick: str = ""
+    #: every timestamp is the exact tick (False: rounded to the nearest unit)
+    exact: bool = True
+    #: records outside the --from/--to window (not written, not counted as skipped)
+    outside_window: int = 0
     warnings: list = field(default_factory=list)
 
 
-def export_pcapng(capture, output, *, overwrite=False):
+def export_pcapng(capture, output, *, overwrite=False, start_tick=None, stop_tick=None,
+                  resolution="ps"):
     """Write the FRAME records of ``capture`` (an open ``Capture``) to ``output``.
+
+    ``resolution`` is ``"ps"`` (exact ticks on the ECP5 builds) or ``"ns"`` (for Wireshark 4.0
+    and older, see the module's text).
+
+    ``start_tick``/``stop_tick`` (optional) keep the frames whose first edge is at a tick ``t``
+    with ``start_tick <= t < stop_tick``.
 
     Returns
     -------
     PcapngSummary
-        Packets written, records skipped because their start edge is not in the capture.
+        Packets written, records skipped because their start edge is not in the capture, and
+        the timestamp conversion.
     """
     records, headers = capture.frames()
     if not len(records):
@@ -68,21 +104,29 @@ def export_pcapng(capture, output, *, overwrite=False):
     events = capture.events()
     channels = direction_channels(capture.channel_names, events.channel, events.rising)
     start, end = frame_edge_times(records, events.time, events.channel, events.rising, channels)
+    if resolution not in TSRESOL:
+        raise LatscopeError(f"pcapng resolution must be ps or ns, not {resolution!r}")
     tick_hz = Fraction(str(capture.metadata["tick_hz"]))
-    ns_per_tick = Fraction(10**9) / tick_hz
+    units_per_tick = Fraction(10**TSRESOL[resolution]) / tick_hz
+    exact = units_per_tick.denominator == 1
 
     out = [_block(0x0A0D0D0A, struct.pack("<IHHq", _BYTE_ORDER_MAGIC, 1, 0, -1)
                   + _option(4, b"latscope") + _option(0, b""))]
     out.append(_block(1, struct.pack("<HHI", _LINKTYPE_ETHERNET, 0, 65535)
-                      + _option(9, bytes([9])) + _option(2, b"latscope tap")
+                      + _option(9, bytes([TSRESOL[resolution]])) + _option(13, bytes([FCS_LEN]))
+                      + _option(2, b"latscope tap")
                       + _option(0, b"")))
-    written = 0
+    written = outside = 0
     order = np.argsort(np.where(start < 0, np.iinfo(np.int64).max, start), kind="stable")
     for i in order.tolist():
         if start[i] < 0:
             continue
+        if (start_tick is not None and start[i] < start_tick) or \
+                (stop_tick is not None and start[i] >= stop_tick):
+            outside += 1
+            continue
         r = records[i]
-        ts = int(round(start[i] * ns_per_tick))
+        ts = _nearest(int(start[i]) * units_per_tick)
         kept = bytes(headers[i, :int(r["header_len"])])
         flags = _INBOUND if int(r["direction"]) == 0 else _OUTBOUND
         f = int(r["flags"])
@@ -90,17 +134,22 @@ def export_pcapng(capture, output, *, overwrite=False):
             hit = not (f & FLAGS["fcs_ok"]) if name == "fcs_bad" else f & FLAGS[name]
             if hit:
                 flags |= bit
-        end_ns = "" if end[i] < 0 else f" end_ns={int(round(end[i] * ns_per_tick))}"
+        end_at = "" if end[i] < 0 else \
+            f" end_{resolution}={_nearest(int(end[i]) * units_per_tick)}"
         comment = (f"seq={int(r['seq'])}{'' if f & FLAGS['seq_valid'] else '(none)'} "
-                   f"class={int(r['cls'])} frame_index={int(r['frame_index'])}{end_ns}")
+                   f"class={int(r['cls'])} frame_index={int(r['frame_index'])}{end_at}")
         body = struct.pack("<IIIII", 0, ts >> 32, ts & 0xFFFFFFFF, len(kept), int(r["length"]))
         body += _pad4(kept) + _option(2, struct.pack("<I", flags))
         body += _option(1, comment.encode()) + _option(0, b"")
         out.append(_block(6, body))
         written += 1
-    skipped = len(records) - written
+    skipped = len(records) - written - outside
     warnings = [f"{skipped} frame record(s) without their start edge in the capture were not "
                 f"written"] if skipped else []
+    if not exact:
+        warnings.append(f"a tick is {float(units_per_tick):.3f} {resolution}, not a whole "
+                        f"number of {resolution}: timestamps are rounded to the nearest "
+                        f"{resolution} (error at most 0.5 {resolution})")
     try:
         with open(output, "wb" if overwrite else "xb") as fh:
             fh.write(b"".join(out))
@@ -108,4 +157,5 @@ def export_pcapng(capture, output, *, overwrite=False):
         raise LatscopeError(f"{output} exists; choose another name or pass --force") from None
     except OSError as error:
         raise LatscopeError(f"cannot write {output}: {error.strerror}") from None
-    return PcapngSummary(str(output), written, skipped, warnings)
+    return PcapngSummary(str(output), written, skipped, resolution, str(units_per_tick), exact,
+                         outside, warnings)

@@ -154,8 +154,8 @@ def read_recording(path, pin_map=None, *, samplerate=None):
             initial[role] = int(levels[k])
         source = "sigrok"
     else:
-        raise LatscopeError(f"{path}: replay-pins reads .vcd or .sr files, not {suffix or 'a '}"
-                            f"file without a suffix")
+        what = f"{suffix} files" if suffix else "a file without a suffix"
+        raise LatscopeError(f"{path}: replay-pins reads .vcd or .sr files, not {what}")
     if not pairs:
         raise LatscopeError(f"{path}: no signal is named like a pin role and --map names none "
                             f"(e.g. --map rx_dv=D0,m0=D3)")
@@ -527,8 +527,9 @@ def _board_timing(board, frames):
     return int(b.tick_hz), b.lanes
 
 
-def _instrument_for(board, frames):
-    """(VerilatorInstrument, core parameters) of ``board``'s capture path, with sniffers."""
+def _instrument_for(board, frames, header_bytes=0):
+    """(VerilatorInstrument, core parameters) of ``board``'s capture path, with sniffers that
+    keep ``header_bytes`` of each frame."""
     from latscope.capture.simbench import CORE_PARAMS
     from latscope.gateware.boards import get_board
     from latscope.gateware.verilator import VerilatorInstrument
@@ -536,13 +537,16 @@ def _instrument_for(board, frames):
     b = get_board(board)
     params = dict(CORE_PARAMS)
     names = [name for name, _ in sorted(CAPTURE_ROLES.items(), key=lambda kv: kv[1])]
+    # only a non-zero count is passed: the core's parameters name its cached simulator binary
+    extra = {"frame_options": {"header_bytes": header_bytes}} if header_bytes else {}
     inst = VerilatorInstrument(capture_hz=int(b.capture_hz), lanes=b.lanes, channel_names=names,
-                               sniffer=frames, **params)
+                               sniffer=frames, **params, **extra)
     return inst, params
 
 
 def replay_pins(source, output, pin_map=None, *, board="ecpix5", frames=None, samplerate=None,
-                markers=None, label=None, overwrite=False, timeout=600.0, log=None):
+                markers=None, label=None, overwrite=False, timeout=600.0, log=None,
+                header_bytes=0):
     """Play the pins of ``source`` through the real gateware and write the capture ``output``.
 
     Parameters
@@ -557,6 +561,9 @@ def replay_pins(source, output, pin_map=None, *, board="ecpix5", frames=None, sa
         ``ecpix5`` (1.25 ns), ``ecpix5-x1`` (3.125 ns) or ``icebreaker`` (10.4 ns).
     frames : {None, "mii", "rmii"}
         Also run the frame sniffers (ECPIX-5 builds) on the mapped PHY pins.
+    header_bytes : int
+        With ``frames``: each FRAME record keeps the frame's first ``header_bytes`` bytes (0 to
+        64), as a ``latscope gateware build --header-bytes`` bitstream does.
     markers : dict, optional
         Marker meanings (default: those the file stores).
     timeout : float
@@ -573,6 +580,8 @@ def replay_pins(source, output, pin_map=None, *, board="ecpix5", frames=None, sa
     log = log or (lambda message: None)
     if frames not in (None, "mii", "rmii"):
         raise LatscopeError(f"--frames must be mii or rmii, not {frames!r}")
+    from latscope.gateware.cli import frame_build_options
+    frame_build_options(frames, header_bytes or None)    # the build's checks and messages
     from latscope.userio import check_input, check_output
 
     output = os.fspath(output)
@@ -581,7 +590,7 @@ def replay_pins(source, output, pin_map=None, *, board="ecpix5", frames=None, sa
     tick_hz, lanes = _board_timing(board, frames)
     rec = read_recording(source, pin_map, samplerate=samplerate)
     stim = build_stimulus(rec, tick_hz=tick_hz, lanes=lanes, frames=frames)
-    inst, params = _instrument_for(board, frames)
+    inst, params = _instrument_for(board, frames, header_bytes)
     tail = (1 << params["heartbeat_shift"]) + PinReplayTransport.COMMAND_CYCLES
     chunks = stimulus_chunks(stim, lanes=lanes, channels=params["channels"], tail_cycles=tail)
     init_word = sum(int(stim.initial) << (lane * params["channels"]) for lane in range(lanes))
@@ -601,6 +610,7 @@ def replay_pins(source, output, pin_map=None, *, board="ecpix5", frames=None, sa
         replay_meta = {
             "source_file": os.path.basename(os.fspath(source)), "source_format": rec.source,
             "map": rec.signals, "board": board, "frames": frames,
+            "header_bytes": header_bytes if frames else None,
             "resampling": "nearest tick; pulses narrower than a tick dropped",
             "origin_ps": stim.origin_ps, "lead_ticks": LEAD_TICKS,
             "dropped_pulses": stim.dropped_pulses, "phy_clock": stim.phy_clock}
@@ -636,8 +646,12 @@ def _cmd_replay_pins(args):
     if args.frames and args.board == "icebreaker":
         raise LatscopeError("--frames: the iCEBreaker build captures edges only (frame capture "
                             "is on the ECPIX-5 builds)")
+    if args.header_bytes is not None:
+        from latscope.gateware.cli import frame_build_options
+        frame_build_options(args.frames, args.header_bytes)
     result = replay_pins(args.file, args.output, args.map, board=args.board, frames=args.frames,
                          samplerate=args.samplerate, overwrite=args.force,
+                         header_bytes=args.header_bytes or 0,
                          log=lambda m: print(m, file=sys.stderr))
     line = (f"{args.output}: {result['events']} events"
             + (f", {result['frames']} frame records" if args.frames else "")
@@ -649,7 +663,10 @@ def _cmd_replay_pins(args):
 
 def _samplerate(text):
     from latscope.capture.sigrok import parse_samplerate
-    return parse_samplerate(text)
+    try:
+        return parse_samplerate(text)
+    except ValueError as error:     # one line (latscope.cli), not argparse's usage + type name
+        raise LatscopeError(f"--samplerate: {error}") from None
 
 
 def register(subparsers):
@@ -676,6 +693,10 @@ def register(subparsers):
                    help="the gateware build to replay through (default ecpix5, 1.25 ns)")
     p.add_argument("--frames", choices=("mii", "rmii"),
                    help="also sniff frames from the MII/RMII pins (ECPIX-5 builds)")
+    p.add_argument("--header-bytes", metavar="N", type=int,
+                   help="with --frames: keep each frame's first N bytes (0 to 64, default 0) in "
+                        "its FRAME record, as a 'gateware build --header-bytes N' bitstream "
+                        "does; 'export --format pcapng' then shows them in Wireshark")
     p.add_argument("--samplerate", type=_samplerate,
                    help=".sr files without a samplerate: samples per second (e.g. 100MHz)")
     p.add_argument("--force", action="store_true", help="replace an existing output file")

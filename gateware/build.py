@@ -279,6 +279,7 @@ def build_bitstream(board, out_dir=None, *, core=None, timing_allow_fail=False, 
         "build_seconds": round(time.monotonic() - started, 1),
         "timing_allow_fail": bool(timing_allow_fail),
         "seed": seed,
+        "frame_capture": frame_capture_summary(core_overrides),
         "tools": _tool_versions(),
     })
     (out_dir / SUMMARY_NAME).write_text(json.dumps(summary, indent=2) + "\n")
@@ -288,6 +289,22 @@ def build_bitstream(board, out_dir=None, *, core=None, timing_allow_fail=False, 
         raise LatscopeError(f"Clock-domain crossing check failed for {board.name} (summary: "
                             f"{out_dir / SUMMARY_NAME}):\n" + "\n".join(failures))
     return summary
+
+
+def frame_capture_summary(core_overrides):
+    """The build summary's ``frame_capture`` entry: ``None`` for an edge-only build, else the
+    sniffed ``interface`` and the ``header_bytes`` each FRAME record keeps.
+
+    >>> frame_capture_summary({"sniffer": "mii", "frame_options": {"header_bytes": 32}})
+    {'interface': 'mii', 'header_bytes': 32}
+    >>> frame_capture_summary({}) is None
+    True
+    """
+    if core_overrides.get("sniffer") is None:
+        return None
+    options = core_overrides.get("frame_options") or {}
+    return {"interface": core_overrides["sniffer"],
+            "header_bytes": int(options.get("header_bytes", 0))}
 
 
 def synthesis_conflicts(log_text):
@@ -326,6 +343,10 @@ def format_summary(summary):
                      f"{c['constraint_mhz']:.2f} MHz required ({c['margin_pct']:+.1f} %) "
                      f"{'met' if c['met'] else 'FAILED'}")
     lines.append(f"timing      {'met' if summary['timing_met'] else 'NOT MET'}")
+    if summary.get("frame_capture"):
+        fc = summary["frame_capture"]
+        lines.append(f"frames      {fc['interface'].upper()} sniffers, {fc['header_bytes']} "
+                     f"header bytes kept per FRAME record")
     if summary.get("crossings"):
         from latscope.gateware.crossings import format_crossings
         lines += format_crossings(summary["crossings"])

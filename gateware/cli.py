@@ -43,6 +43,10 @@ def register(subparsers):
     p.add_argument("--frames", choices=["mii", "rmii"],
                    help="add frame-aware capture of the DUT's MII or RMII bus (ECPIX-5 only; "
                         "pins in docs/boards.md)")
+    p.add_argument("--header-bytes", metavar="N", type=int,
+                   help="with --frames: keep each frame's first N bytes (0 to 64, default 0) in "
+                        "its FRAME record, so pcapng exports show them in Wireshark; every "
+                        "record grows by N bytes on the link (docs/stream-format.md section 8)")
     p.set_defaults(func=_cmd_build)
 
     p = sub.add_parser(
@@ -90,7 +94,7 @@ def _cmd_build(args):
     if args.out is not None:     # before minutes of synthesis, not after
         from latscope.userio import check_output
         check_output(args.out, directory=True)
-    extra = {"sniffer": args.frames} if getattr(args, "frames", None) else {}
+    extra = frame_build_options(args.frames, args.header_bytes)
     summary = build_bitstream(args.board, args.out, timing_allow_fail=args.timing_allow_fail,
                               seed=args.seed, **extra)
     if args.json:
@@ -98,6 +102,21 @@ def _cmd_build(args):
     else:
         print(format_summary(summary))
     return 0 if summary["timing_met"] else 1
+
+
+def frame_build_options(frames, header_bytes):
+    """``LatscopeCore`` overrides of ``--frames`` and ``--header-bytes`` (checked: one clear
+    line for a bad value, before any synthesis)."""
+    from latscope import LatscopeError
+    from latscope.gateware.sniffer import MAX_HEADER_BYTES
+    if header_bytes is not None and not frames:
+        raise LatscopeError("--header-bytes needs --frames mii or --frames rmii (the header "
+                            "bytes are kept by the frame sniffers)")
+    if header_bytes is not None and not 0 <= header_bytes <= MAX_HEADER_BYTES:
+        raise LatscopeError(f"--header-bytes must be 0 to {MAX_HEADER_BYTES}, not {header_bytes}")
+    if not frames:
+        return {}
+    return {"sniffer": frames, "frame_options": {"header_bytes": header_bytes or 0}}
 
 
 def _cmd_program(args):

@@ -116,3 +116,35 @@ def test_classes_compared_within_a_capture(tmp_path, capsys):
     assert main(["analyze", str(path)]) == 0
     out = capsys.readouterr().out
     assert "classes compared within two-classes" in out and "| bg − hp" in out
+
+
+def test_counted_only_classes_in_analyze_table_json_api_and_info(capsys):
+    """fixtures/under-load/fast-track-64-bg60.lsc: 200 hp requests recorded, the background
+    (class 2, bg) counted only on the FPGA. Its MANIFEST.json gives 3933 background frames (the
+    generator's count); analyze's table and --json, the API's frame_classes and info show that
+    class by name, and info labels the config's unnamed class 3 as such."""
+    import json
+    from pathlib import Path
+    path = Path(__file__).resolve().parents[2] / "fixtures/under-load/fast-track-64-bg60.lsc"
+    manifest = json.loads((path.parent / "MANIFEST.json").read_text())
+    bg = next(c["background_frames"] for c in manifest["captures"] if c["file"] == path.name)
+    assert bg == 3933
+    assert main(["analyze", str(path)]) == 0
+    out = capsys.readouterr().out
+    table = out.split("frames by class")[1]
+    row = next(line for line in table.splitlines() if line.split()[:1] == ["bg"])
+    assert row.split()[1:7] == ["-"] * 6 and f"{bg}/" in row and "(counted only)" in row
+    assert main(["analyze", str(path), "--json"]) == 0
+    frames = json.loads(capsys.readouterr().out)["frames"]
+    assert {k: (v["name"], v["requests"]) for k, v in frames["classes"].items()} == \
+        {"1": ("hp", 200)}
+    assert frames["counted_only"]["2"]["name"] == "bg"
+    assert frames["counted_only"]["2"]["frames"] == bg
+    df = api.analyze_file(str(path)).frame_classes()
+    assert df.set_index("class").loc["bg", "counted_frames"] == bg
+    assert np.isnan(df.set_index("class").loc["bg", "requests"])
+    assert main(["info", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "rx hp: 200, tx hp: 200" in out
+    assert f"rx bg                    {bg} frames" in out
+    assert "rx class 3 (unnamed)" in out and "class rx.3" not in out

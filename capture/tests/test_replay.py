@@ -198,12 +198,21 @@ def test_cli_errors_are_one_line(tmp_path):
     write_vcd(path)
     for args, text in ((["--map", "bogus=rx_dv"], "unknown role 'bogus'"),
                        (["--map", "rx_dv=zz"], "no 1-bit signal 'zz'"),
-                       (["--board", "icebreaker", "--frames", "mii"], "edges only")):
+                       (["--board", "icebreaker", "--frames", "mii"], "edges only"),
+                       (["--samplerate", "0"], "--samplerate: sample rate '0' is not a positive "
+                                               "whole number of Hz")):
         r = subprocess.run([sys.executable, "-m", "latscope", "replay-pins", str(path), "-o",
                             str(tmp_path / "o.lsc"), *args], capture_output=True, text=True)
         assert r.returncode == 2, r.stderr
         assert len(r.stderr.strip().splitlines()) == 1 and text in r.stderr, r.stderr
         assert not (tmp_path / "o.lsc").exists()
+    for name, text in (("x.lsc", "reads .vcd or .sr files, not .lsc files"),
+                       ("noext", "reads .vcd or .sr files, not a file without a suffix")):
+        (tmp_path / name).write_bytes(b"LSC")
+        r = subprocess.run([sys.executable, "-m", "latscope", "replay-pins",
+                            str(tmp_path / name), "-o", str(tmp_path / "o.lsc")],
+                           capture_output=True, text=True)
+        assert r.returncode == 2 and r.stderr.strip().endswith(text), r.stderr
 
 
 # --- through the gateware ---
@@ -227,6 +236,64 @@ def test_vcd_and_sr_replay_exact_edges_and_frames(tmp_path):
     assert result["exit_status"] == 0
     cap2 = _check_edges(out2, changes)
     _check_frames(cap2, frames)
+
+
+@pytest.mark.slow
+def test_header_bytes_reach_pcapng(tmp_path, capsys):
+    """replay-pins --frames mii --header-bytes 50 (the sniffers keep each frame's first 50 bytes,
+    as a `gateware build --header-bytes 50` bitstream does: Ethernet 14 + IPv4 20 + UDP 8, then
+    the payload's magic, run id and sequence number; 32 would stop inside the IPv4 destination
+    address), then export --format pcapng: scapy and tshark see exactly the stimulus frames'
+    first 50 bytes, their Ethernet/IP/UDP fields and each frame's original length."""
+    from latscope.capture import capfile
+    from latscope.cli import main
+
+    vcd_path = tmp_path / "pins.vcd"
+    _, frames = write_vcd(vcd_path)
+    out, pcap = tmp_path / "h.lsc", tmp_path / "h.pcapng"
+    assert main(["replay-pins", str(vcd_path), "-o", str(out), "--frames", "mii",
+                 "--header-bytes", "50"]) == 0
+    capsys.readouterr()
+    with capfile.open_capture(out) as cap:
+        records, headers = cap.frames()
+        assert cap.metadata["replay"]["header_bytes"] == 50
+    assert records["header_len"].tolist() == [50] * len(records)
+    assert main(["export", str(out), "-o", str(pcap), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["packets"] == len(records) == 7
+    # pcapng is in time order: the stimulus alternates request, reply (the bad one unechoed)
+    want = []
+    for seq, rx in frames["rx"]:
+        want.append(rx)
+        want += [tx for s, tx in frames["tx"] if s == seq]
+    packets = scapy_all.rdpcap(str(pcap))
+    assert [bytes(p) for p in packets] == [f[:50] for f in want]
+    assert [p.wirelen for p in packets] == [len(f) for f in want]
+    assert [p[scapy_all.UDP].dport for p in packets] == \
+        [int.from_bytes(f[36:38], "big") for f in want]
+    assert [bytes(p[scapy_all.UDP].payload)[4:8] for p in packets] == [f[46:50] for f in want]
+    if shutil.which("tshark") is None:
+        pytest.skip("tshark not installed (apt-get install tshark): scapy check done")
+    rows = subprocess.run(["tshark", "-r", str(pcap), "-T", "fields", "-E", "separator=;",
+                           "-e", "frame.cap_len", "-e", "eth.src", "-e", "ip.dst", "-e",
+                           "udp.srcport", "-e", "udp.dstport"],
+                          capture_output=True, text=True, check=True).stdout.splitlines()
+    assert rows == [f"50;{':'.join(f'{b:02x}' for b in f[6:12])};192.0.2.2;"
+                    f"{int.from_bytes(f[34:36], 'big')};{int.from_bytes(f[36:38], 'big')}"
+                    for f in want]
+
+
+def test_header_bytes_option_errors(tmp_path):
+    """--header-bytes without --frames, or outside 0..64: one line, exit 2, nothing written
+    (the build's own check, gateware.cli.frame_build_options)."""
+    path = tmp_path / "pins.vcd"
+    write_vcd(path)
+    for args, text in ((["--header-bytes", "32"], "--header-bytes needs --frames"),
+                       (["--frames", "mii", "--header-bytes", "65"], "must be 0 to 64, not 65")):
+        r = subprocess.run([sys.executable, "-m", "latscope", "replay-pins", str(path), "-o",
+                            str(tmp_path / "o.lsc"), *args], capture_output=True, text=True)
+        assert r.returncode == 2, r.stderr
+        assert len(r.stderr.strip().splitlines()) == 1 and text in r.stderr, r.stderr
+        assert not (tmp_path / "o.lsc").exists()
 
 
 @pytest.mark.slow
