@@ -381,9 +381,9 @@ def register(subparsers):
                    help="sr only: samples per second, e.g. 200MHz (default: the capture's tick "
                         "rate, which keeps every edge exact)")
     p.add_argument("--tsresol", choices=("ps", "ns"),
-                   help="pcapng only: timestamp unit (default ps, exact for the ECP5 builds' "
-                        "1.25 and 3.125 ns ticks; ns rounds to the nearest ns, for Wireshark "
-                        "4.0 and older, which misread ps stamps past 18.4 ms into a second)")
+                   help="pcapng only: timestamp unit (default ns, the nearest ns, which every "
+                        "Wireshark reads; ps is exact for the ECP5 builds' 1.25 and 3.125 ns "
+                        "ticks, but Wireshark 4.0 misreads ps stamps past 18.4 ms into a second)")
     p.add_argument("--max-samples", metavar="N", type=int, default=10**9,
                    help="sr only: refuse windows needing more samples (default 1e9; PulseView "
                         "holds about 1.07 x samples x unitsize bytes in memory)")
@@ -471,7 +471,7 @@ def _export_pcapng(args, output):
         if start is not None and stop is not None and stop <= start:
             raise LatscopeError("--to must be later than --from")
         summary = export_pcapng(capture, output, overwrite=args.force, start_tick=start,
-                                stop_tick=stop, resolution=args.tsresol or "ps")
+                                stop_tick=stop, resolution=args.tsresol or "ns")
     window = (f" ({summary.outside_window:,} outside --from/--to)"
               if summary.outside_window else "")
     _print_summary(args, dataclasses.asdict(summary), [

@@ -4,23 +4,24 @@
 # 4.2 (Interface Description Block, if_tsresol, if_fcslen), 4.3 (Enhanced Packet Block,
 # epb_flags).
 
-One interface (LINKTYPE_ETHERNET, timestamps in picoseconds: ``if_tsresol`` = 12; ``if_fcslen``
-= 4, the frames' original length counts their 4-byte FCS). Each FRAME record with a known start
-edge becomes one Enhanced Packet Block: timestamp = the frame's first ``RX_DV``/``TX_EN`` edge
-(start of the preamble) converted from ticks to ps since the capture's timestamp reset; captured
-bytes = the bytes the gateware kept (``--header-bytes``, possibly none); original length = the
-frame's length; ``epb_flags`` direction inbound for RX (into the DUT) and outbound for TX, and the
-link-layer error bits (CRC, symbol, too short, too long, unaligned); a comment with the sequence
-number, class, frame index and end time (ps). Wireshark and tshark open it as is.
+One interface (LINKTYPE_ETHERNET, timestamps in nanoseconds by default: ``if_tsresol`` = 9, or in
+picoseconds with ``resolution="ps"``: ``if_tsresol`` = 12; ``if_fcslen`` = 4, the frames' original
+length counts their 4-byte FCS). Each FRAME record with a known start edge becomes one Enhanced
+Packet Block: timestamp = the frame's first ``RX_DV``/``TX_EN`` edge (start of the preamble)
+converted from ticks to ns (or ps) since the capture's timestamp reset; captured bytes = the bytes
+the gateware kept (``--header-bytes``, possibly none); original length = the frame's length;
+``epb_flags`` direction inbound for RX (into the DUT) and outbound for TX, and the link-layer error
+bits (CRC, symbol, too short, too long, unaligned); a comment with the sequence number, class,
+frame index and end time (ps). Wireshark and tshark open it as is.
 
-Picoseconds keep every tick exact on the ECP5 builds (1.25 ns = 1250 ps, 3.125 ns = 3125 ps). A
-tick that is not a whole number of ps (the iCEBreaker's 1/96 MHz = 10416.67 ps; that build
-captures edges only, so it has no frames of its own) is rounded to the nearest ps (error at most
-0.5 ps) and the summary says so. Wireshark itself keeps ns: it shows the ps stamps cut to ns.
-Wireshark 4.0 (4.0.17 measured here, Debian 12) overflows converting finer-than-ns stamps whose
-sub-second part exceeds 2**64 / 10**9 units (18.4 ms at ps): it showed 10.017995222 s for
-10.737418241250 s. ``resolution="ns"`` (``--tsresol ns``) writes ``if_tsresol`` = 9 instead,
-each stamp rounded to the nearest ns (halves up), which every Wireshark reads.
+Nanoseconds are the default because every Wireshark reads them (see below); each stamp is the
+nearest ns (halves up). Picoseconds keep every tick exact on the ECP5 builds (1.25 ns = 1250 ps,
+3.125 ns = 3125 ps). A tick that is not a whole number of ps (the iCEBreaker's 1/96 MHz = 10416.67
+ps; that build captures edges only, so it has no frames of its own) is rounded to the nearest ps
+(error at most 0.5 ps) and the summary says so. Wireshark itself keeps ns: it shows the ps stamps
+cut to ns. Wireshark 4.0 (4.0.17 measured here, Debian 12) overflows converting finer-than-ns
+stamps whose sub-second part exceeds 2**64 / 10**9 units (18.4 ms at ps): it showed 10.017995222 s
+for 10.737418241250 s. So ``--tsresol ps`` is for readers that handle it (scapy, newer Wireshark).
 """
 
 import struct
@@ -82,7 +83,7 @@ class PcapngSummary:
 
 
 def export_pcapng(capture, output, *, overwrite=False, start_tick=None, stop_tick=None,
-                  resolution="ps"):
+                  resolution="ns"):
     """Write the FRAME records of ``capture`` (an open ``Capture``) to ``output``.
 
     ``resolution`` is ``"ps"`` (exact ticks on the ECP5 builds) or ``"ns"`` (for Wireshark 4.0

@@ -97,18 +97,18 @@ def _idb_options(path):
 
 @pytest.mark.parametrize("board", sorted(BOARD_TICK_HZ))
 def test_export_pcapng_read_by_scapy_and_tshark(tmp_path, capsys, board):
-    """Timestamps in ps (if_tsresol 12) exact to the tick at the board's tick rate: expected
-    tick * 10**12 / tick_hz, a whole number of ps (1250 or 3125 per tick), read back by scapy
-    exactly (tolerance 0 ps); tshark keeps ns, so it shows that value cut to ns. The first
-    frame starts at tick 4,000,001 (5 or 12.5 ms: past 2**32 ps, so both timestamp words are
-    used, and under the 18.4 ms past which Wireshark 4.0 misreads ps, see
-    test_ns_resolution_for_old_wireshark). if_fcslen 4, kept bytes, original length, direction,
-    CRC-error flag, comment."""
+    """--tsresol ps: timestamps in ps (if_tsresol 12) exact to the tick at the board's tick rate:
+    expected tick * 10**12 / tick_hz, a whole number of ps (1250 or 3125 per tick), read back
+    by scapy exactly (tolerance 0 ps); tshark keeps ns, so it shows that value cut to ns. The
+    first frame starts at tick 4,000,001 (5 or 12.5 ms: past 2**32 ps, so both timestamp words
+    are used, and under the 18.4 ms past which Wireshark 4.0 misreads ps, see
+    test_ns_resolution_by_default_for_every_wireshark). if_fcslen 4, kept bytes, original
+    length, direction, CRC-error flag, comment."""
     tick_hz = BOARD_TICK_HZ[board]
     frames, starts = build_capture(tmp_path / "c.lsc", tick_hz=tick_hz, first=4_000_001)
     out = tmp_path / "c.pcapng"
     assert main(["export", str(tmp_path / "c.lsc"), "--format", "pcapng", "-o", str(out),
-                 "--json"]) == 0
+                 "--tsresol", "ps", "--json"]) == 0
     summary = json.loads(capsys.readouterr().out)
     assert summary["packets"] == 6 and summary["skipped"] == 0 and summary["exact"]
     assert summary["units_per_tick"] == str(10**12 // tick_hz) and summary["resolution"] == "ps"
@@ -160,18 +160,21 @@ def _epoch_ns(text):
 
 
 @pytest.mark.parametrize("board", sorted(BOARD_TICK_HZ))
-def test_ns_resolution_for_old_wireshark(tmp_path, capsys, board):
-    """--tsresol ns: if_tsresol 9, each stamp the nearest ns to tick * 10**9 / tick_hz (halves
-    up; expected values computed here with integers), read by scapy and tshark exactly at
-    10.7 s into the capture, where Wireshark 4.0 misreads ps stamps."""
+def test_ns_resolution_by_default_for_every_wireshark(tmp_path, capsys, board):
+    """The default (and --tsresol ns): if_tsresol 9, each stamp the nearest ns to tick * 10**9 /
+    tick_hz (halves up; expected values computed here with integers), read by scapy and tshark
+    exactly at 10.7 s into the capture, where Wireshark 4.0 misreads ps stamps."""
     tick_hz = BOARD_TICK_HZ[board]
     first = 10_737_418_241 * tick_hz // 10**9 + 1
     frames, starts = build_capture(tmp_path / "c.lsc", tick_hz=tick_hz, first=first)
     out = tmp_path / "c.pcapng"
-    assert main(["export", str(tmp_path / "c.lsc"), "-o", str(out), "--tsresol", "ns",
-                 "--json"]) == 0
+    assert main(["export", str(tmp_path / "c.lsc"), "-o", str(out), "--json"]) == 0
     summary = json.loads(capsys.readouterr().out)
     assert summary["resolution"] == "ns" and not summary["exact"]
+    assert main(["export", str(tmp_path / "c.lsc"), "-o", str(tmp_path / "n.pcapng"),
+                 "--tsresol", "ns", "--json"]) == 0
+    capsys.readouterr()
+    assert (tmp_path / "n.pcapng").read_bytes() == out.read_bytes()
     assert _idb_options(out)[9] == bytes([9])
     expect_ns = [(2 * s * 10**9 + tick_hz) // (2 * tick_hz) for s in starts]
     assert [p.time * 10**9 for p in scapy_all.rdpcap(str(out))] == expect_ns
@@ -186,7 +189,7 @@ def test_export_window(tmp_path, capsys):
     build_capture(tmp_path / "c.lsc")
     out = tmp_path / "w.pcapng"
     assert main(["export", str(tmp_path / "c.lsc"), "-o", str(out), "--from", "10us", "--to",
-                 "35us", "--json"]) == 0
+                 "35us", "--tsresol", "ps", "--json"]) == 0
     summary = json.loads(capsys.readouterr().out)
     assert (summary["packets"], summary["outside_window"], summary["skipped"]) == (3, 3, 0)
     packets = scapy_all.rdpcap(str(out))
@@ -227,8 +230,9 @@ def test_rmii_frames_take_their_times_from_crs_dv(tmp_path, capsys):
     summary = json.loads(capsys.readouterr().out)
     assert summary["packets"] == 6 and summary["skipped"] == 0
     packets = scapy_all.rdpcap(str(out))
-    assert [round(float(p.time) * 1e9) for p in packets] == [round(s * 10**9 / TICK_HZ)
-                                                               for s in starts]
+    # the nearest ns, halves up (the default resolution), computed with integers
+    assert [p.time * 10**9 for p in packets] == [(2 * s * 10**9 + TICK_HZ) // (2 * TICK_HZ)
+                                                 for s in starts]
     assert [p.direction for p in packets] == [1, 2] * 3
 
 
