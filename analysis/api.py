@@ -357,12 +357,11 @@ def _add_frame_analysis(cap, result, confidence, marker_meanings=None):
     from latscope.analysis.definitions import resolve_channel
     from latscope.analysis.engine import PacketTable
     from latscope.analysis.frames import analyze_frames
-    from latscope.capture.frames import direction_channels, frame_edge_times
+    from latscope.capture.frames import capture_placement
     records, _ = cap.frames()
     events = cap.events()
-    start, end = frame_edge_times(records, events.time, events.channel, events.rising,
-                                  direction_channels(cap.channel_names, events.channel,
-                                                     events.rising))
+    placement = capture_placement(cap, events)     # unplaced records: start/end -1
+    start, end = placement.start, placement.end
     markers = {}
     meanings = marker_meanings or cap.markers or {}   # the map resolve_markers settled on
     for role, meaning in meanings.items():
@@ -373,6 +372,8 @@ def _add_frame_analysis(cap, result, confidence, marker_meanings=None):
                         counters=cap.frame_counters(), losses=[(r.first_time, r.span)
                                                                 for r in cap.losses],
                         confidence=confidence)
+    fa.unplaced_reasons = dict(placement.reasons)
+    fa.placement_note = placement.summary()
     result.frames = fa
     result.frame_counters = cap.frame_counters()      # the FPGA's per-class totals over time
     for cls, report in fa.classes.items():

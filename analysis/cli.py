@@ -121,6 +121,7 @@ def cmd_analyze(args):
                          mapping=args.mapping, progress=_progress(), markers=args.markers,
                          ns_histograms=bool(args.hlog))
     _warn_integrity(args, [a])
+    _warn_placement(args, [a])
     if args.hlog:
         write_hlog_for(a, args.hlog)
     if args.json:
@@ -170,8 +171,9 @@ def frames_table(fa, metadata):
                      f"{c.dropped:>8} {c.unknown:>8} {c.duplicates:>5} {c.reordered:>8} "
                      f"{c.fcs_errors:>8}  {counted}")
     if fa.unplaced:
-        lines.append(f"{fa.unplaced} frame record(s) had no edges in the capture and were left "
-                     f"out")
+        why = ", ".join(f"{k}: {n}" for k, n in getattr(fa, "unplaced_reasons", {}).items())
+        lines.append(f"{fa.unplaced} frame record(s) could not be tied to their DV edges and were "
+                     f"left out" + (f" ({why})" if why else ""))
     return "\n".join(lines)
 
 
@@ -199,6 +201,16 @@ def _warn_integrity(args, analyses):
     """One warning line per damaged or unfinished input (see :func:`api.integrity_note`)."""
     for a in analyses:
         note = api.integrity_note(a)
+        if note:
+            print(f"latscope {args.command}: warning: {a.path}: {note}", file=sys.stderr)
+
+
+def _warn_placement(args, analyses):
+    """One warning line per input whose frame records could not all be tied to their DV edges
+    (``capture.frames.place_frames``): how many, and why."""
+    for a in analyses:
+        fa = getattr(a.result, "frames", None)
+        note = getattr(fa, "placement_note", "") if fa is not None else ""
         if note:
             print(f"latscope {args.command}: warning: {a.path}: {note}", file=sys.stderr)
 

@@ -19,7 +19,7 @@ from fractions import Fraction
 import numpy as np
 
 from latscope import LatscopeError
-from latscope.capture.frames import FLAGS, direction_channels, frame_edge_times
+from latscope.capture.frames import FLAGS, capture_placement
 
 __all__ = ["export_pcapng", "PcapngSummary", "EPB_ERROR_BITS"]
 
@@ -66,8 +66,8 @@ def export_pcapng(capture, output, *, overwrite=False):
         raise LatscopeError(f"{capture.path}: the capture holds no frame records "
                             f"(frame-aware capture was not on)")
     events = capture.events()
-    channels = direction_channels(capture.channel_names, events.channel, events.rising)
-    start, end = frame_edge_times(records, events.time, events.channel, events.rising, channels)
+    placement = capture_placement(capture, events)
+    start, end = placement.start, placement.end
     tick_hz = Fraction(str(capture.metadata["tick_hz"]))
     ns_per_tick = Fraction(10**9) / tick_hz
 
@@ -101,6 +101,8 @@ def export_pcapng(capture, output, *, overwrite=False):
     skipped = len(records) - written
     warnings = [f"{skipped} frame record(s) without their start edge in the capture were not "
                 f"written"] if skipped else []
+    if placement.summary():
+        warnings.append(placement.summary())
     try:
         with open(output, "wb" if overwrite else "xb") as fh:
             fh.write(b"".join(out))
