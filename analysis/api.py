@@ -243,6 +243,32 @@ def _select(defs, measures):
     return (defs or default_definitions()).select(list(measures))
 
 
+def rx_valid_names(names, chunks):
+    """``(names, note)``: the definitions' ``rx_dv`` is the capture's RX valid signal, which is
+    ``crs_dv`` on RMII. When the capture names both and ``crs_dv`` rises before ``rx_dv`` ever
+    does (``chunks``: ``(channel, rising)`` arrays, read only until one of them rises), the two
+    roles swap for the analysis and ``note`` says so; otherwise ``names`` as they are and ``""``.
+
+    >>> import numpy as np
+    >>> rx_valid_names({0: "rx_dv", 2: "crs_dv"}, [(np.array([2, 0]), np.array([True, True]))])
+    ({0: 'crs_dv', 2: 'rx_dv'}, 'crs_dv (channel 2): rx_dv has no pulses before it')
+    """
+    by_role = {role: int(ch) for ch, role in names.items()}
+    if "rx_dv" not in by_role or "crs_dv" not in by_role:
+        return names, ""
+    rx, crs = by_role["rx_dv"], by_role["crs_dv"]
+    for channel, rising in chunks:
+        up = np.asarray(channel)[np.asarray(rising, bool)]
+        hit = np.flatnonzero((up == rx) | (up == crs))
+        if len(hit):
+            if up[hit[0]] == rx:
+                return names, ""
+            swapped = {ch: ("rx_dv" if int(ch) == crs else "crs_dv" if int(ch) == rx else role)
+                       for ch, role in names.items()}
+            return swapped, f"crs_dv (channel {crs}): rx_dv has no pulses before it"
+    return names, ""
+
+
 def from_events(time, channel, rising, *, tick_hz, channel_names=None, markers=None, losses=(),
                 definitions=None, measures=None, label="events", size=None, packets=True,
                 metadata=None, stored_markers=None, path=None, **kwargs):
@@ -314,6 +340,10 @@ def analyze_file(path, *, definitions=None, measures=None, packets=False, mappin
         metadata = cap.metadata or {}
         defs = _select(_definitions(definitions, metadata), measures)
         names = cap.channel_names or dict(CHANNEL_ROLES)
+        names, rx_valid = rx_valid_names(names, (
+            (c.channel, c.rising) for c in cap.iter_chunks()))
+        if rx_valid:
+            metadata = dict(metadata, rx_valid=rx_valid)
         marker_map = resolve_markers(defs, names, cap.markers, markers)
         analyzer = Analyzer(defs, tick_hz=cap.tick_hz, channel_names=names,
                             markers=marker_map.markers, losses=cap.losses,

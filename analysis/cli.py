@@ -209,6 +209,10 @@ def _warn_placement(args, analyses):
     """One warning line per input whose frame records could not all be tied to their DV edges
     (``capture.frames.place_frames``): how many, and why."""
     for a in analyses:
+        rx_valid = (a.result.metadata or {}).get("rx_valid")
+        if rx_valid:          # RMII: the definitions' rx_dv is read from crs_dv
+            print(f"latscope {args.command}: {a.path}: rx_dv measurements read {rx_valid}",
+                  file=sys.stderr)
         fa = getattr(a.result, "frames", None)
         note = getattr(fa, "placement_note", "") if fa is not None else ""
         if note:

@@ -494,8 +494,9 @@ def run_capture(instrument, writer, *, limits=None, rx_dv_channel=None, progress
     writer : CaptureWriter
         Finalised (``NOTE`` chunk) whatever happens.
     limits : Limits
-    rx_dv_channel : int or None
-        Channel whose falling edges count packets.
+    rx_dv_channel : int, sequence of int, or None
+        Channel(s) whose falling edges count packets (``rx_dv`` and ``crs_dv``: only the bus the
+        DUT uses has pulses).
     progress : callable or None
         Called as ``progress(outcome_so_far)`` after each read.
     stop : callable or None
@@ -539,7 +540,7 @@ def run_capture(instrument, writer, *, limits=None, rx_dv_channel=None, progress
             if limits.events is not None:
                 keep = min(keep, limits.events - out.events)
             if rx_dv_channel is not None:
-                ends = np.flatnonzero((channel[:keep] == rx_dv_channel) & ~rising[:keep])
+                ends = np.flatnonzero(np.isin(channel[:keep], rx_dv_channel) & ~rising[:keep])
                 need = len(ends) if limits.packets is None else limits.packets - out.packets
                 if limits.packets is not None and len(ends) >= need:
                     keep = int(ends[need - 1]) + 1

@@ -245,6 +245,17 @@ def test_rmii_replay_filters_crs_dv_by_default_and_every_frame_is_tied(tmp_path)
     truth = _truth_e2e_ns(run)
     assert fa.unplaced == 0 and len(values) == len(truth)
     _assert_each_near_truth(values, list(truth.values()), 2 * 20 + 2 * 1.25)
+    # the edge-order rx.isr ("rx_dv falling -> m_isr rising") reads crs_dv here: before, n = 0
+    # and 'spurious 5'. Every probe's truth (sim_load stage_rx.isr) is met within 20 ns + 2 ticks
+    from latscope.analysis import api
+    a = api.analyze_file(str(out), markers="default", packets=True)
+    assert a.result.metadata["rx_valid"].startswith("crs_dv")
+    isr = a.packets()["rx.isr_ns"].dropna().to_numpy()
+    want = np.asarray(run.truth_arrays()["stage_rx.isr"] if callable(run.truth_arrays)
+                      else run.truth_arrays["stage_rx.isr"])
+    assert a.stats["rx.isr"].n >= len(want) and a.stats["rx.isr"].counts.get("spurious", 0) == 0
+    for t in want:
+        assert np.min(np.abs(isr - t)) <= 20 + 2 * 1.25, (t, isr)
 
 
 @pytest.mark.parametrize("arg, message", [
