@@ -339,9 +339,20 @@ def capture_placement(cap, events=None):
     """:func:`place_frames` for an open ``Capture``: its FRAME records, its DV channels, its
     tick rate, LOSS spans and COUNTERS."""
     records, _ = cap.frames()
-    events = cap.events() if events is None else events
-    channels = direction_channels(cap.channel_names, events.channel, events.rising)
-    return place_frames(records, events.time, events.channel, events.rising, channels,
+    if events is None:          # only the DV channels' edges, chunk by chunk (verify's memory)
+        dv = [ch for ch, role in cap.channel_names.items()
+              if role in {r for roles in DIRECTION_ROLES.values() for r in roles}]
+        cols = [[], [], []]
+        for chunk in cap.iter_chunks():
+            keep = np.isin(chunk.channel, dv)
+            for col, values in zip(cols, (chunk.time, chunk.channel, chunk.rising),
+                                   strict=True):
+                col.append(values[keep])
+        time, channel, rising = (np.concatenate(c) if c else np.empty(0) for c in cols)
+    else:
+        time, channel, rising = events.time, events.channel, events.rising
+    channels = direction_channels(cap.channel_names, channel, rising)
+    return place_frames(records, time, channel, rising, channels,
                         tick_hz=float(cap.metadata["tick_hz"]),
                         losses=[(r.first_time, r.span) for r in cap.losses],
                         counters=cap.frame_counters())

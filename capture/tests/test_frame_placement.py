@@ -276,3 +276,30 @@ def test_replay_pins_glitch_option_rejects_bad_input_in_one_line(tmp_path, capsy
     err = capsys.readouterr().err
     assert code != 0 and message in err and "Traceback" not in err
     assert not (tmp_path / "o.lsc").exists()
+
+
+def test_counters_totals_against_dv_pulses_and_json_counts(tmp_path, capsys):
+    """COUNTERS say the FPGA counted more RX frames (frames_seen 9) than the capture has RX
+    pulses (3): the placement notes it. analyze --json carries frames.unplaced and its reasons
+    (the overflow capture of the test above: 1 count mismatch + 3 after the loss)."""
+    import json
+
+    from latscope.capture.frames import COUNTER_DTYPE
+    from latscope.cli import main as latscope_main
+    path = tmp_path / "c.lsc"
+    _synthetic(path, [1000, 21000, 41000], [68, 300, 68])
+    with capfile.open_capture(str(path)) as cap:
+        recs, _ = cap.frames()
+        ev = cap.events()
+    counters = np.zeros(1, COUNTER_DTYPE)
+    counters["frames_seen"], counters["frames"] = 9, 9
+    placed = place_frames(recs, ev.time, ev.channel, ev.rising, {0: 0, 1: 1}, tick_hz=100e6,
+                          counters=counters)
+    assert placed.unplaced == 0
+    assert placed.notes == ["RX: 3 DV pulses but the FPGA counted 9 frames (COUNTERS)"]
+    loss = tmp_path / "loss.lsc"
+    _synthetic(loss, [1000, 21000, 41000], [68, 68, 68], lost=1)
+    assert latscope_main(["analyze", str(loss), "--json", "--markers", "default"]) == 0
+    frames = json.loads(capsys.readouterr().out)["frames"]
+    assert frames["unplaced"] == 4
+    assert frames["unplaced_reasons"] == {"count mismatch": 1, "overflow at t=0.000210 s": 3}
