@@ -281,6 +281,9 @@ def from_events(time, channel, rising, *, tick_hz, channel_names=None, markers=N
     defs = _select(_definitions(definitions, metadata or {}), measures)
     metadata = dict(metadata or {})
     if channel_names is not None:
+        channel_names, rx_valid = rx_valid_names(channel_names, [(channel, rising)])
+        if rx_valid:
+            metadata["rx_valid"] = rx_valid
         marker_map = resolve_markers(defs, channel_names, stored_markers, markers)
         markers = marker_map.markers
         metadata["marker_map"] = dataclasses.asdict(marker_map)
