@@ -258,6 +258,32 @@ def _select(defs, measures):
     return (defs or default_definitions()).select(list(measures))
 
 
+def rx_valid_names(names, chunks):
+    """``(names, note)``: the definitions' ``rx_dv`` is the capture's RX valid signal, which is
+    ``crs_dv`` on RMII. When the capture names both and ``crs_dv`` rises before ``rx_dv`` ever
+    does (``chunks``: ``(channel, rising)`` arrays, read only until one of them rises), the two
+    roles swap for the analysis and ``note`` says so; otherwise ``names`` as they are and ``""``.
+
+    >>> import numpy as np
+    >>> rx_valid_names({0: "rx_dv", 2: "crs_dv"}, [(np.array([2, 0]), np.array([True, True]))])
+    ({0: 'crs_dv', 2: 'rx_dv'}, 'crs_dv (channel 2): rx_dv has no pulses before it')
+    """
+    by_role = {role: int(ch) for ch, role in names.items()}
+    if "rx_dv" not in by_role or "crs_dv" not in by_role:
+        return names, ""
+    rx, crs = by_role["rx_dv"], by_role["crs_dv"]
+    for channel, rising in chunks:
+        up = np.asarray(channel)[np.asarray(rising, bool)]
+        hit = np.flatnonzero((up == rx) | (up == crs))
+        if len(hit):
+            if up[hit[0]] == rx:
+                return names, ""
+            swapped = {ch: ("rx_dv" if int(ch) == crs else "crs_dv" if int(ch) == rx else role)
+                       for ch, role in names.items()}
+            return swapped, f"crs_dv (channel {crs}): rx_dv has no pulses before it"
+    return names, ""
+
+
 def from_events(time, channel, rising, *, tick_hz, channel_names=None, markers=None, losses=(),
                 definitions=None, measures=None, label="events", size=None, packets=True,
                 metadata=None, stored_markers=None, path=None, **kwargs):
@@ -270,6 +296,9 @@ def from_events(time, channel, rising, *, tick_hz, channel_names=None, markers=N
     defs = _select(_definitions(definitions, metadata or {}), measures)
     metadata = dict(metadata or {})
     if channel_names is not None:
+        channel_names, rx_valid = rx_valid_names(channel_names, [(channel, rising)])
+        if rx_valid:
+            metadata["rx_valid"] = rx_valid
         marker_map = resolve_markers(defs, channel_names, stored_markers, markers)
         markers = marker_map.markers
         metadata["marker_map"] = dataclasses.asdict(marker_map)
@@ -329,6 +358,10 @@ def analyze_file(path, *, definitions=None, measures=None, packets=False, mappin
         metadata = cap.metadata or {}
         defs = _select(_definitions(definitions, metadata), measures)
         names = cap.channel_names or dict(CHANNEL_ROLES)
+        names, rx_valid = rx_valid_names(names, (
+            (c.channel, c.rising) for c in cap.iter_chunks()))
+        if rx_valid:
+            metadata = dict(metadata, rx_valid=rx_valid)
         marker_map = resolve_markers(defs, names, cap.markers, markers)
         analyzer = Analyzer(defs, tick_hz=cap.tick_hz, channel_names=names,
                             markers=marker_map.markers, losses=cap.losses,
@@ -387,12 +420,11 @@ def _add_frame_analysis(cap, result, confidence, marker_meanings=None):
     from latscope.analysis.definitions import resolve_channel
     from latscope.analysis.engine import PacketTable
     from latscope.analysis.frames import analyze_frames
-    from latscope.capture.frames import direction_channels, frame_edge_times
+    from latscope.capture.frames import capture_placement
     records, _ = cap.frames()
     events = cap.events()
-    start, end = frame_edge_times(records, events.time, events.channel, events.rising,
-                                  direction_channels(cap.channel_names, events.channel,
-                                                     events.rising))
+    placement = capture_placement(cap, events)     # unplaced records: start/end -1
+    start, end = placement.start, placement.end
     markers = {}
     meanings = marker_meanings or cap.markers or {}   # the map resolve_markers settled on
     for role, meaning in meanings.items():
@@ -403,6 +435,8 @@ def _add_frame_analysis(cap, result, confidence, marker_meanings=None):
                         counters=cap.frame_counters(), losses=[(r.first_time, r.span)
                                                                 for r in cap.losses],
                         confidence=confidence)
+    fa.unplaced_reasons = dict(placement.reasons)
+    fa.placement_note = placement.summary()
     result.frames = fa
     result.frame_counters = cap.frame_counters()      # the FPGA's per-class totals over time
     for cls, report in fa.classes.items():

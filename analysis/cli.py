@@ -121,6 +121,7 @@ def cmd_analyze(args):
                          mapping=args.mapping, progress=_progress(), markers=args.markers,
                          ns_histograms=bool(args.hlog))
     _warn_integrity(args, [a])
+    _warn_placement(args, [a])
     if args.hlog:
         write_hlog_for(a, args.hlog)
     if args.json:
@@ -175,8 +176,9 @@ def frames_table(fa, metadata, counters=None):
                      f"{'-':>5} {'-':>8} {totals['fcs_errors']:>8}  "
                      f"{totals['frames']}/{totals['octets']} (counted only)")
     if fa.unplaced:
-        lines.append(f"{fa.unplaced} frame record(s) had no edges in the capture and were left "
-                     f"out")
+        why = ", ".join(f"{k}: {n}" for k, n in getattr(fa, "unplaced_reasons", {}).items())
+        lines.append(f"{fa.unplaced} frame record(s) could not be tied to their DV edges and were "
+                     f"left out" + (f" ({why})" if why else ""))
     return "\n".join(lines)
 
 
@@ -204,6 +206,20 @@ def _warn_integrity(args, analyses):
     """One warning line per damaged or unfinished input (see :func:`api.integrity_note`)."""
     for a in analyses:
         note = api.integrity_note(a)
+        if note:
+            print(f"latscope {args.command}: warning: {a.path}: {note}", file=sys.stderr)
+
+
+def _warn_placement(args, analyses):
+    """One warning line per input whose frame records could not all be tied to their DV edges
+    (``capture.frames.place_frames``): how many, and why."""
+    for a in analyses:
+        rx_valid = (a.result.metadata or {}).get("rx_valid")
+        if rx_valid:          # RMII: the definitions' rx_dv is read from crs_dv
+            print(f"latscope {args.command}: {a.path}: rx_dv measurements read {rx_valid}",
+                  file=sys.stderr)
+        fa = getattr(a.result, "frames", None)
+        note = getattr(fa, "placement_note", "") if fa is not None else ""
         if note:
             print(f"latscope {args.command}: warning: {a.path}: {note}", file=sys.stderr)
 

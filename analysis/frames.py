@@ -87,9 +87,13 @@ class FrameAnalysis:
     classes: dict
     unplaced: int
     tick_hz: float
+    #: ``{reason: records}`` of the unplaced records and one line for a user (empty when all
+    #: are placed), from ``capture.frames.place_frames``.
+    unplaced_reasons: dict = dataclasses.field(default_factory=dict)
+    placement_note: str = ""
 
     def to_dict(self):
-        return {"unplaced": self.unplaced,
+        return {"unplaced": self.unplaced, "unplaced_reasons": dict(self.unplaced_reasons),
                 "classes": {str(k): v.to_dict() for k, v in self.classes.items()}}
 
 

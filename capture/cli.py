@@ -19,7 +19,8 @@ recording (bad option, port, incompatible instrument: no file is written); 3 the
 (port closed or unplugged: the file holds everything received and says so); 4 the decoder or
 writer crashed (the file holds everything before it); 130 (Ctrl-C) or 143 (SIGTERM) while the
 instrument or simulator was still starting, before recording (no file is written). A packet is
-a falling edge of the channel whose role is rx_dv. Config format: docs/capture-format.md."""
+a falling edge of the channel whose role is rx_dv (or crs_dv on RMII). Config format:
+docs/capture-format.md."""
 
 
 def register(subparsers):
@@ -43,8 +44,8 @@ def register(subparsers):
     p.add_argument("--events", type=int, metavar="N",
                    help="stop after exactly N events (default: no limit)")
     p.add_argument("--packets", type=int, metavar="N",
-                   help="stop after N packets, i.e. falling edges of the rx_dv channel "
-                        "(default: no limit)")
+                   help="stop after N packets, i.e. falling edges of the rx_dv channel (or "
+                        "RMII's crs_dv) (default: no limit)")
     p.add_argument("--label", help="configuration label stored in the file (overrides the "
                                    "config's [dut] label)")
     p.add_argument("--baud", type=int, default=12_000_000,
@@ -174,17 +175,18 @@ def capture(args, stderr=None):
             from latscope.capture.calibration import load_calibration
             extra.update(load_calibration(args.calibration, identity=identity))
         meta = session.capture_metadata(identity, config, port=port, extra=extra)
-        rx_dv = [int(k) for k, role in meta["channels"].items() if role == "rx_dv"]
+        # RX valid: rx_dv (MII) or crs_dv (RMII); only the tapped bus's channel has pulses
+        rx_dv = [int(k) for k, role in meta["channels"].items() if role in ("rx_dv", "crs_dv")]
         if limits.packets is not None and not rx_dv:
-            raise LatscopeError("--packets needs a channel whose role is rx_dv in the channel "
-                                "map")
+            raise LatscopeError("--packets needs a channel whose role is rx_dv or crs_dv in the "
+                                "channel map")
         # from here a signal is a stop request: the file is created and always finalised
         with _StopFlag() as stop:
             writer = capfile.CaptureWriter(args.output, meta, overwrite=args.force)
             progress = CaptureProgress(stderr, enabled=False if args.quiet else None,
                                        limits=limits)
             outcome = session.run_capture(instrument, writer, limits=limits,
-                                          rx_dv_channel=rx_dv[0] if rx_dv else None,
+                                          rx_dv_channel=rx_dv or None,
                                           progress=progress, stop=stop)
         progress.done()
     finally:

@@ -97,6 +97,10 @@ def verify(path):
                 if np.any(np.diff(index) <= 0):
                     warnings.append(f"{'RX' if d == 0 else 'TX'} frame indices go backwards "
                                     f"(a timestamp reset, or records out of order)")
+            from latscope.capture.frames import capture_placement
+            note = capture_placement(cap).summary()
+            if note:
+                warnings.append(note)
         lost = cap.lost
         if sum(lost.values()):
             causes = ", ".join(f"{cause} {n}" for cause, n in lost.items())

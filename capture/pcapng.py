@@ -31,7 +31,7 @@ from fractions import Fraction
 import numpy as np
 
 from latscope import LatscopeError
-from latscope.capture.frames import FLAGS, direction_channels, frame_edge_times
+from latscope.capture.frames import FLAGS, capture_placement
 
 __all__ = ["export_pcapng", "PcapngSummary", "EPB_ERROR_BITS"]
 
@@ -103,8 +103,8 @@ def export_pcapng(capture, output, *, overwrite=False, start_tick=None, stop_tic
         raise LatscopeError(f"{capture.path}: the capture holds no frame records "
                             f"(frame-aware capture was not on)")
     events = capture.events()
-    channels = direction_channels(capture.channel_names, events.channel, events.rising)
-    start, end = frame_edge_times(records, events.time, events.channel, events.rising, channels)
+    placement = capture_placement(capture, events)
+    start, end = placement.start, placement.end
     if resolution not in TSRESOL:
         raise LatscopeError(f"pcapng resolution must be ps or ns, not {resolution!r}")
     tick_hz = Fraction(str(capture.metadata["tick_hz"]))
@@ -151,6 +151,8 @@ def export_pcapng(capture, output, *, overwrite=False, start_tick=None, stop_tic
         warnings.append(f"a tick is {float(units_per_tick):.3f} {resolution}, not a whole "
                         f"number of {resolution}: timestamps are rounded to the nearest "
                         f"{resolution} (error at most 0.5 {resolution})")
+    if placement.summary():
+        warnings.append(placement.summary())
     try:
         with open(output, "wb" if overwrite else "xb") as fh:
             fh.write(b"".join(out))

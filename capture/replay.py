@@ -546,7 +546,7 @@ def _instrument_for(board, frames, header_bytes=0):
 
 def replay_pins(source, output, pin_map=None, *, board="ecpix5", frames=None, samplerate=None,
                 markers=None, label=None, overwrite=False, timeout=600.0, log=None,
-                header_bytes=0):
+                header_bytes=0, glitch=None):
     """Play the pins of ``source`` through the real gateware and write the capture ``output``.
 
     Parameters
@@ -568,6 +568,10 @@ def replay_pins(source, output, pin_map=None, *, board="ecpix5", frames=None, sa
         Marker meanings (default: those the file stores).
     timeout : float
         Wall-clock limit of the capture, s.
+    glitch : dict, optional
+        ``{role: ns}`` glitch filter widths (0: off), rounded up to capture cycles; channels not
+        given keep the capture default (``session.default_glitch``: ``crs_dv`` filtered for
+        RMII's end-of-frame toggling).
 
     Returns
     -------
@@ -605,7 +609,8 @@ def replay_pins(source, output, pin_map=None, *, board="ecpix5", frames=None, sa
         identity = instrument.identify()
         config = session.CaptureConfig(markers=dict(markers or rec.markers or {}),
                                        label=label or f"replay of {os.path.basename(source)}",
-                                       dut="recorded pins (replay-pins)")
+                                       dut="recorded pins (replay-pins)",
+                                       glitch=glitch_cycles(glitch or {}, identity))
         session.configure(instrument, config, identity)
         replay_meta = {
             "source_file": os.path.basename(os.fspath(source)), "source_format": rec.source,
@@ -641,6 +646,38 @@ def replay_pins(source, output, pin_map=None, *, board="ecpix5", frames=None, sa
             "reason": outcome.reason, "exit_status": outcome.exit_status}
 
 
+def glitch_cycles(widths_ns, identity):
+    """``{role: ns}`` to ``{channel: capture cycles}`` for the instrument ``identity`` (rounded
+    up; a width past the instrument's ``max_glitch`` is one clear error)."""
+    names = list(identity.get("channel_names") or [])
+    hz = int(identity["capture_hz"])
+    limit = int(identity.get("max_glitch") or 0)
+    out = {}
+    for role, ns in widths_ns.items():
+        if role not in names:
+            raise LatscopeError(f"--glitch: no channel {role!r} (the instrument has "
+                                f"{', '.join(names)})")
+        cycles = -(-int(ns) * hz // 1_000_000_000)
+        if cycles > limit:
+            raise LatscopeError(f"--glitch {role}={ns}: {cycles} capture cycles at "
+                                f"{hz / 1e6:g} MHz, this build's filter takes at most {limit} "
+                                f"({limit * 1e9 / hz:g} ns)")
+        out[names.index(role)] = cycles
+    return out
+
+
+def _glitch_arg(text):
+    """``ROLE=NS[,ROLE=NS...]`` to ``{role: ns}``."""
+    import argparse
+    out = {}
+    for item in text.split(","):
+        role, _, ns = item.partition("=")
+        if not role.strip() or not ns.strip().isdigit():
+            raise argparse.ArgumentTypeError(f"expected ROLE=NS (e.g. crs_dv=50), not {item!r}")
+        out[role.strip()] = int(ns)
+    return out
+
+
 # --- command line --------------------------------------------------------------------------------
 def _cmd_replay_pins(args):
     if args.frames and args.board == "icebreaker":
@@ -652,7 +689,7 @@ def _cmd_replay_pins(args):
     result = replay_pins(args.file, args.output, args.map, board=args.board, frames=args.frames,
                          samplerate=args.samplerate, overwrite=args.force,
                          header_bytes=args.header_bytes or 0,
-                         log=lambda m: print(m, file=sys.stderr))
+                         log=lambda m: print(m, file=sys.stderr), glitch=args.glitch)
     line = (f"{args.output}: {result['events']} events"
             + (f", {result['frames']} frame records" if args.frames else "")
             + (f"; {result['dropped_pulses']} pulses narrower than a tick not played"
@@ -699,6 +736,15 @@ def register(subparsers):
                         "does; 'export --format pcapng' then shows them in Wireshark")
     p.add_argument("--samplerate", type=_samplerate,
                    help=".sr files without a samplerate: samples per second (e.g. 100MHz)")
+    p.add_argument("--glitch", metavar="ROLE=NS,...", type=_glitch_arg,
+                   help="glitch filter widths, ns (0: off), e.g. crs_dv=0; default: crs_dv "
+                        f"filtered at {session_crs_dv_ns()} ns for RMII's end-of-frame toggling "
+                        "(as latscope capture does), other channels off")
     p.add_argument("--force", action="store_true", help="replace an existing output file")
     p.set_defaults(func=_cmd_replay_pins)
+
+
+def session_crs_dv_ns():
+    from latscope.capture.session import CRS_DV_GLITCH_NS
+    return CRS_DV_GLITCH_NS
 

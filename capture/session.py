@@ -427,9 +427,39 @@ def capture_metadata(identity, config, *, port="", extra=None):
     return meta
 
 
+#: Default glitch filter of a ``crs_dv`` channel, ns. RMII 1.2 s5.3.2: at the end of a frame
+#: whose carrier dropped early, CRS_DV is low on the first dibit of each nibble and high on the
+#: second, 20 ns low / 20 ns high at 100 Mb/s; every such low must vanish or each one adds a pulse
+#: and frame records no longer tie to pulses (``capture.frames.place_frames``). 50 ns is above the
+#: whole 40 ns toggle period (a low and a high misread by a tick still vanish) and far below
+#: anything real on CRS_DV: a frame (>= 5.76 us) and the gap between frames (>= 0.96 us). At
+#: 10 Mb/s the toggling is 200 ns / 200 ns, beyond most builds' ``max_glitch``: set ``[glitch]``.
+CRS_DV_GLITCH_NS = 50
+
+
+def default_glitch(config, identity):
+    """``{channel: capture cycles}`` to send: ``config.glitch`` plus, for every channel whose
+    role is ``crs_dv`` and that the config leaves unset, :data:`CRS_DV_GLITCH_NS` in capture
+    cycles (rounded up, at most the instrument's ``max_glitch``; none if it has no filter)."""
+    glitch = dict(config.glitch)
+    names = config.channels or dict(enumerate(identity.get("channel_names") or []))
+    limit = int(identity.get("max_glitch") or 0)
+    hz = identity.get("capture_hz")
+    if limit and hz:
+        width = min(limit, -(-CRS_DV_GLITCH_NS * int(hz) // 1_000_000_000))
+        for ch, role in names.items():
+            if role == "crs_dv" and int(ch) not in glitch:
+                glitch[int(ch)] = width
+    return glitch
+
+
 def configure(instrument, config, identity):
-    """Send the config's edge enables and glitch widths, then zero the time base."""
+    """Send the config's edge enables and glitch widths, then zero the time base.
+
+    ``config.glitch`` gets the defaults the instrument is sent (:func:`default_glitch`: the RMII
+    ``crs_dv`` filter), so the capture's metadata records them."""
     instrument.disarm()    # nothing may be in flight across the reset below
+    config.glitch = default_glitch(config, identity)
     n = int(identity.get("channels") or protocol.NUM_CHANNELS)
     everything = (1 << n) - 1
     rise = everything if config.rising is None else sum(1 << c for c in config.rising)
@@ -464,8 +494,9 @@ def run_capture(instrument, writer, *, limits=None, rx_dv_channel=None, progress
     writer : CaptureWriter
         Finalised (``NOTE`` chunk) whatever happens.
     limits : Limits
-    rx_dv_channel : int or None
-        Channel whose falling edges count packets.
+    rx_dv_channel : int, sequence of int, or None
+        Channel(s) whose falling edges count packets (``rx_dv`` and ``crs_dv``: only the bus the
+        DUT uses has pulses).
     progress : callable or None
         Called as ``progress(outcome_so_far)`` after each read.
     stop : callable or None
@@ -509,7 +540,7 @@ def run_capture(instrument, writer, *, limits=None, rx_dv_channel=None, progress
             if limits.events is not None:
                 keep = min(keep, limits.events - out.events)
             if rx_dv_channel is not None:
-                ends = np.flatnonzero((channel[:keep] == rx_dv_channel) & ~rising[:keep])
+                ends = np.flatnonzero(np.isin(channel[:keep], rx_dv_channel) & ~rising[:keep])
                 need = len(ends) if limits.packets is None else limits.packets - out.packets
                 if limits.packets is not None and len(ends) >= need:
                     keep = int(ends[need - 1]) + 1

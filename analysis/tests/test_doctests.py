@@ -7,7 +7,7 @@ import pytest
 
 MODULES = ["definitions", "pairing", "hdr", "stats", "engine", "compare", "report", "synth",
            "grouping", "units", "figures",
-           "frames"]
+           "frames", "api"]
 
 
 @pytest.mark.parametrize("name", MODULES)

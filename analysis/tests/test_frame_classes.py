@@ -76,9 +76,9 @@ def _two_class_capture(path, n=200, seed=4):
     latency = np.where(cls == 1, 3000 + rng.exponential(200, n), 8000 + rng.exponential(500, n))
     latency = np.round(latency / 10) * 10
     start = 1000 + np.arange(n) * 20_000.0
-    end = start + 6720                                    # a 64-byte frame on the wire
+    end = start + 5760                    # a 64-byte frame and its preamble + SFD: 72 x 80 ns
     reply = end + latency
-    times = np.concatenate([start, end, reply, reply + 6720]) / 10
+    times = np.concatenate([start, end, reply, reply + 5760]) / 10
     channel = np.repeat([0, 0, 1, 1], n)
     rising = np.repeat([True, False, True, False], n)
     order = np.argsort(times, kind="stable")

@@ -45,7 +45,7 @@ def build_capture(path, *, kept=48, rx_channel=0, names=None, tick_hz=TICK_HZ, f
         d = i % 2
         start = first + 3331 * i
         starts.append(start)
-        time += [start, start + 2 * 640 + 7]
+        time += [start, start + 1843]      # 64 bytes + preamble/SFD = 5.76 us = 1843.2 ticks
         channel += [rx_channel, rx_channel] if d == 0 else [1, 1]
         rising += [True, False]
         ref = parse_frame(frame)
@@ -71,7 +71,7 @@ def test_frame_edge_times_by_index(tmp_path):
         ev = cap.events()
         start, end = frame_edge_times(records, ev.time, ev.channel, ev.rising, {0: 0, 1: 1})
     assert start.tolist() == starts
-    assert (end - start).tolist() == [2 * 640 + 7] * 6
+    assert (end - start).tolist() == [1843] * 6
 
 
 def _idb_options(path):

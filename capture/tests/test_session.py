@@ -345,3 +345,36 @@ def test_events_buffered_during_a_command_survive_a_lost_link(tmp_path):
     assert out.exit_status == session.EXIT_LINK_LOST and out.events == 400
     with capfile.open_capture(tmp_path / "c.lsc") as cap:
         assert np.array_equal(cap.events().time, time)
+
+
+def test_packets_count_crs_dv_on_rmii(tmp_path):
+    """RMII: the RX valid is crs_dv (channel 2) and rx_dv is idle; --packets passes both and
+    stops after exactly 40 crs_dv falls (known answer: _packets moved to channel 2)."""
+    time, channel, rising = _packets(100)
+    channel = np.where(channel == 0, 2, channel).astype(np.uint8)
+    inst, identity = _instrument(EmulatedInstrument(time, channel, rising, channels=ROLES))
+    out = run_capture(inst, _writer(tmp_path, identity), limits=Limits(packets=40),
+                      rx_dv_channel=[0, 2])
+    assert (out.packets, out.events) == (40, 4 * 39 + 2)
+
+
+def test_crs_dv_glitch_filter_set_by_default_unless_the_config_sets_it():
+    """session.default_glitch: crs_dv gets CRS_DV_GLITCH_NS (50 ns) in capture cycles, rounded
+    up (the emulated IDENTIFY: 100 MHz capture clock -> 5 cycles), sent with SET_GLITCH and kept
+    in the config for the metadata; a width the config gives (0 = off) is sent as given."""
+    emu = EmulatedInstrument(*_packets(2), channels=ROLES)
+    inst = Instrument(EmulatedTransport(emu), reply_timeout=0.2)
+    identity = inst.identify()
+    config = session.CaptureConfig()
+    session.configure(inst, config, identity)
+    want = -(-session.CRS_DV_GLITCH_NS * identity["capture_hz"] // 10**9)
+    assert want == 5 and config.glitch == {2: want}
+    assert (protocol.Opcode.SET_GLITCH, bytes([2, want])) in emu.commands
+    assert session.capture_metadata(identity, config)["glitch_cycles"] == {"2": want}
+    emu.commands.clear()
+    config = session.config_from_dict({"channels": dict(enumerate(ROLES)),
+                                       "glitch": {"crs_dv": 0}})
+    config.channels = {int(k): v for k, v in config.channels.items()}
+    session.configure(inst, config, identity)
+    assert config.glitch == {2: 0}
+    assert (protocol.Opcode.SET_GLITCH, bytes([2, 0])) in emu.commands
