@@ -24,6 +24,12 @@ TICK_HZ = 320_000_000          # 3.125 ns ticks, as on ecpix5-x1
 BOARD_TICK_HZ = {"ecpix5": 800_000_000, "ecpix5-x1": 320_000_000}
 
 
+def pulse_ticks(tick_hz):
+    """A 64-byte frame's DV pulse at 100 Mb/s: preamble/SFD + 64 bytes = 72 x 80 ns = 5.76 us,
+    in whole ticks (1843 at 320 MHz, 4608 at 800 MHz)."""
+    return 576 * tick_hz // 10**8
+
+
 def build_capture(path, *, kept=48, rx_channel=0, names=None, tick_hz=TICK_HZ, first=1000,
                   index0=0):
     """Six frames alternating RX/TX, one with a bad FCS; returns (frames, start ticks).
@@ -45,7 +51,7 @@ def build_capture(path, *, kept=48, rx_channel=0, names=None, tick_hz=TICK_HZ, f
         d = i % 2
         start = first + 3331 * i
         starts.append(start)
-        time += [start, start + 1843]      # 64 bytes + preamble/SFD = 5.76 us = 1843.2 ticks
+        time += [start, start + pulse_ticks(tick_hz)]
         channel += [rx_channel, rx_channel] if d == 0 else [1, 1]
         rising += [True, False]
         ref = parse_frame(frame)
@@ -59,7 +65,9 @@ def build_capture(path, *, kept=48, rx_channel=0, names=None, tick_hz=TICK_HZ, f
         index[d] += 1
     names = names or {"0": "rx_dv", "1": "tx_en"}
     with capfile.CaptureWriter(path, {"tick_hz": tick_hz, "channels": names}) as w:
-        w.append_events(time, channel, rising)
+        order = np.argsort(time, kind="stable")       # RX and TX pulses overlap at 800 MHz
+        w.append_events(np.asarray(time)[order], np.asarray(channel)[order],
+                        np.asarray(rising)[order])
         w.append_frames(records, headers)
     return frames, starts
 
@@ -71,7 +79,7 @@ def test_frame_edge_times_by_index(tmp_path):
         ev = cap.events()
         start, end = frame_edge_times(records, ev.time, ev.channel, ev.rising, {0: 0, 1: 1})
     assert start.tolist() == starts
-    assert (end - start).tolist() == [1843] * 6
+    assert (end - start).tolist() == [pulse_ticks(TICK_HZ)] * 6
 
 
 def _idb_options(path):
@@ -139,7 +147,7 @@ def test_export_pcapng_read_by_scapy_and_tshark(tmp_path, capsys, board):
         assert int(direction, 0) == (1 if i % 2 == 0 else 2)
         assert crc in (("1", "True") if i == 3 else ("0", "False"))
         assert f"seq={500 + i} class=0 frame_index={i // 2} end_ps=" in comment
-        end_tick = starts[i] + 2 * 640 + 7
+        end_tick = starts[i] + pulse_ticks(tick_hz)
         assert comment.endswith(f"end_ps={end_tick * 10**12 // tick_hz}")
         assert port == "4242"          # 48 kept bytes reach into the UDP header
 
