@@ -269,35 +269,49 @@ class CaptureFrontEnd(wiring.Component):
         # cycle modulo the period; lane j's phase is p + j modulo the period; the pattern is
         # phase < high. Both widths are >= 2, so period > L and lane j > 0 wraps only into
         # phases below j < high. p is kept as d = p - pl with pl = period - L: the wrap test
-        # (p + L >= period) is d's sign, and each lane's pattern is a comparison of d with a
-        # register (lane j: d >= L - j, wrapped, or d < L - low - j), so no adder is in series
-        # with another (an iCE40 at 48 MHz has time for one 18-bit carry chain). The pattern
-        # restarts at phase 0 when the generator starts or the widths change.
+        # (p + L >= period) is d's sign, and lane j's pattern is d >= L - j (wrapped, an
+        # equality test against j constants, as d < L always) or d < L - low - j. That second
+        # comparison is a register compare on the iCE40 (48 MHz has time for one 18-bit carry
+        # chain, and the UP5K has no room to spare). The 4-lane ECP5 front end at 200 MHz keeps
+        # it as its own counter instead, b[j] = d - (L - low - j), stepped like d, so the
+        # pattern is a sign bit with no comparator in front of the pattern register.
+        # The pattern restarts at phase 0 when the generator starts or the widths change.
         npl = Signal(signed(18))                    # L - period (d - pl = d + npl: no inverter
                                                     # in front of the carry chain)
         start = Signal(signed(18))                  # d one cycle after phase 0: L - pl
+        counters = L >= 4
         below = [Signal(signed(18), name=f"st_below{j}") for j in range(L)]  # L - low - j
+        b_start = [Signal(signed(18), name=f"st_below_start{j}")
+                   for j in range(L if counters else 0)]
         changed = Signal()                          # the widths differ from last cycle's
         m.d.sync += [
             npl.eq(L - self.config.selftest_high - self.config.selftest_low),
             start.eq(2 * L - self.config.selftest_high - self.config.selftest_low),
-            [below[j].eq(L - j - self.config.selftest_low) for j in range(L)],
+            [below[j].eq(L - j - self.config.selftest_low) for j in range(L)] if not counters
+            else [b_start[j].eq(L + j - self.config.selftest_high)   # start - (L - low - j)
+                  for j in range(L)],
             changed.eq((self.config.selftest_high != cfg.selftest_high)
                        | (self.config.selftest_low != cfg.selftest_low)),
         ]
         d = Signal(signed(19))
+        b = [Signal(signed(20), name=f"st_below_count{j}") for j in range(L)] if counters else []
         pattern = Signal(L)
         active = Signal()
         with m.If(cfg.selftest_on):
             m.d.sync += active.eq(1)
             with m.If(~active | changed):           # phase j < 2 <= high: every lane high
-                m.d.sync += [pattern.eq((1 << L) - 1), d.eq(start)]
+                m.d.sync += [pattern.eq((1 << L) - 1), d.eq(start),
+                             [bj.eq(bj_start) for bj, bj_start in zip(b, b_start, strict=True)]]
             with m.Else():
-                # (d < L always, so d >= L - j is an equality test against j constants)
                 for j in range(L):
                     wrapped = [d == v for v in range(L - j, L)]
-                    m.d.sync += pattern[j].eq(Cat(*wrapped, d < below[j]).any())
-                m.d.sync += d.eq(Mux(d >= 0, d + npl, d + L))
+                    below_j = b[j] < 0 if counters else d < below[j]
+                    m.d.sync += pattern[j].eq(Cat(*wrapped, below_j).any())
+                if counters:
+                    step = Mux(d >= 0, npl, L)
+                    m.d.sync += [d.eq(d + step), [b[j].eq(b[j] + step) for j in range(L)]]
+                else:
+                    m.d.sync += d.eq(Mux(d >= 0, d + npl, d + L))
         with m.Else():
             m.d.sync += [active.eq(0), pattern.eq(0)]
         m.d.comb += self.selftest_out.eq(pattern)
@@ -338,13 +352,18 @@ class CaptureFrontEnd(wiring.Component):
             # `gmask_early` is computed from the configuration port (one cycle before `cfg`), so
             # it holds now what `gmask` will hold next cycle: the early hold groups below use it
             # with no comparator in front of their AND-OR.
+            # (Only with grouped hold checks, below: the iCE40's small filter keeps its flops.)
+            group_size = 8
+            grouped = G * L - 1 > group_size
             gmask = [Signal(G * L, name=f"glitch_mask{ch}") for ch in range(C)]
             gmask_early = [Signal(G * L, name=f"glitch_mask_early{ch}") for ch in range(C)]
             for ch in range(C):
-                g = self.config.glitch[ch]
-                m.d.sync += [gmask_early[ch].eq(Cat(Const(0, 1), *[g > (i // L)
-                                                                   for i in range(1, G * L)])),
-                             gmask[ch].eq(gmask_early[ch])]
+                g = (self.config if grouped else cfg).glitch[ch]
+                thermometer = Cat(Const(0, 1), *[g > (i // L) for i in range(1, G * L)])
+                if grouped:
+                    m.d.sync += [gmask_early[ch].eq(thermometer), gmask[ch].eq(gmask_early[ch])]
+                else:
+                    m.d.sync += gmask[ch].eq(thermometer)
 
             # Hold check for sample cycle k = t - 3 - G (w[G]), registered: hold[ch][j] is 1
             # when the h samples from lane j of cycle k on are equal.
@@ -356,14 +375,13 @@ class CaptureFrontEnd(wiring.Component):
             # result is bit for bit the same, with no added latency. Terms in e[0] (which would
             # come from e_in, the combinational edge bits) stay in the hold cycle.
             hold = [Signal(L, name=f"hold{ch}") for ch in range(C)]
-            group_size = 8
             for ch in range(C):
                 seq = [lane(e[G - i // L], i % L)[ch] for i in range((G + 1) * L)]
                 seq_early = [lane(e[G - 1 - i // L], i % L)[ch] if i // L < G else None
                              for i in range((G + 1) * L)]
                 for j in range(L):
                     idx = list(range(1, G * L))
-                    if len(idx) <= group_size:
+                    if not grouped:
                         terms = [seq[i + j] & gmask[ch][i] for i in idx]
                     else:
                         early = [i for i in idx if seq_early[i + j] is not None]
