@@ -155,6 +155,8 @@ _PREAMBLE_SFD = 8
 #: early and CRS_DV toggles until the data ends. The FIFO holds at most 16 bits for 1522-byte
 #: frames at +-100 ppm (RMII 1.2 s5.4 elasticity), so 4 bytes is generous.
 _EARLY_DROP = 4
+#: The PHY's clock (+-100 ppm, IEEE 802.3 22.2.2.1) against the instrument's (+-100 ppm or better).
+_CLOCK_TOLERANCE = 200e-6
 #: Records whose ``frame_index`` runs this far from the visible pulses are searched for a better
 #: alignment (a capture armed after frames had already been counted, a glitch split).
 _MAX_SHIFT = 16
@@ -196,9 +198,10 @@ def _fits(duration_ns, length, odd_nibble):
     length = length.astype(np.float64)
     for bit in _BIT_NS:
         nibble = 4 * bit
-        hi = 8 * bit * (_PREAMBLE_SFD + length) + nibble * (1 + odd_nibble)
+        hi = (8 * bit * (_PREAMBLE_SFD + length) * (1 + _CLOCK_TOLERANCE)
+              + nibble * (1 + odd_nibble))
         hi = np.where(length >= 0xFFFF, np.inf, hi)
-        lo = 8 * bit * (length - _EARLY_DROP) - nibble
+        lo = 8 * bit * (length - _EARLY_DROP) * (1 - _CLOCK_TOLERANCE) - nibble
         ok |= (duration_ns >= lo) & (duration_ns <= hi)
     return ok
 
