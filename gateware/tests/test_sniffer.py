@@ -146,8 +146,9 @@ def entry_fields(entry):
 
 def test_mii_random_frames_match_reference():
     """60 random frames (runts, bad FCS, VLAN, IPv6, TCP, ARP, IPv4 options, bad IP checksums,
-    RX_ER, dribble nibbles, oversize, UDP with and without the traffic magic), back to back at the minimum gap of 12 byte times (24 MII
-    clocks, less one: the first idle cycle ends the frame), plus a carrier pulse with no SFD.
+    RX_ER, dribble nibbles, oversize, UDP with and without the traffic magic), back to back at
+    the minimum gap of 12 byte times (24 MII clocks, less one: the first idle cycle ends the
+    frame), plus a carrier pulse with no SFD.
     Expected: parse_frame on the same bytes; exact."""
     rng = random.Random(11)
     frames = [random_frame(rng) for _ in range(60)]
