@@ -217,9 +217,10 @@ def test_unclassified_transmit_direction_takes_replies_of_any_class(tmp_path, ca
     (hp). ``analyze_file`` reads that from the metadata and pairs across classes; the CLI says
     which rule it used."""
     rows = []
+    pulse = 576           # a 64-byte frame with preamble and SFD at 100 Mb/s: 5.76 µs
     for i in range(4):
-        end = 1000 * (i + 1)
-        rows += [(0, 1, 50 + i, end - 70, end), (1, 0, 50 + i, end + 300, end + 370)]
+        end = 10_000 * (i + 1)
+        rows += [(0, 1, 50 + i, end - pulse, end), (1, 0, 50 + i, end + 300, end + 300 + pulse)]
     rec = np.zeros(len(rows), FRAME_DTYPE)
     index = [0, 0]
     for k, (d, cls, seq, _, _) in enumerate(rows):
