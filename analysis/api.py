@@ -413,6 +413,18 @@ def class_label(cls, metadata):
     return str((metadata.get("frame_classes") or {}).get(str(cls), cls))
 
 
+def reply_class(metadata):
+    """How replies are limited by class (``analysis.frames.REPLY_CLASSES``): ``"any"`` when the
+    capture config's ``[frames]`` table classified received frames but had no transmit rules (every
+    transmitted frame is class 0, whatever the request's class), else ``"same"``.
+
+    >>> reply_class({"frames": {"rules": {"rx": [{"cls": 1}], "tx": []}}}), reply_class({})
+    ('any', 'same')
+    """
+    rules = (metadata.get("frames") or {}).get("rules") or {}
+    return "any" if rules.get("rx") and not rules.get("tx") else "same"
+
+
 def _add_frame_analysis(cap, result, confidence, marker_meanings=None):
     """Pair the capture's frame records by sequence number (:mod:`latscope.analysis.frames`) and
     add each class's stages to ``result.stats`` as ``<stage>[<class>]``, so analyze, compare,
@@ -434,7 +446,7 @@ def _add_frame_analysis(cap, result, confidence, marker_meanings=None):
     fa = analyze_frames(records, start, end, tick_hz=result.tick_hz, markers=markers,
                         counters=cap.frame_counters(), losses=[(r.first_time, r.span)
                                                                 for r in cap.losses],
-                        confidence=confidence)
+                        confidence=confidence, reply_class=reply_class(cap.metadata))
     fa.unplaced_reasons = dict(placement.reasons)
     fa.placement_note = placement.summary()
     result.frames = fa

@@ -179,6 +179,12 @@ def frames_table(fa, metadata, counters=None):
         why = ", ".join(f"{k}: {n}" for k, n in getattr(fa, "unplaced_reasons", {}).items())
         lines.append(f"{fa.unplaced} frame record(s) could not be tied to their DV edges and were "
                      f"left out" + (f" ({why})" if why else ""))
+    lines.append("requests and replies: " + ("latscope traffic only (UDP payload with the "
+                                               "traffic magic)" if fa.magic else
+                                               "every UDP frame holding a sequence number")
+                 + (", replies of the request's class" if fa.reply_class == "same" else
+                    ", replies of any class"))
+    lines += [f"note: {n}" for n in fa.notes]
     return "\n".join(lines)
 
 

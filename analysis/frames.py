@@ -6,8 +6,8 @@ capture (``capture.frames.FRAME_DTYPE``), their start and end ticks (from their 
 :class:`FrameAnalysis` with, for each class of received frame:
 
 * ``node.e2e``: the end of a received frame (its RX_DV falling edge) to the start of the first
-  transmitted frame with the same sequence number (TX_EN rising edge): the node's end-to-end
-  latency on the wire, paired by identity rather than by order;
+  transmitted frame of the same class with the same sequence number (TX_EN rising edge): the
+  node's end-to-end latency on the wire, paired by identity rather than by order;
 * marker stages chained from *their* frame: a receive marker (meaning ``rx.*``) is the first
   rising edge after the request's end and before the next request of the class ends; a transmit
   marker (``tx.*``) is the last rising edge before the reply starts and after the request ended;
@@ -16,6 +16,13 @@ capture (``capture.frames.FRAME_DTYPE``), their start and end ticks (from their 
   request whose sequence number was already seen), ``reordered`` (a reply that left before the
   reply of an earlier request), ``fcs_errors`` (received frames of the class with a bad FCS or
   RX_ER) and, from COUNTERS records, the frames and bytes counted on the FPGA.
+
+Only latscope's own traffic has a sequence number: when the sniffer reports the traffic magic
+(FrameFlags ``traffic_magic``: the UDP payload begins with ``TRAFFIC_MAGIC``) on any record, the
+requests and replies are the frames carrying it, so a background UDP frame long enough to hold
+four bytes at the sequence offset is neither. A capture where no record has the flag (older
+gateware, or a payload layout without the magic at a configured offset) falls back to every UDP
+frame that holds a sequence number, and :attr:`FrameAnalysis.notes` says so.
 
 >>> import numpy as np
 >>> from latscope.capture.frames import FRAME_DTYPE, FLAGS
@@ -44,10 +51,15 @@ from latscope.analysis.pairing import (
 )
 from latscope.analysis.stats import describe
 
-__all__ = ["ClassReport", "FrameAnalysis", "analyze_frames", "DEFAULT_WINDOW_S"]
+__all__ = ["ClassReport", "FrameAnalysis", "analyze_frames", "DEFAULT_WINDOW_S",
+           "REPLY_CLASSES"]
 
 #: A request without a reply this long after its end counts as dropped.
 DEFAULT_WINDOW_S = 0.1
+#: How a request's class limits its replies: ``"same"``, transmitted frames of the request's class
+#: (class names are shared by both directions' rule tables); ``"any"``, every transmitted frame (for
+#: captures whose transmit direction was not classified).
+REPLY_CLASSES = ("same", "any")
 
 def _flags():
     from latscope.capture.frames import FLAGS
@@ -82,8 +94,10 @@ class ClassReport:
 
 @dataclasses.dataclass
 class FrameAnalysis:
-    """Per-class results (:class:`ClassReport` by class number) and the records whose edges were
-    not in the capture (``unplaced``)."""
+    """Per-class results (:class:`ClassReport` by class number), the records whose edges were
+    not in the capture (``unplaced``), which frames had a sequence number (``magic``: only those
+    with the traffic magic; else every UDP frame long enough), how replies were limited by class
+    (``reply_class``, one of :data:`REPLY_CLASSES`) and sentences on the pairing (``notes``)."""
     classes: dict
     unplaced: int
     tick_hz: float
@@ -91,9 +105,14 @@ class FrameAnalysis:
     #: are placed), from ``capture.frames.place_frames``.
     unplaced_reasons: dict = dataclasses.field(default_factory=dict)
     placement_note: str = ""
+    magic: bool = False
+    reply_class: str = "same"
+    notes: list = dataclasses.field(default_factory=list)
 
     def to_dict(self):
         return {"unplaced": self.unplaced, "unplaced_reasons": dict(self.unplaced_reasons),
+                "pairing": {"magic": self.magic, "reply_class": self.reply_class,
+                            "notes": list(self.notes)},
                 "classes": {str(k): v.to_dict() for k, v in self.classes.items()}}
 
 
@@ -111,7 +130,7 @@ def _counted(counters, cls):
 
 
 def analyze_frames(records, start, end, *, tick_hz, markers=None, counters=None, losses=(),
-                   window_s=DEFAULT_WINDOW_S, confidence=0.95):
+                   window_s=DEFAULT_WINDOW_S, confidence=0.95, magic=None, reply_class="same"):
     """Pair requests and replies by sequence number and compute per-class statistics.
 
     Parameters
@@ -127,11 +146,21 @@ def analyze_frames(records, start, end, *, tick_hz, markers=None, counters=None,
         Event losses: a request whose reply window meets one is ``unknown``, not dropped.
     window_s : float
         Longest request-to-reply time; a request without a reply by then is dropped.
+    magic : bool, optional
+        Requests and replies must carry the traffic magic (FrameFlags ``traffic_magic``). Default:
+        if any record does, so a capture from a sniffer that reports it pairs only latscope
+        traffic, and one that does not pairs every UDP frame holding a sequence number.
+    reply_class : str
+        ``"same"`` (default): a reply is a transmitted frame of the request's class; ``"any"``:
+        of any class (the transmit direction was not classified).
 
     Returns
     -------
     FrameAnalysis
     """
+    if reply_class not in REPLY_CLASSES:
+        raise ValueError(f"Reply class must be one of {', '.join(REPLY_CLASSES)}, "
+                         f"not {reply_class!r}")
     flags = _flags()
     start = np.asarray(start, np.int64)
     end = np.asarray(end, np.int64)
@@ -139,14 +168,28 @@ def analyze_frames(records, start, end, *, tick_hz, markers=None, counters=None,
     window = int(window_s * tick_hz)
     f = records["flags"].astype(np.int64)
     has_seq = (f & flags["seq_valid"]) != 0
+    has_magic = (f & flags["traffic_magic"]) != 0
+    notes = []
+    if magic is None:
+        magic = bool(has_magic.any())
+        if not magic and has_seq.any():
+            notes.append("no frame record carries the traffic magic (gateware from before "
+                         "FrameFlags traffic_magic, or a payload without latscope's layout): "
+                         "every UDP frame holding a sequence number was taken as a request or "
+                         "reply")
+    if magic:
+        has_seq &= has_magic
+    if reply_class == "any":
+        notes.append("replies were taken from every class of transmitted frame")
     bad = ((f & flags["fcs_ok"]) == 0) | ((f & flags["rx_er"]) != 0)
     rx = placed & (records["direction"] == 0)
-    tx = placed & (records["direction"] == 1) & has_seq & ~bad
-    tx_idx = np.flatnonzero(tx)
-    tx_idx = tx_idx[np.argsort(start[tx_idx], kind="stable")]
-    tx_start, tx_seq = start[tx_idx], records["seq"][tx_idx].astype(np.int64)
+    tx_all = placed & (records["direction"] == 1) & has_seq & ~bad
     classes = {}
     for cls in np.unique(records["cls"][rx]).tolist():
+        tx = tx_all & (records["cls"] == cls) if reply_class == "same" else tx_all
+        tx_idx = np.flatnonzero(tx)
+        tx_idx = tx_idx[np.argsort(start[tx_idx], kind="stable")]
+        tx_start, tx_seq = start[tx_idx], records["seq"][tx_idx].astype(np.int64)
         mine = np.flatnonzero(rx & (records["cls"] == cls))
         mine = mine[np.argsort(end[mine], kind="stable")]
         fcs_errors = int(np.count_nonzero(bad[mine]))
@@ -197,4 +240,5 @@ def analyze_frames(records, start, end, *, tick_hz, markers=None, counters=None,
                                          | (pairs.status == TRUNCATED))),
             duplicates=int(dup_requests + dup_replies), reordered=reordered,
             fcs_errors=fcs_errors, counted=_counted(counters, cls), samples=samples)
-    return FrameAnalysis(classes, int(np.count_nonzero(~placed)), tick_hz)
+    return FrameAnalysis(classes, int(np.count_nonzero(~placed)), tick_hz, magic=magic,
+                         reply_class=reply_class, notes=notes)

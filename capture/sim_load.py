@@ -363,11 +363,11 @@ def simulate_load(profile, packets, scenario="bg0", *, seed=0, timing=None):
     stimulus = _stimulus(ticks, channel, rising)
 
     # --- the frames themselves
-    # Background frames of one size are one frame (sequence number 0: nobody pairs them), so
-    # the engine parses each size once.
+    # Background frames of one size are one frame (zeros after the UDP header: not latscope
+    # traffic, so no traffic magic and nothing pairs them), so the engine parses each size once.
     run_id = int(seed) & 0xFFFF
     background = {int(b): wire.udp_frame(int(b), 0, dst_port=BACKGROUND_PORT,
-                                         src_port=BACKGROUND_PORT, run_id=run_id)
+                                         src_port=BACKGROUND_PORT, traffic=False)
                   for b in np.unique(bg_size)}
     rx_frames = [wire.udp_frame(int(sizes[f]), int(probe[f]), dst_port=PROBE_PORT,
                                 src_port=PROBE_PORT, run_id=run_id,

@@ -74,9 +74,10 @@ def _ipv4_checksum(header):
 
 
 def udp_frame(size, seq, *, src=HOST, dst=DUT, src_port=4242, dst_port=4242, pcp=None, vid=0,
-              run_id=0, intended_ns=0, bad_fcs=False):
+              run_id=0, intended_ns=0, bad_fcs=False, traffic=True):
     """One Ethernet II / IPv4 / UDP frame of ``size`` bytes (destination MAC through FCS) whose
-    payload is a ``latscope traffic`` test payload with sequence number ``seq``.
+    payload is a ``latscope traffic`` test payload with sequence number ``seq``; with
+    ``traffic=False`` it is zeros instead (background traffic: no magic, no sequence number).
 
     ``pcp`` (0..7) adds an 802.1Q tag (priority ``pcp``, VLAN ``vid``), 4 bytes inside ``size``.
     ``bad_fcs`` inverts the FCS's lowest bit.
@@ -91,7 +92,8 @@ def udp_frame(size, seq, *, src=HOST, dst=DUT, src_port=4242, dst_port=4242, pcp
         raise LatscopeError(f"a UDP test frame of {size} bytes cannot carry the {HEADER.size}-byte "
                             f"test payload within one frame: use {_HEADERS + tag + 4 + HEADER.size}"
                             f"..{_HEADERS + tag + 4 + 1472} bytes")
-    payload = encode_payload(run_id, seq, intended_ns, payload_len)
+    payload = (encode_payload(run_id, seq, intended_ns, payload_len) if traffic
+               else bytes(payload_len))
     udp = struct.pack(">HHHH", src_port, dst_port, 8 + payload_len, 0) + payload
     ip = bytearray(struct.pack(">BBHHHBBH4s4s", 0x45, 0, 20 + len(udp), seq & 0xFFFF, 0x4000,
                                64, 17, 0, src.ip, dst.ip))

@@ -16,6 +16,7 @@ from .protocol import (
     NUM_CLASSES,
     OVERSIZE_BYTES,
     RUNT_BYTES,
+    TRAFFIC_MAGIC,
     TRAFFIC_SEQ_OFFSET,
 )
 
@@ -31,7 +32,7 @@ PREAMBLE_NIBBLES = 15
 FRAME_FIELDS = ("length", "ip_proto", "ethertype", "vid", "dei", "pcp", "src_port", "dst_port",
                 "seq", "src_ip", "dst_ip")
 FLAG_FIELDS = ("fcs_ok", "rx_er", "runt", "oversize", "vlan", "ipv4", "ipv6", "ip_csum_ok", "udp",
-               "seq_valid", "odd_nibble")
+               "seq_valid", "odd_nibble", "traffic_magic")
 
 _ETH_VLAN, _ETH_IPV4, _ETH_IPV6, _PROTO_UDP = 0x8100, 0x0800, 0x86DD, 17
 
@@ -110,6 +111,9 @@ def parse_frame(frame, *, rx_er=False, odd_nibble=False, seq_offset=TRAFFIC_SEQ_
         return r
     r.update(udp=1, src_port=_be(body[l4:l4 + 2]), dst_port=_be(body[l4 + 2:l4 + 4]))
     udp_len = _be(body[l4 + 4:l4 + 6])
+    # latscope's own traffic: the magic at payload offset 0 (not moved by seq_offset)
+    if udp_len >= 10 and len(body) >= l4 + 10 and _be(body[l4 + 8:l4 + 10]) == TRAFFIC_MAGIC:
+        r["traffic_magic"] = 1
     end = 8 + seq_offset + 4
     if udp_len >= end and len(body) >= l4 + end:
         r.update(seq_valid=1, seq=_be(body[l4 + end - 4:l4 + end]))

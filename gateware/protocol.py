@@ -257,7 +257,9 @@ class FrameFlags(data.Struct):
     udp:        1   # ip_proto 17 and the 8-byte UDP header present: ports valid
     seq_valid:  1   # the UDP payload holds the 4 sequence-number bytes: seq valid
     odd_nibble: 1   # the frame ended on half a byte (MII) or a partial byte (RMII): dribble
-    reserved:   5
+    traffic_magic: 1  # udp and the UDP payload begins with TRAFFIC_MAGIC (big-endian), whatever
+                      # the sequence offset: latscope's own traffic, the frames pairing may use
+    reserved:   4
 
 
 class FrameRecord(data.Struct):

@@ -7,7 +7,8 @@ PHY's own clock domain.
 A :class:`FrameSniffer` is a deserialiser (nibbles or dibits to bytes, preamble and SFD stripped)
 followed by a byte-serial parser: byte count, FCS check with ``amaranth.lib.crc``, RX_ER, runt and
 oversize, Ethernet II with one 802.1Q tag, IPv4 (protocol, addresses, header checksum) or IPv6
-(next header), UDP ports and a big-endian 32-bit sequence number at a configurable payload offset.
+(next header), UDP ports, whether the UDP payload begins with ``TRAFFIC_MAGIC`` (latscope's own
+traffic) and a big-endian 32-bit sequence number at a configurable payload offset.
 Bytes arrive at most every second cycle (MII: 2 nibbles; RMII: 4 dibits), so the parser has slack
 and stays small. At the end of every ``DV`` pulse (``RX_DV``, ``CRS_DV`` or ``TX_EN``) it offers one
 :class:`FrameEntry` on ``frames``, for a pulse without an SFD too (length 0), so the ``k``-th entry
@@ -21,7 +22,7 @@ from amaranth.lib.crc import catalog
 from amaranth.lib.wiring import In, Out
 
 from .encoder import _rejected
-from .protocol import OVERSIZE_BYTES, RUNT_BYTES, TRAFFIC_SEQ_OFFSET, FrameRecord
+from .protocol import OVERSIZE_BYTES, RUNT_BYTES, TRAFFIC_MAGIC, TRAFFIC_SEQ_OFFSET, FrameRecord
 
 __all__ = ["FrameSniffer", "frame_entry_layout", "MAX_HEADER_BYTES"]
 
@@ -164,6 +165,7 @@ class FrameSniffer(wiring.Component):
         csum = Signal(21)
         src_port, dst_port, udp_len = Signal(16), Signal(16), Signal(16)
         seq = Signal(32)
+        magic = Signal()                # payload bytes 0..1 were TRAFFIC_MAGIC
         seq_offset = Signal(16, init=TRAFFIC_SEQ_OFFSET)
         header = Signal(max(8 * self.header_bytes, 1))
 
@@ -180,7 +182,7 @@ class FrameSniffer(wiring.Component):
             m.d.sync += [pos.eq(0), vlan_tag.eq(0), eth_end.eq(0), ethertype.eq(0), tci.eq(0),
                          ip_ver.eq(0), ihl.eq(0), l3.eq(14), l4.eq(0xFFFF), ip_end.eq(0xFFFF),
                          ip_proto.eq(0), src_ip.eq(0), dst_ip.eq(0), csum.eq(0),
-                         src_port.eq(0), dst_port.eq(0), udp_len.eq(0), seq.eq(0),
+                         src_port.eq(0), dst_port.eq(0), udp_len.eq(0), seq.eq(0), magic.eq(0),
                          seq_offset.eq(self.seq_offset), header.eq(0)]
         with m.Elif(byte_valid):
             m.d.sync += [prev.eq(byte), pos.eq(Mux(pos == 0xFFFF, pos, pos + 1))]
@@ -225,6 +227,8 @@ class FrameSniffer(wiring.Component):
                     m.d.sync += dst_port.eq(word)
                 with m.If(rel4 == 5):
                     m.d.sync += udp_len.eq(word)
+                with m.If(rel4 == 9):
+                    m.d.sync += magic.eq(word == TRAFFIC_MAGIC)
                 with m.If((rel4 >= seq_offset + 8) & (rel4 < seq_offset + 12)):
                     m.d.sync += seq.eq(Cat(byte, seq[:24]))
 
@@ -237,6 +241,7 @@ class FrameSniffer(wiring.Component):
         ip_ok = Signal()
         udp_ok = Signal()
         seq_ok = Signal()
+        magic_ok = Signal()
         csum_fold = Signal(17)
         csum_final = Signal(16)
         m.d.comb += [
@@ -246,6 +251,7 @@ class FrameSniffer(wiring.Component):
             ip_ok.eq(v4 | v6),
             udp_ok.eq(ip_ok & (ip_proto == _UDP) & (body >= l4 + 8)),
             seq_ok.eq(udp_ok & (udp_len >= seq_offset + 12) & (body >= l4 + seq_offset + 12)),
+            magic_ok.eq(udp_ok & magic & (udp_len >= 10) & (body >= l4 + 10)),
             csum_fold.eq(csum[:16] + csum[16:]),
             csum_final.eq(csum_fold[:16] + csum_fold[16]),
         ]
@@ -268,6 +274,7 @@ class FrameSniffer(wiring.Component):
                 rec.flags.udp.eq(udp_ok),
                 rec.flags.seq_valid.eq(seq_ok),
                 rec.flags.odd_nibble.eq(odd),
+                rec.flags.traffic_magic.eq(magic_ok),
                 rec.ethertype.eq(Mux(eth_ok, ethertype, 0)),
                 rec.vid.eq(Mux(eth_ok & vlan_tag, tci[:12], 0)),
                 rec.dei.eq(Mux(eth_ok & vlan_tag, tci[12], 0)),

@@ -5,6 +5,7 @@ built here with known latencies, so every expected number is written in the test
 import json
 
 import numpy as np
+import pytest
 
 from latscope.analysis import api
 from latscope.analysis.frames import analyze_frames
@@ -108,6 +109,9 @@ def test_analyze_file_and_cli_show_classes(tmp_path, capsys):
     assert "node.e2e[probe]" in out and "frames by class" in out
     row = next(line for line in out.splitlines() if line.strip().startswith("probe"))
     assert row.split()[:8] == ["probe", "10", "9", "0", "1", "1", "1", "0"]
+    # records without the traffic magic flag: the fallback rule, said in one line
+    assert "requests and replies: every UDP frame holding a sequence number" in out
+    assert "note: no frame record carries the traffic magic" in out
 
 
 def test_compare_per_class(tmp_path, capsys):
@@ -118,3 +122,127 @@ def test_compare_per_class(tmp_path, capsys):
     assert {"node.e2e[probe]", "node.e2e[bg]"} <= {c["measurement"] for c in comps}
     df = api.load(tmp_path / "a.lsc").packets()
     assert np.count_nonzero(df["node.e2e[probe]_ns"].notna()) == 9
+
+
+MAGIC = GOOD | FLAGS["traffic_magic"]
+
+
+def background_scenario():
+    """Every frame in class 0 (no rules: the power-up state, everything recorded). Probe requests
+    with the traffic magic every 10 µs, each echoed (magic too) 2 µs + 10 ns * i after its end;
+    between them, background UDP frames without the magic whose 4 bytes at the sequence offset
+    happen to equal a probe's number: a received one with the next probe's number (a false
+    request and a false duplicate) and a transmitted one with this probe's number, 300 ns after
+    the probe ends (a false reply, earlier than the true one). Returns the records, their ticks
+    and the true node.e2e of each probe, ticks."""
+    rows = []         # (direction, cls, seq, start, end, flags)
+    truth = []
+    for i in range(8):
+        end = 1000 + 1000 * i + 70
+        rows.append((0, 0, 100 + i, end - 70, end, MAGIC))
+        rows.append((1, 0, 100 + i, end + 30, end + 100, GOOD))        # background, no magic
+        rows.append((0, 0, 101 + i, end + 120, end + 190, GOOD))       # background, no magic
+        reply = end + 200 + i
+        rows.append((1, 0, 100 + i, reply, reply + 70, MAGIC))
+        truth.append(reply - end)
+    rows.sort(key=lambda r: r[3])
+    rec = np.zeros(len(rows), FRAME_DTYPE)
+    index = [0, 0]
+    for k, (d, cls, seq, _, _, flags) in enumerate(rows):
+        rec[k]["direction"], rec[k]["cls"], rec[k]["seq"], rec[k]["flags"] = d, cls, seq, flags
+        rec[k]["frame_index"], rec[k]["length"] = index[d], 594
+        index[d] += 1
+    start = np.array([r[3] for r in rows], np.int64)
+    end = np.array([r[4] for r in rows], np.int64)
+    return rec, start, end, truth
+
+
+def test_only_frames_with_the_traffic_magic_are_paired():
+    """The sniffer reports the magic (some records carry it), so background UDP frames are
+    neither requests nor replies: 8 requests, 8 replies at their true times (exact, 10 ns
+    ticks), no duplicates. The rule without the magic (today's for older captures) takes the
+    background frames, which the test shows so it can tell the two apart."""
+    rec, start, end, truth = background_scenario()
+    fa = analyze_frames(rec, start, end, tick_hz=TICK_HZ, window_s=20e-6)
+    assert fa.magic and fa.notes == []
+    c = fa.classes[0]
+    assert (c.requests, c.replied, c.dropped, c.duplicates, c.reordered) == (8, 8, 0, 0, 0)
+    at, ticks = c.samples["node.e2e"]
+    assert ticks.tolist() == truth
+    old = analyze_frames(rec, start, end, tick_hz=TICK_HZ, window_s=20e-6, magic=False)
+    assert old.classes[0].requests == 16 and old.classes[0].duplicates > 0
+    assert old.classes[0].samples["node.e2e"][1].min() == 30      # the background "reply"
+
+
+def test_without_any_magic_flag_every_udp_frame_pairs_and_says_so():
+    """A capture whose records never carry the flag (gateware from before it): today's rule, and
+    a note saying so. The scenario of :func:`scenario` has no magic flags: its counts are those
+    of test_pairing_by_sequence_number."""
+    rec, start, end, _, _ = scenario()
+    fa = analyze_frames(rec, start, end, tick_hz=TICK_HZ, window_s=20e-6)
+    assert not fa.magic and len(fa.notes) == 1 and "traffic magic" in fa.notes[0]
+    assert (fa.classes[1].requests, fa.classes[0].requests) == (10, 9)
+    assert fa.to_dict()["pairing"] == {"magic": False, "reply_class": "same",
+                                       "notes": fa.notes}
+
+
+def test_replies_come_from_the_request_class():
+    """Requests of class 1 (hp) whose numbers an unrelated class-2 stream also uses: a class-2
+    transmitted frame with the request's number leaves 100 ns after each request ends, the true
+    reply (class 1) 2 µs after. Only the class-1 frame is the reply (exact); with
+    ``reply_class="any"`` the class-2 frame would be taken."""
+    rows, truth = [], []
+    for i in range(5):
+        end = 1000 * (i + 1)
+        rows += [(0, 1, 7 + i, end - 70, end), (1, 2, 7 + i, end + 10, end + 80),
+                 (1, 1, 7 + i, end + 200, end + 270)]
+        truth.append(200)
+    rec = np.zeros(len(rows), FRAME_DTYPE)
+    for k, (d, cls, seq, _, _) in enumerate(rows):
+        rec[k]["direction"], rec[k]["cls"], rec[k]["seq"], rec[k]["flags"] = d, cls, seq, MAGIC
+    start = np.array([r[3] for r in rows], np.int64)
+    end = np.array([r[4] for r in rows], np.int64)
+    same = analyze_frames(rec, start, end, tick_hz=TICK_HZ, window_s=20e-6)
+    assert same.classes[1].samples["node.e2e"][1].tolist() == truth
+    assert same.classes[1].duplicates == 0
+    anyc = analyze_frames(rec, start, end, tick_hz=TICK_HZ, window_s=20e-6, reply_class="any")
+    assert anyc.classes[1].samples["node.e2e"][1].tolist() == [10] * 5
+    assert "every class" in anyc.notes[0]
+    with pytest.raises(ValueError, match="Reply class must be one of same, any, not 'other'"):
+        analyze_frames(rec, start, end, tick_hz=TICK_HZ, reply_class="other")
+
+
+def test_unclassified_transmit_direction_takes_replies_of_any_class(tmp_path, capsys):
+    """A capture config with receive rules only: replies are class 0 while requests are class 1
+    (hp). ``analyze_file`` reads that from the metadata and pairs across classes; the CLI says
+    which rule it used."""
+    rows = []
+    pulse = 576           # a 64-byte frame with preamble and SFD at 100 Mb/s: 5.76 µs
+    for i in range(4):
+        end = 10_000 * (i + 1)
+        rows += [(0, 1, 50 + i, end - pulse, end), (1, 0, 50 + i, end + 300, end + 300 + pulse)]
+    rec = np.zeros(len(rows), FRAME_DTYPE)
+    index = [0, 0]
+    for k, (d, cls, seq, _, _) in enumerate(rows):
+        rec[k]["direction"], rec[k]["cls"], rec[k]["seq"], rec[k]["flags"] = d, cls, seq, MAGIC
+        rec[k]["frame_index"], rec[k]["length"] = index[d], 64
+        index[d] += 1
+    ev = [(s, int(d), True) for d, _, _, s, _ in rows] + [(e, int(d), False)
+                                                          for d, _, _, _, e in rows]
+    ev.sort()
+    t, ch, rising = (np.array(x) for x in zip(*ev, strict=True))
+    meta = {"tick_hz": TICK_HZ, "channels": {"0": "rx_dv", "1": "tx_en"},
+            "frames": {"classes": {"0": "other", "1": "hp"}, "record": ["other", "hp"],
+                       "rules": {"rx": [{"enable": 1, "cls": 1}], "tx": []}}}
+    with capfile.CaptureWriter(tmp_path / "rx-rules.lsc", meta) as w:
+        w.append_events(t, ch, rising)
+        w.append_frames(rec)
+    a = api.analyze_file(tmp_path / "rx-rules.lsc")
+    e2e = a.stats["node.e2e[hp]"]
+    assert e2e.n == 4 and e2e.min_ns == e2e.max_ns == 3000      # 300 ticks of 10 ns
+    assert a.result.frames.reply_class == "any"
+    assert main(["analyze", str(tmp_path / "rx-rules.lsc")]) == 0
+    out = capsys.readouterr().out
+    assert "requests and replies: latscope traffic only (UDP payload with the traffic magic), " \
+        "replies of any class" in out
+    assert "note: replies were taken from every class" in out

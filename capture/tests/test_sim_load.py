@@ -141,3 +141,34 @@ def test_bad_load_options_are_one_line(tmp_path, capsys, args, message):
     err = capsys.readouterr().err.strip().splitlines()
     assert status != 0 and len(err) == 1 and message in err[0]
     assert not out.exists()
+
+
+def test_background_udp_is_never_a_request_when_everything_is_recorded(tmp_path):
+    """A ``[frames]`` table with one class and no rules (every frame recorded in class 0, the
+    review's case of a 594 B background frame becoming request 0): the background frames are UDP
+    and long enough for a sequence number but carry no traffic magic, so the requests are exactly
+    the 100 measured ones, each answered, and node.e2e equals the simulation's truth."""
+    from latscope.analysis import api
+    from latscope.capture.capfile import open_capture
+    from latscope.capture.frames import FLAGS
+    from latscope.cli import main
+    config = tmp_path / "all.toml"
+    config.write_text('[frames]\nclasses = ["all"]\n')
+    out = tmp_path / "all.lsc"
+    assert main(["capture", "--sim", "el-dm-64", "--sim-load", "bg30", "--packets", "100",
+                 "--sim-seed", "3", "--config", str(config), "-o", str(out), "--quiet"]) == 0
+    run = sl.simulate_load("el-dm-64", 100, "bg30", seed=3)
+    records, _ = open_capture(str(out)).frames()
+    rx = records[records["direction"] == 0]
+    assert len(rx) == 100 + int(run.truth["bg_frames"]) and int(run.truth["bg_frames"]) > 100
+    assert np.count_nonzero((rx["flags"] & FLAGS["seq_valid"]) != 0) == len(rx)
+    assert np.count_nonzero((rx["flags"] & FLAGS["traffic_magic"]) != 0) == 100
+    a = api.analyze_file(str(out))
+    c = a.result.frames.classes[0]
+    assert (c.requests, c.duplicates, c.dropped + c.replied + c.unknown) == (100, 0, 100)
+    want = run.truth["stage/node.e2e"]
+    want = want[~np.isnan(want)]
+    e2e = a.stats["node.e2e[all]"]
+    assert e2e.n == len(want) == c.replied
+    # as test_capture_under_load_analyses_per_class: edges rounded up to 1.25 ns ticks
+    assert e2e.p50_ns == pytest.approx(np.percentile(want, 50), abs=1.25 + 40)

@@ -22,7 +22,7 @@ scapy_all = pytest.importorskip("scapy.all", reason="scapy builds and parses the
 Ether, IP, IPv6, UDP, Dot1Q = (scapy_all.Ether, scapy_all.IP, scapy_all.IPv6, scapy_all.UDP,
                                scapy_all.Dot1Q)
 
-KINDS = ("udp4", "vlan", "udp6", "runt", "bad_fcs", "non_ip")
+KINDS = ("udp4", "vlan", "udp6", "runt", "bad_fcs", "non_ip", "udp_other")
 
 
 def random_traffic(rng, n):
@@ -39,6 +39,9 @@ def random_traffic(rng, n):
                 src="192.0.2.%d" % rng.randrange(256), dst="198.51.100.7") / udp / payload
         elif kind == "udp6":
             pkt = eth / IPv6(src="2001:db8::1", dst="2001:db8::2") / udp / payload
+        elif kind == "udp_other":      # background UDP: room for a sequence number, no magic
+            pkt = eth / IP(src="192.0.2.%d" % rng.randrange(256), dst="198.51.100.9") / udp \
+                / (b"L" + bytes(rng.randrange(256) for _ in range(rng.randrange(16, 200))))
         elif kind == "non_ip":
             pkt = Ether(src="02:00:00:00:00:03", dst="ff:ff:ff:ff:ff:ff", type=0x88B5) / bytes(
                 rng.randrange(46, 120))
@@ -112,7 +115,8 @@ def expected_record(frame):
     exp["udp"] = UDP in pkt
     if UDP in pkt:
         exp.update(src_port=pkt[UDP].sport, dst_port=pkt[UDP].dport,
-                   seq=int.from_bytes(bytes(pkt[UDP].payload)[4:8], "big"))
+                   seq=int.from_bytes(bytes(pkt[UDP].payload)[4:8], "big"),
+                   traffic_magic=bytes(pkt[UDP].payload)[:2] == b"LT")
     return exp
 
 
@@ -181,3 +185,6 @@ def test_rmii_serialiser_and_sniffer_against_scapy_and_zlib(tmp_path):
                 checked += 1
     kinds_seen = set(kinds)
     assert kinds_seen == set(KINDS) and checked > 2000
+    magic = [bool(expected_record(f).get("traffic_magic")) for f in frames]
+    assert any(magic) and any(k == "udp_other" and not m for k, m in zip(kinds, magic,
+                                                                         strict=True))

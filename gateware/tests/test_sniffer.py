@@ -46,10 +46,19 @@ def traffic_payload(seq, size=16):
             + (10**9).to_bytes(8, "big") + bytes(size - 16))
 
 
+def other_payload(rng, size):
+    """A UDP payload that is not latscope traffic: random bytes, or a near miss of the magic
+    ("LU", "MT", "TL"), ``size`` bytes."""
+    head = rng.choice([b"LU", b"MT", b"TL", b"lt", bytes([rng.randrange(256), rng.randrange(256)])])
+    if head == b"LT":
+        head = b"LS"
+    return head + bytes(rng.randrange(256) for _ in range(size - 2))
+
+
 def random_frame(rng):
     """One random frame and how it should be damaged on the pins: ``(bytes, rx_er, odd)``."""
     kind = rng.choice(["udp4", "udp4", "vlan", "udp6", "tcp", "arp", "opts", "badip", "runt",
-                       "badfcs", "short_udp", "big"])
+                       "badfcs", "short_udp", "big", "other_udp"])
     seq = rng.getrandbits(32)
     ports = dict(sport=rng.randrange(1, 65536), dport=rng.randrange(1, 65536))
     size = rng.choice([16, 18, 64, 200])
@@ -75,6 +84,8 @@ def random_frame(rng):
             / traffic_payload(seq)
     elif kind == "short_udp":
         pkt = Ether() / ip / UDP(**ports) / Raw(b"LT\x00\x01\x02")
+    elif kind == "other_udp":        # background UDP: long enough for a sequence number, no magic
+        pkt = Ether() / ip / UDP(**ports) / other_payload(rng, size)
     elif kind == "big":
         pkt = Ether() / ip / UDP(**ports) / traffic_payload(seq, rng.choice([1472, 1490]))
     else:
@@ -119,6 +130,13 @@ def run_sniffer(interface, pulses, *, gap, seq_offset=TRAFFIC_SEQ_OFFSET, header
     return got
 
 
+def assert_magic_mix(expected):
+    """The stimulus holds background UDP frames long enough for a sequence number but without the
+    magic, and a UDP payload with the magic too short for one."""
+    assert any(e["seq_valid"] and not e["traffic_magic"] for e in expected), "change the seed"
+    assert any(e["traffic_magic"] and not e["seq_valid"] for e in expected), "change the seed"
+
+
 def entry_fields(entry):
     rec = entry.record
     out = {f: int(getattr(rec, f)) for f in FRAME_FIELDS}
@@ -128,10 +146,11 @@ def entry_fields(entry):
 
 def test_mii_random_frames_match_reference():
     """60 random frames (runts, bad FCS, VLAN, IPv6, TCP, ARP, IPv4 options, bad IP checksums,
-    RX_ER, dribble nibbles, oversize), back to back at the minimum gap of 12 byte times (24 MII
-    clocks, less one: the first idle cycle ends the frame), plus a carrier pulse with no SFD.
+    RX_ER, dribble nibbles, oversize, UDP with and without the traffic magic), back to back at
+    the minimum gap of 12 byte times (24 MII clocks, less one: the first idle cycle ends the
+    frame), plus a carrier pulse with no SFD.
     Expected: parse_frame on the same bytes; exact."""
-    rng = random.Random(10)
+    rng = random.Random(11)
     frames = [random_frame(rng) for _ in range(60)]
     pulses, expected = [], []
     for frame, rx_er, odd in frames:
@@ -141,8 +160,9 @@ def test_mii_random_frames_match_reference():
     pulses.insert(7, [(1, 0, 0x5)] * 9)            # false carrier: no SFD
     expected.insert(7, parse_frame(b""))
     for flag in ("fcs_ok", "vlan", "ipv4", "ipv6", "udp", "seq_valid", "rx_er", "odd_nibble",
-                 "runt", "oversize"):
+                 "runt", "oversize", "traffic_magic"):
         assert any(e[flag] for e in expected), f"no frame with {flag}: change the seed"
+    assert_magic_mix(expected)
     assert any(e["ipv4"] and not e["ip_csum_ok"] for e in expected)
     assert any(not e["fcs_ok"] and e["length"] >= 64 for e in expected)
     got = run_sniffer("mii", pulses, gap=23)
@@ -160,6 +180,7 @@ def test_rmii_random_frames_match_reference():
             frame = frame[:400]
         pulses.append(rmii_dibits(frame, carrier_early=rng.randrange(0, 7)))
         expected.append(parse_frame(frame))
+    assert_magic_mix(expected)
     got = run_sniffer("rmii", pulses, gap=47)
     assert [entry_fields(e) for e in got] == expected
 
@@ -208,6 +229,7 @@ def test_reference_parser_agrees_with_scapy():
             assert r["udp"] == 1
             assert (r["src_port"], r["dst_port"]) == (pkt[UDP].sport, pkt[UDP].dport)
             load = pkt[Raw].load if Raw in pkt else b""
+            assert r["traffic_magic"] == int(load[:2] == b"LT"), load[:8]
             if len(load) >= 8 and load[:2] == b"LT":
                 assert r["seq_valid"] == 1
                 assert r["seq"] == int.from_bytes(load[4:8], "big")

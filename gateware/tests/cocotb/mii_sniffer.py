@@ -24,7 +24,9 @@ def frames(n, seed=7):
     for i in range(n):
         payload = b"LT\x00\x01" + (1000 + i).to_bytes(4, "big") + bytes(8 + rng.randrange(40))
         eth = s.Ether(src="02:00:00:00:00:01", dst="02:00:00:00:00:02")
-        kind = rng.choice(["udp", "vlan", "v6", "bad"])
+        kind = rng.choice(["udp", "vlan", "v6", "bad", "other"])
+        if kind == "other":         # background UDP: a sequence number's room, not the magic
+            payload = b"MT" + bytes(rng.randrange(256) for _ in range(len(payload) - 2))
         if kind == "vlan":
             pkt = eth / s.Dot1Q(prio=rng.randrange(8), vlan=rng.randrange(4096)) / \
                 s.IP(dst="192.0.2.3") / s.UDP(sport=4242, dport=4242) / payload
@@ -77,3 +79,6 @@ async def mii_source_frames_match_reference(dut):
         assert fields == ref, (body.hex(), fields, ref)
     assert sum(1 for _, body in sent if not parse_frame(body)["fcs_ok"]) > 0
     assert sum(1 for _, body in sent if parse_frame(body)["seq_valid"]) > 10
+    assert sum(1 for _, body in sent if parse_frame(body)["traffic_magic"]) > 10
+    assert sum(1 for _, body in sent
+               if parse_frame(body)["seq_valid"] and not parse_frame(body)["traffic_magic"]) > 3
