@@ -1,14 +1,15 @@
 """``latscope capture``, ``latscope info`` and ``latscope verify``."""
 
-import importlib
 import json
-import signal
 import sys
 
-from latscope import LatscopeError, Terminated
+from latscope import LatscopeError
 from latscope.capture import capfile, session
 from latscope.capture.progress import CaptureProgress
-from latscope.capture.transport import open_port
+from latscope.capture.record import DEFAULT_BAUD, record
+from latscope.capture.sim_engines import ENGINES
+from latscope.capture.sim_port import DEFAULT_PACKETS, LINKS, SimulatedSource
+from latscope.capture.sim_profile import list_profiles
 from latscope.userio import check_output
 
 __all__ = ["register", "cmd_capture", "cmd_info", "cmd_verify"]
@@ -48,7 +49,7 @@ def register(subparsers):
                         "RMII's crs_dv) (default: no limit)")
     p.add_argument("--label", help="configuration label stored in the file (overrides the "
                                    "config's [dut] label)")
-    p.add_argument("--baud", type=int, default=12_000_000,
+    p.add_argument("--baud", type=int, default=DEFAULT_BAUD,
                    help="serial rate in bit/s (default 12000000; ignored by ptys)")
     p.add_argument("--force", action="store_true", help="overwrite FILE if it exists")
     p.add_argument("--calibration", metavar="FILE",
@@ -57,17 +58,7 @@ def register(subparsers):
     p.add_argument("--quiet", action="store_true", help="no progress line")
     p.add_argument("--json", action="store_true",
                    help="print the outcome as JSON on stdout (reason, exit status, totals)")
-    try:   # the simulated bench adds --sim PROFILE and its options
-        simbench = importlib.import_module("latscope.capture.simbench")
-    except ModuleNotFoundError as error:
-        if error.name != "latscope.capture.simbench":
-            raise
-        simbench = None
-    if simbench is not None and hasattr(simbench, "add_sim_arguments"):
-        simbench.add_sim_arguments(p)
-    else:
-        p.add_argument("--sim", metavar="PROFILE", help="capture from the simulated bench "
-                       "(needs latscope.capture.simbench)")
+    add_sim_arguments(p)
     p.set_defaults(func=cmd_capture)
 
     p = subparsers.add_parser(
@@ -91,110 +82,23 @@ def register(subparsers):
     p.set_defaults(func=cmd_verify)
 
 
-_EARLY_STOP = "before recording started: no file was written"
-
-
-class _StopFlag:
-    """SIGINT/SIGTERM set a reason the capture loop sees within 0.1 s; a second Ctrl-C forces."""
-
-    def __init__(self):
-        self.reason = None
-        self._old = {}
-
-    def __call__(self):
-        return self.reason
-
-    def _handler(self, signum, frame):
-        if signum == signal.SIGINT and self.reason:
-            raise KeyboardInterrupt
-        self.reason = "interrupted (Ctrl-C)" if signum == signal.SIGINT else \
-            "interrupted (SIGTERM)"
-
-    def __enter__(self):
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            try:
-                self._old[sig] = signal.signal(sig, self._handler)
-            except ValueError:      # not the main thread
-                pass
-        return self
-
-    def __exit__(self, *exc):
-        for sig, old in self._old.items():
-            signal.signal(sig, old)
-
-
-def _open_source(args):
-    if args.sim:
-        try:
-            simbench = importlib.import_module("latscope.capture.simbench")
-        except ModuleNotFoundError:
-            raise LatscopeError("--sim needs latscope.capture.simbench, which is not "
-                                "installed") from None
-        path, handle = simbench.open_simulated_port(args)
-        return path, handle
-    return args.port, None
-
-
 def capture(args, stderr=None):
-    """Run ``latscope capture`` with parsed ``args``; returns the :class:`CaptureOutcome`.
-
-    With ``--sim``, ``simbench.open_simulated_port(args)`` returns the pty path and a handle
-    whose ``metadata`` (merged into META), ``markers``, ``label``, ``dut`` and ``scenario``
-    (defaults for the config) are used, and whose ``close()`` is called after the capture."""
-    stderr = stderr or sys.stderr
-    if bool(args.port) == bool(getattr(args, "sim", None)):
+    """``latscope capture`` with parsed ``args``: :func:`latscope.capture.record.record`."""
+    if bool(args.port) == bool(args.sim):
         raise LatscopeError("give exactly one of --port DEVICE and --sim PROFILE")
-    check_output(args.output, force=args.force)     # before the instrument starts
+    check_output(args.output, force=args.force)     # before the config is read
     config = session.load_config(args.config) if args.config else session.CaptureConfig()
-    session.Limits(args.duration, args.events, args.packets)     # check before starting
-    try:
-        port, handle = _open_source(args)      # the simulated bench may set args.events
-    except (KeyboardInterrupt, Terminated):
-        raise type(sys.exc_info()[1])(_EARLY_STOP) from None
     limits = session.Limits(args.duration, args.events, args.packets)
-    for key in ("label", "dut", "scenario"):      # the simulated bench describes its run
-        if not getattr(config, key) and getattr(handle, key, None):
-            setattr(config, key, getattr(handle, key))
-    if not config.markers and getattr(handle, "markers", None):
-        config.markers = dict(handle.markers)
-    if config.frames is None and getattr(handle, "frames", None) is not None:
-        config.frames = handle.frames        # the simulated bench's rule table (--sim-load)
     if args.label:
         config.label = args.label
-    transport = None
-    try:
-        try:
-            transport = open_port(port, args.baud)
-            instrument = session.Instrument(transport)
-            identity = instrument.identify()
-            session.configure(instrument, config, identity)
-        except (KeyboardInterrupt, Terminated):
-            raise type(sys.exc_info()[1])(_EARLY_STOP) from None
-        extra = dict(getattr(handle, "metadata", None) or {})
-        if getattr(args, "calibration", None):
-            from latscope.capture.calibration import load_calibration
-            extra.update(load_calibration(args.calibration, identity=identity))
-        meta = session.capture_metadata(identity, config, port=port, extra=extra)
-        # RX valid: rx_dv (MII) or crs_dv (RMII); only the tapped bus's channel has pulses
-        rx_dv = [int(k) for k, role in meta["channels"].items() if role in ("rx_dv", "crs_dv")]
-        if limits.packets is not None and not rx_dv:
-            raise LatscopeError("--packets needs a channel whose role is rx_dv or crs_dv in the "
-                                "channel map")
-        # from here a signal is a stop request: the file is created and always finalised
-        with _StopFlag() as stop:
-            writer = capfile.CaptureWriter(args.output, meta, overwrite=args.force)
-            progress = CaptureProgress(stderr, enabled=False if args.quiet else None,
-                                       limits=limits)
-            outcome = session.run_capture(instrument, writer, limits=limits,
-                                          rx_dv_channel=rx_dv or None,
-                                          progress=progress, stop=stop)
-        progress.done()
-    finally:
-        if transport is not None:
-            transport.close()
-        if handle is not None:
-            handle.close()
-    return outcome
+    source = args.port
+    if args.sim:
+        source = SimulatedSource(args.sim, packets=args.packets or DEFAULT_PACKETS,
+                                 seed=args.sim_seed, load=args.sim_load, engine=args.sim_engine,
+                                 link=args.sim_link, rate=args.sim_rate)
+    progress = CaptureProgress(stderr or sys.stderr, enabled=False if args.quiet else None)
+    return record(source, args.output, config=config, limits=limits, baud=args.baud,
+                  overwrite=args.force, calibration=args.calibration, progress=progress)
 
 
 def cmd_capture(args):
@@ -344,3 +248,33 @@ def cmd_verify(args):
     else:
         print("  gaps: none; no event was lost")
     return 0 if report["ok"] else 1
+def add_sim_arguments(parser):
+    """Add the simulated-bench options to a ``latscope capture`` parser: ``--sim PROFILE``,
+    ``--sim-engine``, ``--sim-seed``, ``--sim-rate``."""
+    parser.add_argument(
+        "--sim", metavar="PROFILE",
+        help="capture from the simulated bench instead of a port: a DUT model with PROFILE's "
+             f"latencies (one of {', '.join(list_profiles())}, or FILE.toml[:SIZE]) drives the "
+             "real gateware in simulation, served on a pseudo-terminal; --packets N (default "
+             f"{DEFAULT_PACKETS:,}) echoed packets are simulated and all their events captured; "
+             "the ground truth is written beside the capture (FILE.truth.npz)")
+    parser.add_argument("--sim-engine", choices=("auto",) + ENGINES, default="auto",
+                        help="simulator for --sim (default auto: Verilator, else the reference "
+                             "models)")
+    parser.add_argument("--sim-seed", type=int, default=0,
+                        help="random seed of the DUT model for --sim (default 0)")
+    parser.add_argument("--sim-link", choices=LINKS, default="pty",
+                        help="serve --sim on a pseudo-terminal (the UART path, default) or as "
+                             "the ECPIX-5's UDP datagrams on 127.0.0.1 (the Ethernet path)")
+    parser.add_argument("--sim-load", metavar="SCENARIO", default=None,
+                        help="put the measured stream beside background traffic on a real wire "
+                             "(frames with FCS, nibble by nibble; FRAME/COUNTERS records from "
+                             "the sniffers' reference model): a scenario of "
+                             "capture/profiles/under-load.toml (bg0, bg30, bg60, bg90, "
+                             "bg60-coalesce), FILE.toml:NAME, or a share of the line rate such "
+                             "as 0.6; frames to/from UDP port 5000 are class hp (recorded), "
+                             "other IPv4 bg (counted) unless --config has a [frames] table")
+    parser.add_argument("--sim-rate", type=float, default=None, metavar="BYTES_PER_S",
+                        help="serve the simulated instrument's bytes at most this fast (default: "
+                             "as fast as the capture reads; 1.2e6 is the boards' 12 Mbaud link)")
+

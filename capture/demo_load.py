@@ -4,9 +4,10 @@ background traffic, per class.
 Two captures on the simulated bench's wire (:mod:`latscope.capture.sim_load`): Ethernet Lite with
 the lwIP stack (``el-dm-64``) and the fast track (``fast-track-64``), each with the measured
 stream (class ``hp``, recorded frame by frame) beside 60 % background load (class ``bg``, counted
-on the FPGA only), through ``latscope capture --sim PROFILE --sim-load bg60`` (the model engine:
-the sniffers' and classifier's reference models). Each capture is checked against its ground
-truth (every edge within one tick; every background frame counted), then analysed per class.
+on the FPGA only), recorded by :func:`latscope.capture.record.record` from the simulated bench
+(the model engine: the sniffers' and classifier's reference models). Each capture is checked
+against the ground truth of the simulation it recorded (every edge within one tick; every
+background frame counted), then analysed per class.
 """
 
 import concurrent.futures
@@ -15,6 +16,9 @@ import os
 import numpy as np
 
 from latscope import LatscopeError
+from latscope.capture import capfile, session, simbench
+from latscope.capture.record import record
+from latscope.capture.sim_port import SimulatedSource
 
 __all__ = ["PROFILES", "SCENARIO", "PACKETS", "capture_under_load", "run_under_load",
            "format_load_table"]
@@ -29,14 +33,13 @@ def capture_under_load(profile, out_dir, *, packets=PACKETS, scenario=SCENARIO, 
     """Capture ``profile`` under ``scenario``; returns a dict with the path, the truth check and
     the per-class analysis figures (µs)."""
     from latscope.analysis import api
-    from latscope.capture import capfile, sim_load, simbench
-    from latscope.cli import main
     path = os.path.join(out_dir, f"{profile}-{scenario}.lsc")
-    status = main(["capture", "--sim", profile, "--sim-load", scenario, "--packets",
-                   str(packets), "--sim-seed", str(seed), "-o", path, "--quiet", "--force"])
-    if status != 0:
-        raise LatscopeError(f"capture of {profile} under {scenario} failed (exit {status})")
-    run = sim_load.simulate_load(profile, packets, scenario, seed=seed)
+    source = SimulatedSource(profile, packets=packets, seed=seed, load=scenario)
+    outcome = record(source, path, limits=session.Limits(packets=packets), overwrite=True)
+    if outcome.exit_status != 0:
+        raise LatscopeError(f"capture of {profile} under {scenario} failed "
+                            f"(exit {outcome.exit_status}: {outcome.reason})")
+    run = source.port.run           # the simulation just captured: its ground truth
     with capfile.open_capture(path) as cap:
         events = cap.events()
         check = simbench.compare_to_truth(events.time, events.channel, events.rising, run.truth)
