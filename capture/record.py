@@ -13,16 +13,14 @@ from latscope import LatscopeError, Terminated
 from latscope.capture import capfile, session
 from latscope.capture.calibration import load_calibration
 from latscope.capture.sim_port import SimulatedSource
-from latscope.capture.transport import open_port
+from latscope.capture.transport import DEFAULT_BAUD, open_port
 from latscope.userio import check_output
 
-__all__ = ["record", "EARLY_STOP", "DEFAULT_BAUD", "StopOnSignals"]
+__all__ = ["record", "EARLY_STOP", "StopOnSignals"]
 
 #: The message of the ``KeyboardInterrupt``/``Terminated`` raised when a signal comes before
 #: recording started.
 EARLY_STOP = "before recording started: no file was written"
-#: The boards' serial rate in bit/s.
-DEFAULT_BAUD = 12_000_000
 
 
 class StopOnSignals:

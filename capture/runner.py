@@ -1,5 +1,5 @@
-"""``latscope run EXPERIMENT.toml``: a matrix of paths x sizes x configurations, one capture per
-cell, plus a summary. A commented example ships as ``docs/experiment.toml``.
+"""An experiment (``latscope run EXPERIMENT.toml``): a matrix of paths x sizes x configurations,
+one capture per cell, plus a summary. A commented example ships as ``docs/experiment.toml``.
 
 EXPERIMENT.toml::
 
@@ -330,30 +330,3 @@ def run_experiment(exp, out_dir, *, capture=record, quiet=True):
                "ok": all(c["ok"] for c in cells)}
     (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
     return summary
-
-
-def register(subparsers):
-    p = subparsers.add_parser(
-        "run", help="run an experiment matrix (paths x sizes x configurations)",
-        description="Run EXPERIMENT.toml: one capture per cell of paths x sizes (Ethernet frame "
-                    "bytes) x configurations, against the simulated bench (target = \"sim\") or "
-                    "a DUT (target = its address, selected over its control port), and write "
-                    "OUT/summary.json listing every cell's capture file.")
-    p.add_argument("experiment", metavar="EXPERIMENT.toml")
-    p.add_argument("-o", "--output", metavar="DIR", help="output folder (default: ./NAME)")
-    p.add_argument("--json", action="store_true", help="print the summary as JSON")
-    p.set_defaults(func=_main)
-
-
-def _main(args):
-    from latscope.userio import check_input, check_output
-    check_input(args.experiment, "experiment file")
-    exp = load_experiment(args.experiment)
-    check_output(args.output or exp["name"], directory=True)
-    summary = run_experiment(exp, args.output or exp["name"])
-    if args.json:
-        print(json.dumps(summary))
-    else:
-        good = sum(c["ok"] for c in summary["cells"])
-        print(f"{exp['name']}: {good}/{len(summary['cells'])} cells captured")
-    return 0 if summary["ok"] else 1
