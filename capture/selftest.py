@@ -26,8 +26,8 @@ import numpy as np
 from latscope import LatscopeError
 from latscope.capture import calibration, session
 from latscope.capture.selftest_bench import open_simulated_instrument
-from latscope.capture.transport import DEFAULT_BAUD, open_port
-from latscope.gateware import protocol
+from latscope.capture.transport import DEFAULT_BAUD, TransportClosed, open_port
+from latscope.gateware import lane_order, protocol
 
 __all__ = [
     "ChannelCheck", "PatternCheck", "LoopbackCheck", "check_pattern", "analyse_loopback",
@@ -417,7 +417,6 @@ def analyse_loopback(time, channel, rising, *, loop_channel, high_ticks, low_tic
     -------
     LoopbackCheck
     """
-    from latscope.gateware import lane_order
     time, channel, rising = _events(time, channel, rising)
     loop = _check_channel("Loop-back channel", loop_channel)
     if reference is not None:
@@ -519,7 +518,6 @@ def run_selftest(instrument, identity, *, channels, high_ticks, low_ticks, loopb
     -------
     SelftestCapture
     """
-    from latscope.capture.transport import TransportClosed
     chans = sorted(set(channels))
     n = int(identity.get("channels") or protocol.NUM_CHANNELS)
     if loopback is None:

@@ -12,6 +12,8 @@ from latscope import LatscopeError
 from latscope.gateware import build, programming
 from latscope.gateware.boards import BOARDS, CHANNEL_ROLES, board_pin_table, get_board
 from latscope.gateware.programming import programmer_command
+from latscope.gateware.top import LatscopeCore
+from latscope.gateware.verilator import export_verilog
 from latscope.userio import check_output
 
 
@@ -140,8 +142,6 @@ def _cmd_program(args):
 
 
 def _cmd_verilog(args):
-    from latscope.gateware.top import LatscopeCore
-    from latscope.gateware.verilator import export_verilog
     if args.board == "sim":
         params = dict(capture_hz=48_000_000, board="sim", channel_names=CHANNEL_ROLES,
                       async_fifo=False, fast_forward=True)
