@@ -24,13 +24,10 @@ import os
 import sys
 import time
 
-import numpy as np
-
 from latscope import LatscopeError
 from latscope.capture import simbench
 
-__all__ = ["capture_profile", "choose_engine", "run_demo", "comparison_rows",
-           "format_table"]
+__all__ = ["capture_profile", "choose_engine", "run_demo"]
 
 #: Packets captured by default, over all profiles (the issue asks for at least 10^5).
 DEFAULT_PACKETS = 100_000
@@ -178,98 +175,3 @@ def _progress_line(r, done, total):
     status = "ok" if r["check"]["ok"] else f"MISMATCH ({r['reason']}; {r['check']})"
     return (f"  [{done:2d}/{total}] {r['profile']:<16} {r['packets']:>7,} packets "
             f"{r['events']:>9,} events  {r['seconds']:6.1f} s  {r['engine']:<9} truth {status}")
-
-
-# --- the comparison table -------------------------------------------------------------------------
-
-def _paper(profile, stage):
-    spec = profile.stages.get(stage)
-    if spec is None or spec.source.startswith("assumption"):
-        return ""
-    return f"{spec.mean_us:.2f} ± {spec.three_sigma_us:.2f}"
-
-
-def _stats_from_analysis(path):
-    """Per-stage statistics from :mod:`latscope.analysis` (ns), or ``None`` if it is missing."""
-    try:
-        from latscope.analysis import api
-    except ImportError:
-        return None
-    analysis = api.analyze_file(path)
-    out = {}
-    for name, s in analysis.stats.items():
-        if not s.n:
-            continue
-        out[name] = {"n": s.n, "mean": s.mean_ns, "three_sigma": s.three_sigma_ns,
-                     "p50": s.quantiles[50].value_ns, "p99": s.quantiles[99].value_ns,
-                     "p999": s.quantiles[99.9].value_ns, "max": s.max_ns,
-                     "resolution": s.resolution_ns}
-    return out
-
-
-def _stats_minimal(path, profile):
-    """TEMPORARY stand-in used only when :mod:`latscope.analysis` cannot be imported: pairs each
-    start edge with the next stop edge and computes plain sample statistics (ns)."""
-    from latscope.capture import capfile
-    with capfile.open_capture(path) as cap:
-        ev = cap.events()
-        time_, channel, rising = (np.asarray(a) for a in (ev.time, ev.channel, ev.rising))
-        tick_ns = 1e9 / cap.tick_hz
-    out = {}
-    rx_end = time_[(channel == 0) & ~rising]
-    tx_start = time_[(channel == 1) & rising]
-    for stage in profile.stages:
-        marker = profile.marker_channel(simbench._STAGE_MARKER[stage])
-        m = time_[(channel == marker) & rising]
-        start, stop = (rx_end, m) if stage.startswith("rx.") else (m, tx_start)
-        idx = np.searchsorted(stop, start, side="left")
-        ok = idx < len(stop)
-        lat = (stop[idx[ok]] - start[ok]) * tick_ns
-        if not len(lat):
-            continue
-        out[stage] = {"n": len(lat), "mean": lat.mean(), "three_sigma": 3 * lat.std(ddof=1),
-                      "p50": np.percentile(lat, 50), "p99": np.percentile(lat, 99),
-                      "p999": np.percentile(lat, 99.9), "max": lat.max(), "resolution": tick_ns}
-    return out
-
-
-def comparison_rows(results):
-    """Rows (dicts) of the comparison table: per capture and stage, the measured statistics in µs
-    and the paper's Table I value where the profile takes one from it."""
-    rows = []
-    for r in results:
-        profile = simbench.load_profile(r["profile"])
-        stats = _stats_from_analysis(r["path"])
-        source = "analysis"
-        if stats is None:
-            stats, source = _stats_minimal(r["path"], profile), "temporary minimal summary"
-        for stage in profile.stages:
-            s = stats.get(stage)
-            if s is None:
-                continue
-            rows.append({"config": profile.name, "stage": stage, "n": int(s["n"]),
-                         "mean_us": s["mean"] / 1e3, "three_sigma_us": s["three_sigma"] / 1e3,
-                         "p50_us": s["p50"] / 1e3, "p99_us": s["p99"] / 1e3,
-                         "p999_us": s["p999"] / 1e3, "max_us": s["max"] / 1e3,
-                         "resolution_ns": s["resolution"], "paper": _paper(profile, stage),
-                         "source": source})
-    return rows
-
-
-def format_table(rows):
-    """The comparison table as text (µs; the paper's x̄ ± 3σ where Table I has the cell)."""
-    headers = ("config", "stage", "n", "mean ± 3σ", "p50", "p99", "p99.9", "max", "paper")
-    cells = [headers]
-    for r in rows:
-        cells.append((r["config"], r["stage"], f"{r['n']:,}",
-                      f"{r['mean_us']:.2f} ± {r['three_sigma_us']:.2f}", f"{r['p50_us']:.3f}",
-                      f"{r['p99_us']:.3f}", f"{r['p999_us']:.3f}", f"{r['max_us']:.2f}",
-                      r["paper"] or "-"))
-    widths = [max(len(c[i]) for c in cells) for i in range(len(headers))]
-    lines = []
-    for k, row in enumerate(cells):
-        lines.append("  ".join(c.rjust(w) if 2 <= i <= 7 else c.ljust(w)
-                               for i, (c, w) in enumerate(zip(row, widths, strict=True))).rstrip())
-        if k == 0:
-            lines.append("  ".join("-" * w for w in widths))
-    return "\n".join(lines)
