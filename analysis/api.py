@@ -27,11 +27,14 @@ from latscope.analysis.definitions import (
 )
 from latscope.analysis.engine import Analyzer
 from latscope.analysis.pairing import STATUS_NAMES
+from latscope.analysis.report.html import write_report as write_report_page
+from latscope.analysis.report.labels import class_label, counted_only_classes, integrity_note
+from latscope.analysis.report.tables import compare_classes, summary_text
 from latscope.analysis.stats import DEFAULT_EXACT_LIMIT, PERCENTILES, percentile_key
 
 __all__ = ["Analysis", "integrity_note", "load", "analyze_file", "from_events", "summary_frame",
            "packets_frame", "capture_label", "capture_size", "summarize_captures", "write_report",
-           "example_captures", "repository_root"]
+           "example_captures", "repository_root", "class_label", "counted_only_classes"]
 
 
 @dataclasses.dataclass
@@ -111,9 +114,7 @@ class Analysis:
         they share (:func:`latscope.analysis.report.compare_classes`): ``class``, ``baseline``,
         ``stage``, ``mean_diff_ns`` with its interval, ``p50_diff_ns``, ``p99_diff_ns``,
         ``mann_whitney_p``."""
-        import pandas as pd
-
-        from latscope.analysis.report import compare_classes
+        import pandas as pd  # why: pandas is heavy and only the notebook views need it
         rows = []
         for r in compare_classes(self, confidence=confidence):
             c = r.comparison
@@ -154,19 +155,6 @@ class Analysis:
                          totals["fcs_errors"], "counted_frames": totals["frames"],
                          "counted_octets": totals["octets"]})
         return pd.DataFrame(rows)
-
-
-def integrity_note(analysis):
-    """One sentence to show next to figures from ``analysis`` when its capture file is damaged
-    or was not finalised (empty when the input is intact or not a capture file).
-
-    The report and ``compare`` call this for every input, so a figure from a damaged capture
-    never appears without saying so."""
-    facts = analysis.integrity
-    if not facts or not (facts["damaged"] or not facts["finalised"]):
-        return ""
-    what = "damaged" if facts["damaged"] else "not finalised"
-    return f"{analysis.label}: input {what}: {facts['text']}; figures cover the readable part"
 
 
 def summary_frame(stats):
@@ -388,31 +376,6 @@ def analyze_file(path, *, definitions=None, measures=None, packets=False, mappin
     return Analysis(path, capture_label(metadata, path), capture_size(metadata), result)
 
 
-def counted_only_classes(fa, counters):
-    """``{class: last receive totals}`` (``frames``, ``octets``, ``fcs_errors``, ``dropped``) of
-    the receive classes the FPGA counted but that have no recorded frames in the frame analysis
-    ``fa`` (classes set to count only, e.g. background load). ``counters`` is the capture's
-    COUNTERS records."""
-    out = {}
-    if counters is None:
-        return out
-    for row in counters[counters["direction"] == 0]:
-        cls = int(row["cls"])
-        if cls not in fa.classes and int(row["frames"]):
-            out[cls] = {k: int(row[k]) for k in ("frames", "octets", "fcs_errors", "dropped")}
-    return out
-
-
-def class_label(cls, metadata):
-    """A class's name from the capture's metadata (``frames.classes``, written from the capture
-    config's ``[frames]`` table; or an older ``frame_classes``), else its number."""
-    from latscope.capture.rules import class_names
-    names = class_names(metadata)
-    if int(cls) in names:
-        return names[int(cls)]
-    return str((metadata.get("frame_classes") or {}).get(str(cls), cls))
-
-
 def reply_class(metadata):
     """How replies are limited by class (``analysis.frames.REPLY_CLASSES``): ``"any"`` when the
     capture config's ``[frames]`` table classified received frames but had no transmit rules (every
@@ -509,7 +472,6 @@ def load(path, *, definitions=None, measures=None, packets=True, mapping=None, *
 
 def summarize_captures(paths, *, definitions=None):
     """Analyse captures and return a comparison table as text (for ``latscope demo``)."""
-    from latscope.analysis.report import summary_text
     analyses = [analyze_file(p, definitions=definitions) for p in paths]
     return summary_text(analyses)
 
@@ -517,9 +479,8 @@ def summarize_captures(paths, *, definitions=None):
 def write_report(paths, out_dir, *, definitions=None):
     """Analyse captures and write ``report.html`` and ``report.md`` into ``out_dir``; returns the
     paths written (for ``latscope demo``)."""
-    from latscope.analysis.report import write_report as _write
     analyses = [analyze_file(p, definitions=definitions, packets=True) for p in paths]
-    return _write(analyses, out_dir)
+    return write_report_page(analyses, out_dir)
 
 
 def to_json(analysis):
