@@ -25,6 +25,7 @@ from latscope.analysis.grouping import (
 )
 from latscope.analysis.report import figures
 from latscope.analysis.report.labels import class_label, counted_only_classes
+from latscope.analysis.report.paper import reference_for
 from latscope.analysis.stats import PERCENTILES
 from latscope.analysis.units import US, time_unit
 
@@ -428,42 +429,32 @@ def comparison_table(comparisons, base_label):
 
 
 # --- the paper's Table I next to ours -----------------------------------------------------------
-def _profile_of(metadata):
-    sim = (metadata or {}).get("simbench")
-    if not isinstance(sim, dict) or not sim.get("profile"):
-        return None
-    try:
-        from latscope.capture import simbench
-        return simbench.load_profile(str(sim["profile"]))
-    except Exception:        # a profile this installation does not ship: no paper column
-        return None
-
-
 def paper_table(analyses, labels=None):
     """For captures of the shipped paper profiles: the paper's Table I x̄ ± 3σ next to ours, or
-    ``None`` when no capture comes from such a profile. The note says why 3σ differs."""
+    ``None`` when no capture comes from such a profile. The note says why 3σ differs. The
+    paper's figures are reference data (:mod:`latscope.analysis.report.paper`)."""
     labels = labels or display_labels(analyses)
     rows, tails = [], {}
     for a, label in zip(analyses, labels, strict=True):
-        profile = _profile_of(a.metadata)
-        if profile is None:
+        reference = reference_for(a.metadata)
+        if reference is None:
             continue
-        for tail in profile.tails:
-            tails[tail.name] = tail
-        for name, spec in profile.stages.items():
+        for tail in reference.tails:
+            tails[tail[0]] = tail
+        for name, (mean_us, three_sigma_us) in reference.stages.items():
             s = a.stats.get(name)
-            if s is None or not s.n or spec.source.startswith("assumption"):
+            if s is None or not s.n:
                 continue
-            rows.append([label, name, f"{spec.mean_us:.2f} ± {spec.three_sigma_us:.2f}",
+            rows.append([label, name, f"{mean_us:.2f} ± {three_sigma_us:.2f}",
                          f"{s.mean_ns / 1e3:.2f} ± {s.three_sigma_ns / 1e3:.2f}",
-                         _signed(s.mean_ns / 1e3 - spec.mean_us, 3),
+                         _signed(s.mean_ns / 1e3 - mean_us, 3),
                          US.fmt(s.quantiles[50.0].value_ns), US.fmt(s.quantiles[99.9].value_ns),
                          US.fmt(s.max_ns), f"{s.n:,}"])
     if not rows:
         return None
-    tail_text = "; ".join(f"{t.name}: probability {t.probability:g} per packet, "
-                          f"+{t.min_us:g} µs + Exponential(mean {t.mean_extra_us:g} µs)"
-                          for t in tails.values())
+    tail_text = "; ".join(f"{name}: probability {probability:g} per packet, "
+                          f"+{min_us:g} µs + Exponential(mean {mean_extra_us:g} µs)"
+                          for name, probability, min_us, mean_extra_us in tails.values())
     note = ("Each profile sets the body of every stage to the paper's mean and 3σ (512 samples "
             "per cell). Our 3σ is larger because the profiles also model rare tails the paper's "
             f"512 samples would rarely contain ({tail_text}): a tail of probability p adds "

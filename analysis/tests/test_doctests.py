@@ -6,7 +6,7 @@ import importlib
 import pytest
 
 MODULES = ["definitions", "pairing", "hdr", "stats", "engine", "compare", "report.tables", "synth",
-           "grouping", "units", "report.figures", "report.labels",
+           "grouping", "units", "report.figures", "report.labels", "report.paper",
            "frames", "api"]
 
 
