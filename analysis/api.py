@@ -34,7 +34,7 @@ from latscope.analysis.stats import DEFAULT_EXACT_LIMIT, PERCENTILES, percentile
 
 __all__ = ["Analysis", "integrity_note", "load", "analyze_file", "from_events", "summary_frame",
            "packets_frame", "capture_label", "capture_size", "summarize_captures", "write_report",
-           "example_captures", "repository_root", "class_label", "counted_only_classes"]
+           "repository_root", "class_label", "counted_only_classes"]
 
 
 @dataclasses.dataclass
@@ -492,43 +492,3 @@ def repository_root():
     """The latscope source tree (the folder holding ``fixtures/``), or None when installed."""
     here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     return here if os.path.isdir(os.path.join(here, "fixtures")) else None
-
-
-def example_captures(profiles, *, packets=1200, directory=None, seed=0):
-    """Paths of simulated-bench captures for ``profiles`` (e.g. ``["gem-64", "el-dm-64"]``).
-
-    Uses ``fixtures/bench/PROFILE.lsc`` where the source tree has it; otherwise simulates the
-    profile now (:func:`latscope.capture.simbench.simulate`, the DUT model only, without the
-    gateware) and writes a capture into ``directory`` (default: a new temporary folder).
-
-    Returns
-    -------
-    paths : list of str
-    provenance : dict of str -> str
-        Per profile, ``"fixture"`` or ``"simulated now"``.
-    """
-    import tempfile
-    root = repository_root()
-    paths, provenance = [], {}
-    for profile in profiles:
-        fixture = os.path.join(root, "fixtures", "bench", f"{profile}.lsc") if root else None
-        if fixture and os.path.exists(fixture):
-            paths.append(fixture)
-            provenance[profile] = "fixture"
-            continue
-        from latscope.capture import capfile, simbench
-        directory = directory or tempfile.mkdtemp(prefix="latscope-")
-        run = simbench.simulate(profile, packets, seed=seed)
-        t = run.truth
-        meta = {"tick_hz": run.meta["tick_hz"],
-                "channels": {str(k): v for k, v in enumerate(simbench.CHANNEL_ROLES)},
-                "markers": run.meta["markers"], "label": profile,
-                "frame_bytes": run.meta["frame_bytes"],
-                "simbench": dict(run.meta, engine="none (events from the DUT model)")}
-        path = os.path.join(directory, f"{profile}.lsc")
-        with capfile.CaptureWriter(path, meta, fsync=False, overwrite=True) as writer:
-            writer.append_events(t["time"], t["channel"], t["rising"])
-        run.save_truth(path)
-        paths.append(path)
-        provenance[profile] = "simulated now"
-    return paths, provenance
