@@ -139,7 +139,7 @@ class Analysis:
         ``counted_octets`` (the FPGA's receive totals), and per stage ``<stage>_p50_ns`` /
         ``<stage>_p99_ns`` (``node.e2e``, ``rx.udp`` ...). Classes the FPGA only counted have
         their totals alone (NaN elsewhere)."""
-        import pandas as pd
+        import pandas as pd  # why: pandas is heavy and only the notebook views need it
         fa = getattr(self.result, "frames", None)
         if fa is None:
             raise LatscopeError(f"{self.path or self.label}: the capture has no frame records")
@@ -165,7 +165,7 @@ class Analysis:
 
 def summary_frame(stats):
     """DataFrame of :class:`LatencyStats` objects keyed by name."""
-    import pandas as pd  # here, not at the top: the command line never needs it
+    import pandas as pd  # why: heavy, and the command line never needs it
     rows = {}
     for name, s in stats.items():
         row = {"n": s.n, "mean_ns": s.mean_ns, "std_ns": s.std_ns,
@@ -187,7 +187,7 @@ def summary_frame(stats):
 
 def packets_frame(result):
     """DataFrame of per-packet records (see :meth:`Analysis.packets`)."""
-    import pandas as pd
+    import pandas as pd  # why: pandas is heavy and only the notebook views need it
     frames = []
     tick_ns = 1e9 / result.tick_hz
     for table in result.packets:
