@@ -158,3 +158,12 @@ def test_reader_parses_the_metadata(tmp_path):
 def test_missing_file_is_one_error_line(tmp_path):
     with pytest.raises(LatscopeError, match="no such file"):
         open_events(tmp_path / "nothing.lsc")
+
+
+def test_compare_reads_each_file_once(reads, capsys):
+    """``latscope compare`` analyses each input once: one open, one pass per file."""
+    paths = [str(PLAIN), str(FRAMES)]
+    assert main(["compare", *paths]) == 0
+    assert sorted(c["path"] for c in reads) == sorted(paths)
+    assert all(c["passes"] == 1 and c["events"] == c["n_events"] for c in reads)
+    assert "comparison" in capsys.readouterr().out.lower()
