@@ -303,8 +303,10 @@ def file_memory_rows(quick, exact_limit=10**5):
                              f"{exact_limit:.0e}"
                              + (f", {r['frames']:,} requests paired" if frames else "")))
             small, big = sizes
+            verdict = ("frame pairing holds every frame: grows with the frame count" if frames
+                       else "independent of capture length")
             rows[-1] = rows[-1][:3] + (rows[-1][3] + f"; {peaks[big] / peaks[small]:.2f}x the "
-                                       f"{small:.0e}-event run",)
+                                       f"{small:.0e}-event run: {verdict}",)
     return rows
 
 
