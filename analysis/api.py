@@ -1,8 +1,9 @@
 """Python API for notebooks and scripts: load a capture, get DataFrames of packets and results.
 
-This is the thin shell around the array core (:mod:`latscope.analysis.engine`): it reads latscope
-capture files (``.lsc``, through :mod:`latscope.capture.capfile`) or sigrok session files (``.sr``,
-through :mod:`latscope.capture.sigrok`, with a ``--map``-style channel map) chunk by chunk.
+This is the thin shell around the array core (:mod:`latscope.analysis.engine`): it opens any
+capture file through the one reader (:func:`latscope.capture.open.open_events`: ``.lsc``, ``.sr``
+with a ``--map``-style channel map, ``.vcd``, ``.csv``) and feeds its events chunk by chunk, in
+one pass, to an :class:`~latscope.analysis.engine.Analyzer`.
 
 Examples
 --------
@@ -13,6 +14,7 @@ Examples
 """
 
 import dataclasses
+import itertools
 import json
 import os
 
@@ -21,17 +23,24 @@ import numpy as np
 from latscope import LatscopeError
 from latscope.analysis.definitions import (
     CHANNEL_ROLES,
+    default_definitions,
     load_definitions,
     parse_definitions,
+    resolve_channel,
     resolve_markers,
 )
-from latscope.analysis.engine import Analyzer
+from latscope.analysis.engine import Analyzer, PacketTable
+from latscope.analysis.frames import analyze_frames
 from latscope.analysis.pairing import STATUS_NAMES
+from latscope.analysis.report.html import write_report as write_report_page
+from latscope.analysis.report.labels import class_label, counted_only_classes, integrity_note
+from latscope.analysis.report.tables import compare_classes, summary_text
 from latscope.analysis.stats import DEFAULT_EXACT_LIMIT, PERCENTILES, percentile_key
+from latscope.capture.open import open_events
 
 __all__ = ["Analysis", "integrity_note", "load", "analyze_file", "from_events", "summary_frame",
            "packets_frame", "capture_label", "capture_size", "summarize_captures", "write_report",
-           "example_captures", "repository_root"]
+           "repository_root", "class_label", "counted_only_classes"]
 
 
 @dataclasses.dataclass
@@ -111,9 +120,7 @@ class Analysis:
         they share (:func:`latscope.analysis.report.compare_classes`): ``class``, ``baseline``,
         ``stage``, ``mean_diff_ns`` with its interval, ``p50_diff_ns``, ``p99_diff_ns``,
         ``mann_whitney_p``."""
-        import pandas as pd
-
-        from latscope.analysis.report import compare_classes
+        import pandas as pd  # why: pandas is heavy and only the notebook views need it
         rows = []
         for r in compare_classes(self, confidence=confidence):
             c = r.comparison
@@ -132,7 +139,7 @@ class Analysis:
         ``counted_octets`` (the FPGA's receive totals), and per stage ``<stage>_p50_ns`` /
         ``<stage>_p99_ns`` (``node.e2e``, ``rx.udp`` ...). Classes the FPGA only counted have
         their totals alone (NaN elsewhere)."""
-        import pandas as pd
+        import pandas as pd  # why: pandas is heavy and only the notebook views need it
         fa = getattr(self.result, "frames", None)
         if fa is None:
             raise LatscopeError(f"{self.path or self.label}: the capture has no frame records")
@@ -156,22 +163,9 @@ class Analysis:
         return pd.DataFrame(rows)
 
 
-def integrity_note(analysis):
-    """One sentence to show next to figures from ``analysis`` when its capture file is damaged
-    or was not finalised (empty when the input is intact or not a capture file).
-
-    The report and ``compare`` call this for every input, so a figure from a damaged capture
-    never appears without saying so."""
-    facts = analysis.integrity
-    if not facts or not (facts["damaged"] or not facts["finalised"]):
-        return ""
-    what = "damaged" if facts["damaged"] else "not finalised"
-    return f"{analysis.label}: input {what}: {facts['text']}; figures cover the readable part"
-
-
 def summary_frame(stats):
     """DataFrame of :class:`LatencyStats` objects keyed by name."""
-    import pandas as pd  # here, not at the top: the command line never needs it
+    import pandas as pd  # why: heavy, and the command line never needs it
     rows = {}
     for name, s in stats.items():
         row = {"n": s.n, "mean_ns": s.mean_ns, "std_ns": s.std_ns,
@@ -193,7 +187,7 @@ def summary_frame(stats):
 
 def packets_frame(result):
     """DataFrame of per-packet records (see :meth:`Analysis.packets`)."""
-    import pandas as pd
+    import pandas as pd  # why: pandas is heavy and only the notebook views need it
     frames = []
     tick_ns = 1e9 / result.tick_hz
     for table in result.packets:
@@ -254,7 +248,6 @@ def _definitions(definitions, metadata):
 def _select(defs, measures):
     if not measures:
         return defs
-    from latscope.analysis.definitions import default_definitions
     return (defs or default_definitions()).select(list(measures))
 
 
@@ -312,7 +305,16 @@ def from_events(time, channel, rising, *, tick_hz, channel_names=None, markers=N
 def analyze_file(path, *, definitions=None, measures=None, packets=False, mapping=None,
                  exact_limit=DEFAULT_EXACT_LIMIT, confidence=0.95, progress=None, markers=None,
                  ns_histograms=False):
-    """Analyse a capture file (``.lsc``) or a sigrok session file (``.sr``) in bounded memory.
+    """Analyse a capture file (``.lsc``), a sigrok session file (``.sr``) or a latscope export
+    (``.vcd``, ``.csv``), reading it once, in one pass.
+
+    Memory: the events of ``.lsc`` and ``.sr`` files are never held whole (``.lsc`` chunks are
+    views of the mapped file, ``.sr`` is decoded block by block; ``.vcd``/``.csv`` exports of a
+    time window are read whole), so it is bounded by one chunk plus the statistics'
+    ``exact_limit`` values per measurement. A frame capture also keeps, until
+    its frame records are paired after the pass, the records, the DV channels' edges and the
+    markers' rising edges, and pairs them with exact statistics over every frame: about
+    0.5 kB per request (``latscope bench --only analysis``).
 
     Parameters
     ----------
@@ -338,79 +340,116 @@ def analyze_file(path, *, definitions=None, measures=None, packets=False, mappin
     -------
     Analysis
     """
-    path = os.fspath(path)
-    if not os.path.exists(path):
-        raise LatscopeError(f"{path}: no such file")
-    if path.endswith(".sr"):
-        return _analyze_sr(path, definitions, measures, packets, mapping, exact_limit,
-                           confidence, markers, ns_histograms)
-    if path.lower().endswith((".vcd", ".csv")):
-        from latscope.capture.reimport import read_export
-        ev = read_export(path)
-        return from_events(ev.time, ev.channel, ev.rising, tick_hz=ev.tick_hz,
-                           channel_names=ev.channel_names, stored_markers=ev.markers,
-                           markers=markers, definitions=definitions, measures=measures,
-                           label=capture_label(ev.metadata, path), packets=packets,
-                           metadata=ev.metadata, path=path, exact_limit=exact_limit,
-                           confidence=confidence, ns_histograms=ns_histograms)
-    from latscope.capture.capfile import damage_summary, open_capture
-    with open_capture(path) as cap:
-        metadata = cap.metadata or {}
-        defs = _select(_definitions(definitions, metadata), measures)
-        names = cap.channel_names or dict(CHANNEL_ROLES)
-        names, rx_valid = rx_valid_names(names, (
-            (c.channel, c.rising) for c in cap.iter_chunks()))
+    with open_events(path, mapping) as source:
+        if source.info.format == "sr":
+            return _analyze_sampled(source, definitions, measures, packets, exact_limit,
+                                    confidence, markers, ns_histograms)
+        return _analyze_events(source, definitions, measures, packets, exact_limit, confidence,
+                               progress, markers, ns_histograms)
+
+
+def _with_rx_valid(names, chunks):
+    """``(names, note, chunks)``: :func:`rx_valid_names` on the first chunks, and every chunk
+    again (those it read first, then the rest), so the file is read in one pass."""
+    chunks = iter(chunks)
+    read = []
+
+    def levels():
+        for chunk in chunks:
+            read.append(chunk)
+            yield chunk.channel, chunk.rising
+    names, note = rx_valid_names(names, levels())
+    return names, note, itertools.chain(read, chunks)
+
+
+def _analyze_events(source, definitions, measures, packets, exact_limit, confidence, progress,
+                    markers, ns_histograms):
+    """Event files (``.lsc``, ``.vcd``, ``.csv``): one pass over the chunks; frame records are
+    paired after it from the DV and marker edges gathered on the way."""
+    info = source.info
+    path = info.path
+    capture = info.format == "lsc"
+    metadata = info.metadata
+    defs = _select(_definitions(definitions, metadata), measures)
+    names = (info.channel_names or dict(CHANNEL_ROLES)) if capture else info.channel_names
+    names, rx_valid, chunks = _with_rx_valid(names, source.chunks())
+    if capture:
         if rx_valid:
             metadata = dict(metadata, rx_valid=rx_valid)
-        marker_map = resolve_markers(defs, names, cap.markers, markers)
-        analyzer = Analyzer(defs, tick_hz=cap.tick_hz, channel_names=names,
-                            markers=marker_map.markers, losses=cap.losses,
-                            ns_histograms=ns_histograms,
-                            keep_packets=packets, exact_limit=exact_limit,
-                            confidence=confidence, require=measures or (), metadata=metadata)
-        done = 0
-        for chunk in cap.iter_chunks():
-            try:
-                analyzer.feed(chunk.time, chunk.channel, chunk.rising)
-            except LatscopeError as error:
-                raise LatscopeError(f"{path}: {error} (after {done:,} events; check the file "
-                                    f"with latscope verify)") from None
-            done += len(chunk.time)
-            if progress:
-                progress(done, cap.n_events)
-        result = analyzer.finish()
-        result.metadata = dict(result.metadata, integrity=damage_summary(cap),
-                               marker_map=dataclasses.asdict(marker_map))
-        if cap.n_frames:
-            _add_frame_analysis(cap, result, confidence, marker_map.markers)
-        if cap.problems:
-            result.metadata["problems"] = list(cap.problems)
+    else:
+        metadata = dict(metadata)
+        if rx_valid:
+            metadata["rx_valid"] = rx_valid
+    marker_map = resolve_markers(defs, names, info.markers, markers)
+    if not capture:
+        metadata["marker_map"] = dataclasses.asdict(marker_map)
+    analyzer = Analyzer(defs, tick_hz=info.tick_hz, channel_names=names,
+                        markers=marker_map.markers, losses=info.losses,
+                        ns_histograms=ns_histograms, keep_packets=packets,
+                        exact_limit=exact_limit, confidence=confidence,
+                        require=measures or (), metadata=metadata,
+                        offsets=info.channel_offsets)
+    edges = _FrameEdges(info, marker_map.markers) if info.frames is not None else None
+    done = 0
+    for chunk in chunks:
+        try:
+            analyzer.feed(chunk.time, chunk.channel, chunk.rising)
+        except LatscopeError as error:
+            if not capture:
+                raise
+            raise LatscopeError(f"{path}: {error} (after {done:,} events; check the file "
+                                f"with latscope verify)") from None
+        if edges is not None:
+            edges.add(chunk)
+        done += len(chunk.time)
+        if progress and capture:
+            progress(done, info.n_events)
+    result = analyzer.finish()
+    if not capture:
+        return Analysis(path, capture_label(info.metadata, path), None, result)
+    result.metadata = dict(result.metadata, integrity=info.integrity,
+                           marker_map=dataclasses.asdict(marker_map))
+    if edges is not None:
+        _add_frame_analysis(info, edges, result, confidence)
+    if info.problems:
+        result.metadata["problems"] = list(info.problems)
     return Analysis(path, capture_label(metadata, path), capture_size(metadata), result)
 
 
-def counted_only_classes(fa, counters):
-    """``{class: last receive totals}`` (``frames``, ``octets``, ``fcs_errors``, ``dropped``) of
-    the receive classes the FPGA counted but that have no recorded frames in the frame analysis
-    ``fa`` (classes set to count only, e.g. background load). ``counters`` is the capture's
-    COUNTERS records."""
-    out = {}
-    if counters is None:
-        return out
-    for row in counters[counters["direction"] == 0]:
-        cls = int(row["cls"])
-        if cls not in fa.classes and int(row["frames"]):
-            out[cls] = {k: int(row[k]) for k in ("frames", "octets", "fcs_errors", "dropped")}
-    return out
+class _FrameEdges:
+    """What frame pairing needs from the events, gathered chunk by chunk in the analysis pass:
+    the DV channels' edges (to tie records to pulses) and the rising edges of each marker
+    (``marker_meanings``: the map :func:`resolve_markers` settled on)."""
 
+    def __init__(self, info, marker_meanings):
+        from latscope.capture.frames import DIRECTION_ROLES  # why: amaranth, frame captures only
+        dv_roles = {role for roles in DIRECTION_ROLES.values() for role in roles}
+        self.dv = [ch for ch, role in (info.channel_names or {}).items() if role in dv_roles]
+        meanings = marker_meanings or info.markers or {}
+        self.marker_channels = {}
+        for role, meaning in meanings.items():
+            ch = resolve_channel(role, info.channel_names or None, meanings or None)
+            if ch is not None:
+                self.marker_channels[meaning] = ch
+        self._dv = []
+        self._markers = {meaning: [] for meaning in self.marker_channels}
 
-def class_label(cls, metadata):
-    """A class's name from the capture's metadata (``frames.classes``, written from the capture
-    config's ``[frames]`` table; or an older ``frame_classes``), else its number."""
-    from latscope.capture.rules import class_names
-    names = class_names(metadata)
-    if int(cls) in names:
-        return names[int(cls)]
-    return str((metadata.get("frame_classes") or {}).get(str(cls), cls))
+    def add(self, chunk):
+        keep = np.isin(chunk.channel, self.dv)
+        self._dv.append((chunk.time[keep], chunk.channel[keep], chunk.rising[keep]))
+        for meaning, ch in self.marker_channels.items():
+            self._markers[meaning].append(chunk.time[(chunk.channel == ch) & chunk.rising])
+
+    def dv_edges(self):
+        """``(time, channel, rising)`` of the DV channels, in time order."""
+        if not self._dv:
+            return np.zeros(0, np.int64), np.zeros(0, np.uint8), np.zeros(0, bool)
+        return tuple(np.concatenate(col) for col in zip(*self._dv, strict=True))
+
+    def marker_times(self):
+        """``{meaning: rising-edge times}`` of every marker with a channel."""
+        return {meaning: np.concatenate(parts) if parts else np.zeros(0, np.int64)
+                for meaning, parts in self._markers.items()}
 
 
 def reply_class(metadata):
@@ -425,32 +464,28 @@ def reply_class(metadata):
     return "any" if rules.get("rx") and not rules.get("tx") else "same"
 
 
-def _add_frame_analysis(cap, result, confidence, marker_meanings=None):
+def _add_frame_analysis(info, edges, result, confidence):
     """Pair the capture's frame records by sequence number (:mod:`latscope.analysis.frames`) and
     add each class's stages to ``result.stats`` as ``<stage>[<class>]``, so analyze, compare,
-    report and the API show them like any measurement."""
-    from latscope.analysis.definitions import resolve_channel
-    from latscope.analysis.engine import PacketTable
-    from latscope.analysis.frames import analyze_frames
-    from latscope.capture.frames import capture_placement
-    records, _ = cap.frames()
-    events = cap.events()
-    placement = capture_placement(cap, events)     # unplaced records: start/end -1
-    start, end = placement.start, placement.end
-    markers = {}
-    meanings = marker_meanings or cap.markers or {}   # the map resolve_markers settled on
-    for role, meaning in meanings.items():
-        ch = resolve_channel(role, cap.channel_names or None, meanings or None)
-        if ch is not None:
-            markers[meaning] = events.time[(events.channel == ch) & events.rising]
-    fa = analyze_frames(records, start, end, tick_hz=result.tick_hz, markers=markers,
-                        counters=cap.frame_counters(), losses=[(r.first_time, r.span)
-                                                                for r in cap.losses],
-                        confidence=confidence, reply_class=reply_class(cap.metadata))
+    report and the API show them like any measurement. ``edges``: the :class:`_FrameEdges`
+    gathered in the analysis pass."""
+    # why: capture.frames imports amaranth (the record layouts); only frame captures need it
+    from latscope.capture.frames import direction_channels, place_frames
+    records = info.frames
+    time, channel, rising = edges.dv_edges()
+    channels = direction_channels(info.channel_names or {}, channel, rising)
+    losses = [(r.first_time, r.span) for r in info.losses]
+    placement = place_frames(records, time, channel, rising, channels,
+                             tick_hz=float(info.metadata["tick_hz"]), losses=losses,
+                             counters=info.frame_counters)   # unplaced records: start/end -1
+    fa = analyze_frames(records, placement.start, placement.end, tick_hz=result.tick_hz,
+                        markers=edges.marker_times(), counters=info.frame_counters,
+                        losses=losses, confidence=confidence,
+                        reply_class=reply_class(info.metadata))
     fa.unplaced_reasons = dict(placement.reasons)
     fa.placement_note = placement.summary()
     result.frames = fa
-    result.frame_counters = cap.frame_counters()      # the FPGA's per-class totals over time
+    result.frame_counters = info.frame_counters    # the FPGA's per-class totals over time
     for cls, report in fa.classes.items():
         for stage, stats in report.stats.items():
             name = f"{stage}[{class_label(cls, result.metadata)}]"
@@ -462,38 +497,25 @@ def _add_frame_analysis(cap, result, confidence, marker_meanings=None):
                                                   {name: np.zeros(len(ticks), np.uint8)}))
 
 
-def _analyze_sr(path, definitions, measures, packets, mapping, exact_limit, confidence,
-                markers=None, ns_histograms=False):
-    from latscope.capture.sigrok import SrReader, edges_of_blocks, parse_channel_map, sr_markers
-    with SrReader(path) as reader:
-        info = reader.info
-        if info.samplerate is None:
-            raise LatscopeError(f"{path}: the session file has no samplerate")
-        pairs = parse_channel_map(mapping, info)
-        names = {i: role for i, (role, _) in enumerate(pairs)}
-        metadata = {"tick_hz": info.samplerate, "channels": {str(k): v for k, v in names.items()},
-                    "source": "sigrok", "source_file": os.path.basename(path)}
-        defs = _select(_definitions(definitions, metadata), measures)
-        # probes named by role or alias (rx_dv, m_isr) resolve directly; probes named m0..m4
-        # need the meanings the file stores (a latscope export) or --markers
-        marker_map = resolve_markers(defs, names, sr_markers(info, pairs), markers)
-        metadata["marker_map"] = dataclasses.asdict(marker_map)
-        analyzer = Analyzer(defs, tick_hz=info.samplerate, channel_names=names,
-                            markers=marker_map.markers, ns_histograms=ns_histograms,
-                            keep_packets=packets, exact_limit=exact_limit,
-                            confidence=confidence, require=measures or (), metadata=metadata)
-        used = sorted({c for c, _ in analyzer.codes})           # only channels a measurement uses
-        blocks = reader.iter_samples(block_samples=1 << 19)     # 0.5 MB: in a core's L2 cache
-        buffered, count = [], 0
-        for edges in edges_of_blocks(blocks, [pairs[c][1] for c in used], used):
-            buffered.append(edges)
-            count += len(edges[0])
-            if count >= 1 << 16:      # feed in chunks large enough to amortise per-chunk work
-                analyzer.feed(*(np.concatenate(col) for col in zip(*buffered, strict=True)))
-                buffered, count = [], 0
-        if buffered:
-            analyzer.feed(*(np.concatenate(col) for col in zip(*buffered, strict=True)))
-    return Analysis(path, capture_label(metadata, path), None, analyzer.finish())
+def _analyze_sampled(source, definitions, measures, packets, exact_limit, confidence,
+                     markers=None, ns_histograms=False):
+    """Sampled files (``.sr``): only the channels a measurement uses are decoded."""
+    info = source.info
+    names = info.channel_names
+    metadata = dict(info.metadata)
+    defs = _select(_definitions(definitions, metadata), measures)
+    # probes named by role or alias (rx_dv, m_isr) resolve directly; probes named m0..m4
+    # need the meanings the file stores (a latscope export) or --markers
+    marker_map = resolve_markers(defs, names, info.markers, markers)
+    metadata["marker_map"] = dataclasses.asdict(marker_map)
+    analyzer = Analyzer(defs, tick_hz=info.tick_hz, channel_names=names,
+                        markers=marker_map.markers, ns_histograms=ns_histograms,
+                        keep_packets=packets, exact_limit=exact_limit,
+                        confidence=confidence, require=measures or (), metadata=metadata,
+                        offsets=info.channel_offsets)
+    for chunk in source.chunks(channels=sorted({c for c, _ in analyzer.codes})):
+        analyzer.feed(chunk.time, chunk.channel, chunk.rising)
+    return Analysis(info.path, capture_label(metadata, info.path), None, analyzer.finish())
 
 
 def load(path, *, definitions=None, measures=None, packets=True, mapping=None, **kwargs):
@@ -509,7 +531,6 @@ def load(path, *, definitions=None, measures=None, packets=True, mapping=None, *
 
 def summarize_captures(paths, *, definitions=None):
     """Analyse captures and return a comparison table as text (for ``latscope demo``)."""
-    from latscope.analysis.report import summary_text
     analyses = [analyze_file(p, definitions=definitions) for p in paths]
     return summary_text(analyses)
 
@@ -517,9 +538,8 @@ def summarize_captures(paths, *, definitions=None):
 def write_report(paths, out_dir, *, definitions=None):
     """Analyse captures and write ``report.html`` and ``report.md`` into ``out_dir``; returns the
     paths written (for ``latscope demo``)."""
-    from latscope.analysis.report import write_report as _write
     analyses = [analyze_file(p, definitions=definitions, packets=True) for p in paths]
-    return _write(analyses, out_dir)
+    return write_report_page(analyses, out_dir)
 
 
 def to_json(analysis):
@@ -531,43 +551,3 @@ def repository_root():
     """The latscope source tree (the folder holding ``fixtures/``), or None when installed."""
     here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     return here if os.path.isdir(os.path.join(here, "fixtures")) else None
-
-
-def example_captures(profiles, *, packets=1200, directory=None, seed=0):
-    """Paths of simulated-bench captures for ``profiles`` (e.g. ``["gem-64", "el-dm-64"]``).
-
-    Uses ``fixtures/bench/PROFILE.lsc`` where the source tree has it; otherwise simulates the
-    profile now (:func:`latscope.capture.simbench.simulate`, the DUT model only, without the
-    gateware) and writes a capture into ``directory`` (default: a new temporary folder).
-
-    Returns
-    -------
-    paths : list of str
-    provenance : dict of str -> str
-        Per profile, ``"fixture"`` or ``"simulated now"``.
-    """
-    import tempfile
-    root = repository_root()
-    paths, provenance = [], {}
-    for profile in profiles:
-        fixture = os.path.join(root, "fixtures", "bench", f"{profile}.lsc") if root else None
-        if fixture and os.path.exists(fixture):
-            paths.append(fixture)
-            provenance[profile] = "fixture"
-            continue
-        from latscope.capture import capfile, simbench
-        directory = directory or tempfile.mkdtemp(prefix="latscope-")
-        run = simbench.simulate(profile, packets, seed=seed)
-        t = run.truth
-        meta = {"tick_hz": run.meta["tick_hz"],
-                "channels": {str(k): v for k, v in enumerate(simbench.CHANNEL_ROLES)},
-                "markers": run.meta["markers"], "label": profile,
-                "frame_bytes": run.meta["frame_bytes"],
-                "simbench": dict(run.meta, engine="none (events from the DUT model)")}
-        path = os.path.join(directory, f"{profile}.lsc")
-        with capfile.CaptureWriter(path, meta, fsync=False, overwrite=True) as writer:
-            writer.append_events(t["time"], t["channel"], t["rising"])
-        run.save_truth(path)
-        paths.append(path)
-        provenance[profile] = "simulated now"
-    return paths, provenance

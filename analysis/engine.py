@@ -33,6 +33,7 @@ from latscope.analysis.pairing import (
     StreamPairer,
 )
 from latscope.analysis.stats import DEFAULT_EXACT_LIMIT, LatencyAccumulator
+from latscope.capture.metadata import channel_offsets
 
 __all__ = ["Analyzer", "AnalysisResult", "PacketTable", "analyze_events", "analyze_chunks"]
 
@@ -152,11 +153,18 @@ class Analyzer:
         Measurements that must be computable (raise instead of skipping).
     ns_histograms : bool
         Keep each measurement's latencies in whole ns for ``.hlog`` export.
+    metadata : dict, optional
+        The capture's metadata, kept in the result (``not_measured`` points are not computed).
+    offsets : array_like of int, optional
+        Per channel index, ticks to subtract from that channel's edge times (the calibration
+        offsets :func:`latscope.capture.open.open_events` parses); default: those stored in
+        ``metadata`` (:func:`latscope.capture.metadata.channel_offsets`).
     """
 
     def __init__(self, definitions=None, *, tick_hz, channel_names=None, markers=None,
                  losses=(), keep_packets=False, exact_limit=DEFAULT_EXACT_LIMIT,
-                 confidence=0.95, require=(), metadata=None, ns_histograms=False):
+                 confidence=0.95, require=(), metadata=None, ns_histograms=False,
+                 offsets=None):
         self.tick_hz = _tick_hz(tick_hz)
         self.definitions = definitions if definitions is not None else default_definitions()
         self.confidence = confidence
@@ -251,9 +259,12 @@ class Analyzer:
         # capture's metadata): each channel's edges are moved back by its offset before pairing.
         # An edge may then land before edges of other channels already seen, so only the time
         # up to the last event minus the largest positive offset counts as complete.
-        from latscope.capture.calibration import offsets_from_metadata
         n_codes = max((c[0] for c in self.codes), default=-1) + 1
-        self._offsets = offsets_from_metadata(self.metadata, n_codes)
+        if offsets is None:
+            self._offsets = channel_offsets(self.metadata, n_codes)
+        else:
+            self._offsets = np.zeros(max(n_codes, len(offsets)), np.int64)
+            self._offsets[:len(offsets)] = offsets
         self._offset_lag = 0 if self._offsets is None else max(0, int(self._offsets.max(initial=0)))
         self.events = 0
         self.first_time = None

@@ -62,7 +62,7 @@ DEFAULT_WINDOW_S = 0.1
 REPLY_CLASSES = ("same", "any")
 
 def _flags():
-    from latscope.capture.frames import FLAGS
+    from latscope.capture.frames import FLAGS  # why: capture.frames imports amaranth
     return FLAGS
 
 

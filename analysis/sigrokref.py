@@ -12,6 +12,7 @@ import re
 import numpy as np
 
 from latscope import LatscopeError
+from latscope.capture.sigrok import SrWriter, edges_of_blocks
 
 __all__ = ["write_sr", "sigrok_jitter", "have_sigrok_cli", "edges_from_samples"]
 
@@ -37,7 +38,6 @@ def write_sr(path, chunks, *, samplerate, probes, total_samples=None, block=1 <<
     int
         Samples written.
     """
-    from latscope.capture.sigrok import SrWriter
     channels = list(probes)
     bit = np.zeros(256, dtype=np.uint16)
     for k, ch in enumerate(channels):
@@ -143,5 +143,4 @@ def edges_from_samples(blocks, bits, channels=None):
         Sample index of the first sample at the new level, channel, edge direction; sorted by
         time, then channel.
     """
-    from latscope.capture.sigrok import edges_of_blocks
     return edges_of_blocks(blocks, bits, channels)

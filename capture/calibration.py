@@ -19,12 +19,15 @@ from dataclasses import dataclass
 import numpy as np
 
 from latscope import LatscopeError
+from latscope.capture.metadata import CHANNEL_OFFSETS_KEY, channel_offsets
 
 __all__ = ["METADATA_KEY", "ChannelOffsets", "measure_offsets", "offsets_from_metadata",
            "load_calibration", "write_calibration"]
 
 #: Capture metadata key: a list, per channel index, of ticks to subtract from that channel's times.
-METADATA_KEY = "channel_offsets_ticks"
+METADATA_KEY = CHANNEL_OFFSETS_KEY
+#: The offsets stored in capture metadata (:func:`latscope.capture.metadata.channel_offsets`).
+offsets_from_metadata = channel_offsets
 
 
 @dataclass(frozen=True)
@@ -131,20 +134,6 @@ def measure_offsets(time, channel, rising, *, channels, max_skew=64, min_edges=1
     offsets = tuple(int(np.median(row) // 1) for row in lag)
     spread = tuple(int(row.max() - row.min()) for row in lag)
     return ChannelOffsets(channels=tuple(chans), offsets=offsets, spread=spread, edges=int(n))
-
-
-def offsets_from_metadata(metadata, n_channels=None):
-    """The per-channel offsets stored in capture ``metadata`` as an int64 array, or ``None``."""
-    value = (metadata or {}).get(METADATA_KEY)
-    if value is None:
-        return None
-    if not isinstance(value, list) or not all(isinstance(v, int) and not isinstance(v, bool)
-                                              for v in value):
-        raise LatscopeError(f"capture metadata {METADATA_KEY!r} must be a list of whole ticks per "
-                            f"channel, not {value!r}")
-    if n_channels is not None and len(value) < n_channels:
-        value = value + [0] * (n_channels - len(value))
-    return np.asarray(value, dtype=np.int64)
 
 
 def write_calibration(path, result, *, identity):

@@ -28,6 +28,7 @@ numbers. Every mistake is one :class:`~latscope.LatscopeError` line naming the k
 import dataclasses
 
 from latscope import LatscopeError
+from latscope.capture.metadata import class_names
 from latscope.gateware.protocol import NUM_CLASSES, TRAFFIC_SEQ_OFFSET, Opcode
 
 __all__ = ["FrameRules", "rules_from_dict", "DEFAULT_COUNTER_PERIOD", "class_names",
@@ -173,15 +174,6 @@ def rules_from_dict(table, where="config", *, max_rules=DEFAULT_RULES):
         raise LatscopeError(f"{where}: unknown key {sorted(table)[0]!r}; [frames] has classes, "
                             f"record, counter_period, seq_offset, rx, tx")
     return FrameRules(classes, set(record), rules, period, offset)
-
-
-def class_names(meta):
-    """Class number -> name from a capture's metadata (``frames.classes``); empty if none."""
-    frames = (meta or {}).get("frames")
-    classes = frames.get("classes") if isinstance(frames, dict) else None
-    if not isinstance(classes, dict):
-        return {}
-    return {int(k): str(v) for k, v in classes.items() if str(k).isdigit()}
 
 
 def _toml_value(value):

@@ -12,8 +12,9 @@
 # %%
 from latscope.analysis import api, report
 from latscope.analysis.definitions import default_definitions
+from latscope.capture.examples import example_captures
 
-paths, provenance = api.example_captures(["gem-64"])
+paths, provenance = example_captures(["gem-64"])
 print(paths[0], "-", provenance["gem-64"])
 
 # %% [markdown]

@@ -10,10 +10,11 @@
 # %%
 from latscope.analysis import api, report
 from latscope.analysis.stats import n_required, quantile_ci_ranks
+from latscope.capture.examples import example_captures
 
 profiles = [f"{fam}-{size}" for fam in ("gem", "el-dm", "el-so", "fast-track")
             for size in (64, 256, 1024)]
-paths, provenance = api.example_captures(profiles)
+paths, provenance = example_captures(profiles)
 print(set(provenance.values()))
 analyses = [api.load(p) for p in paths]
 

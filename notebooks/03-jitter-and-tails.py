@@ -10,8 +10,9 @@
 import numpy as np
 from latscope.analysis import api, report
 from latscope.analysis.stats import describe
+from latscope.capture.examples import example_captures
 
-paths, provenance = api.example_captures(["gem-64"])
+paths, provenance = example_captures(["gem-64"])
 a = api.load(paths[0])
 print(provenance)
 

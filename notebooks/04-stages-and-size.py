@@ -10,9 +10,10 @@
 # %%
 from IPython.display import Image, display
 from latscope.analysis import api, report
+from latscope.capture.examples import example_captures
 
 profiles = [f"{fam}-{size}" for fam in ("gem", "el-dm", "el-so") for size in (64, 256, 1024)]
-paths, provenance = api.example_captures(profiles)
+paths, provenance = example_captures(profiles)
 analyses = [api.load(p) for p in paths]
 print(set(provenance.values()))
 

@@ -16,8 +16,9 @@ import numpy as np
 from latscope.analysis import api
 from latscope.analysis.sigrokref import have_sigrok_cli, sigrok_jitter, write_sr
 from latscope.capture.capfile import open_capture
+from latscope.capture.examples import example_captures
 
-paths, provenance = api.example_captures(["el-dm-64"])
+paths, provenance = example_captures(["el-dm-64"])
 print(provenance)
 with open_capture(paths[0]) as cap:
     ev = cap.events()

@@ -5,8 +5,8 @@ import importlib
 
 import pytest
 
-MODULES = ["definitions", "pairing", "hdr", "stats", "engine", "compare", "report", "synth",
-           "grouping", "units", "figures",
+MODULES = ["definitions", "pairing", "hdr", "stats", "engine", "compare", "report.tables", "synth",
+           "grouping", "units", "report.figures", "report.labels", "report.paper",
            "frames", "api"]
 
 

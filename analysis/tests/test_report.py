@@ -9,7 +9,8 @@ import os
 import numpy as np
 import pytest
 
-from latscope.analysis import api, figures, grouping, report
+from latscope.analysis import api, grouping, report
+from latscope.analysis.report import figures
 
 ROOT = api.repository_root()
 BENCH = os.path.join(ROOT, "fixtures", "bench") if ROOT else None

@@ -24,6 +24,10 @@ import time
 
 import numpy as np
 
+from latscope.analysis.synth import synthetic_chunks
+from latscope.capture.capfile import CaptureWriter
+from latscope.capture.frames import FLAGS, FRAME_DTYPE, HEADER_MAX
+
 SECTION = "analysis: pairing, statistics, sigrok comparison, start-up"
 
 _CHILD = r"""
@@ -225,6 +229,87 @@ def _sigrok_rows(packets, runs=3):
     return rows
 
 
+_FILE_CHILD = r"""
+import json, sys, tracemalloc
+from latscope.analysis import api
+tracemalloc.start()
+a = api.analyze_file(sys.argv[1], exact_limit=int(sys.argv[2]))
+_, peak = tracemalloc.get_traced_memory()
+fa = getattr(a.result, "frames", None)
+print(json.dumps({"peak": peak, "events": a.result.events,
+                  "frames": 0 if fa is None else sum(c.requests for c in fa.classes.values())}))
+"""
+
+
+def write_bench_capture(path, n_events, *, frames=False, seed=3):
+    """Write a capture of ``n_events`` synthetic events (:mod:`latscope.analysis.synth`, 10 per
+    packet) chunk by chunk; with ``frames``, also a FRAME record per RX_DV and TX_EN pulse (the
+    request and its reply share a sequence number, class ``hp``), as a frame capture has."""
+    meta = {"tick_hz": 320_000_000, "label": "bench-frames" if frames else "bench",
+            "channels": {"0": "rx_dv", "1": "tx_en", "3": "m0", "5": "m2", "7": "m4"},
+            "markers": {"m0": "rx.isr", "m2": "rx.udp", "m4": "tx.send"}}
+    if frames:
+        meta["frames"] = {"classes": {"0": "other", "1": "hp"}}
+    index = [0, 0]          # next frame_index per direction
+    with CaptureWriter(path, meta, fsync=False, overwrite=True) as writer:
+        for time_, channel, rising in synthetic_chunks(n_events, seed=seed):
+            writer.append_events(time_, channel, rising)
+            if not frames:
+                continue
+            counts = [int(np.count_nonzero((channel == ch) & rising)) for ch in (0, 1)]
+            rec = np.zeros(sum(counts), FRAME_DTYPE)
+            rec["direction"] = np.repeat([0, 1], counts)
+            numbers = np.concatenate([np.arange(index[d], index[d] + counts[d])
+                                      for d in (0, 1)])
+            rec["frame_index"] = numbers
+            rec["seq"] = numbers
+            rec["cls"] = 1
+            rec["length"] = 68          # a 1,946-tick pulse at 100 Mb/s: 68 bytes + 8 preamble
+            rec["flags"] = FLAGS["fcs_ok"] | FLAGS["seq_valid"] | FLAGS["udp"] | FLAGS["ipv4"]
+            writer.append_frames(rec, np.zeros((len(rec), HEADER_MAX), np.uint8))
+            index = [index[d] + counts[d] for d in (0, 1)]
+    return os.path.getsize(path)
+
+
+def file_memory_rows(quick, exact_limit=10**5):
+    """Peak memory of ``analyze_file`` on a capture file against its length, event capture and
+    frame capture: each size written to a temporary ``.lsc`` and analysed in a fresh
+    interpreter; the peak is ``tracemalloc``'s (every Python and NumPy allocation; the pages of
+    the memory-mapped file are page cache, not the analysis's memory).
+
+    ``exact_limit`` (values kept per measurement for exact percentiles) is set below the smaller
+    run's 10^5 packets, so both sizes are past it: what is left to grow is what the reader and
+    the pairing hold. With the default (10^6) the statistics grow up to 10^6 packets per
+    measurement (10^7 events) and stop there. A frame capture's frame records are paired after
+    the pass with exact statistics over every frame: that part grows with the frame count."""
+    sizes = (10**6, 10**7)
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for frames in (False, True):
+            peaks = {}
+            for n in sizes:
+                path = os.path.join(tmp, f"bench-{n}.lsc")
+                size = write_bench_capture(path, n, frames=frames)
+                out = subprocess.run([sys.executable, "-c", _FILE_CHILD, path,
+                                      str(exact_limit)], check=True, capture_output=True,
+                                     text=True).stdout
+                r = json.loads(out.strip().splitlines()[-1])
+                peaks[n] = r["peak"]
+                os.remove(path)
+                what = "frame capture" if frames else "capture"
+                rows.append((f"analyze_file peak memory, {what}, {n:.0e} events",
+                             r["peak"] / 2**20, "MB",
+                             f"{size / 1e6:.0f} MB file, {r['events']:,} events, exact_limit "
+                             f"{exact_limit:.0e}"
+                             + (f", {r['frames']:,} requests paired" if frames else "")))
+            small, big = sizes
+            verdict = ("frame pairing holds every frame: grows with the frame count" if frames
+                       else "independent of capture length")
+            rows[-1] = rows[-1][:3] + (rows[-1][3] + f"; {peaks[big] / peaks[small]:.2f}x the "
+                                       f"{small:.0e}-event run: {verdict}",)
+    return rows
+
+
 def run(quick):
     """Benchmark rows ``(figure, value, unit, note)``."""
     sizes = (10**6, 10**7) if quick else (10**7, 10**8)
@@ -240,6 +325,7 @@ def run(quick):
     ratio = results[big]["rss"] / results[small]["rss"]
     rows.append((f"peak memory, {big:.0e} events", results[big]["rss"] / 1024, "MB",
                  f"{ratio:.2f}x the {small:.0e}-event run: independent of capture length"))
+    rows += file_memory_rows(quick)
     rows += _sigrok_rows(2_000 if quick else 20_000)
     rows += startup_rows(3 if quick else 5)
     return rows

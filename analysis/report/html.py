@@ -17,22 +17,23 @@ import subprocess
 import sys
 
 from latscope import LatscopeError
-from latscope.analysis import figures
 from latscope.analysis.grouping import display_labels, family, is_simulated
-from latscope.analysis.report import (
+from latscope.analysis.report import figures
+from latscope.analysis.report.labels import integrity_note
+from latscope.analysis.report.tables import (
     Table,
-    _common_names,
-    _frames_table,
-    _percentile_table,
-    _resolution_note,
-    _size_table,
-    _stage_table,
-    _stats_table,
-    _table_one,
     class_comparison_table,
+    common_names,
     compare_grouped,
     grouped_comparison_tables,
+    make_frames_table,
+    make_percentile_table,
+    make_size_table,
+    make_stage_table,
+    make_stats_table,
+    make_table_one,
     paper_table,
+    resolution_note,
     size_data,
     size_fits,
     waterfall_data,
@@ -63,9 +64,9 @@ figcaption{font-size:12px;color:#555}
 
 def input_warnings(analyses, extra=None):
     """Per capture (index), the warnings to show: damage the reader found (``problems`` in the
-    result's metadata, and the file reader's verdict from ``api.integrity_note``) and any given
-    in ``extra`` (``{path or label: [text]}``; a hook for callers that check inputs further)."""
-    from latscope.analysis.api import integrity_note
+    result's metadata, and the file reader's verdict from :func:`~latscope.analysis.report.
+    labels.integrity_note`) and any given in ``extra`` (``{path or label: [text]}``; a hook for
+    callers that check inputs further)."""
     out = {}
     for i, a in enumerate(analyses):
         items = [f"damaged: {p}" for p in (a.result.metadata or {}).get("problems", [])]
@@ -116,7 +117,7 @@ def _detail_text(a):
 
 def _draw_all(jobs, workers):
     """PNG bytes per job stem, drawn in ``workers`` child interpreters when there are several
-    figures (``python -m latscope.analysis.figures``, jobs in and PNGs out as pickles on the
+    figures (:mod:`latscope.analysis.report.worker`, jobs in and PNGs out as pickles on the
     pipes). Children rather than a multiprocessing pool: a pool's "spawn" re-runs the caller's
     main script (a script without a ``__main__`` guard would recurse) and "fork" is unsafe in
     threaded callers. A child that fails leaves its share to this process."""
@@ -126,7 +127,7 @@ def _draw_all(jobs, workers):
     shares = [order[k::workers] for k in range(workers)]
     children = []
     for share in shares:
-        child = subprocess.Popen([sys.executable, "-m", "latscope.analysis.figures"],
+        child = subprocess.Popen([sys.executable, "-m", "latscope.analysis.report.worker"],
                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                  stderr=subprocess.DEVNULL)
         children.append((child, share))
@@ -178,7 +179,7 @@ def write_report(analyses, out_dir, *, warnings=None, workers=None):
     simulated = [is_simulated(a.metadata) for a in analyses]
     groups = [family(a) for a in analyses]
     warned = input_warnings(analyses, warnings)
-    names = _common_names(analyses)
+    names = common_names(analyses)
     with_packets = all(a.result.packets is not None for a in analyses)
 
     # (title, [Table or paragraph str], [(stem, alt)], warning text or None)
@@ -190,12 +191,12 @@ def write_report(analyses, out_dir, *, warnings=None, workers=None):
                 if hit else None)
 
     sections.append(("Inputs", [_inputs_table(analyses, labels, simulated, warned),
-                                _resolution_note({f"{a.label}/{k}": s for a in analyses
+                                resolution_note({f"{a.label}/{k}": s for a in analyses
                                                   for k, s in a.stats.items()})], [], None))
     if warned:
         items = [f"{labels[i]}: {w}" for i, ws in warned.items() for w in ws]
         sections.append(("Warnings", items, [], None))
-    sections.append(("Summary", [_table_one(analyses, labels=labels)], [],
+    sections.append(("Summary", [make_table_one(analyses, labels=labels)], [],
                      warn_for(range(len(analyses)))))
     paper = paper_table(analyses, labels)
     if paper is not None:
@@ -206,13 +207,13 @@ def write_report(analyses, out_dir, *, warnings=None, workers=None):
         by_name.setdefault(data["name"], []).append((stem, alt))
     for name in names:
         members = [i for i, a in enumerate(analyses) if name in a.stats and a.stats[name].n]
-        sections.append((name, [_percentile_table(analyses, name, labels)],
+        sections.append((name, [make_percentile_table(analyses, name, labels)],
                          by_name.get(name, []), warn_for(members)))
-    frames = _frames_table(analyses, labels)
+    frames = make_frames_table(analyses, labels)
     if frames is not None:
         within = [t for t in (class_comparison_table(a) for a in analyses) if t is not None]
         sections.append(("Frames by class", [frames] + within, [], None))
-    stage = _stage_table(analyses, labels)
+    stage = make_stage_table(analyses, labels)
     jobs.append(("waterfall", "waterfall", waterfall_data(analyses),
                  "receive path: mean time of each stage after RX_DV falls, per capture"))
     sections.append(("Receive path: stage waterfall", [stage] if stage else [],
@@ -235,11 +236,11 @@ def write_report(analyses, out_dir, *, warnings=None, workers=None):
             jobs.append(("size", "size", size_data(sized, fits),
                          "mean latency against frame size with the fitted line per "
                          "configuration and measurement"))
-            sections.append(("Packet-size regression", [_size_table(fits)],
+            sections.append(("Packet-size regression", [make_size_table(fits)],
                              [("size", jobs[-1][3])], None))
     for i, (a, label) in enumerate(zip(analyses, labels, strict=True)):
-        parts = [_stats_table(a.stats, title=f"{label}: every measurement")]
-        stage = _stage_table([a], [label])
+        parts = [make_stats_table(a.stats, title=f"{label}: every measurement")]
+        stage = make_stage_table([a], [label])
         if stage:
             parts.append(stage)
         parts += _detail_text(a)

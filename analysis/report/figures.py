@@ -407,9 +407,3 @@ def draw_job(job):
     stem, kind, data, _alt = job
     return stem, draw(kind, data)
 
-
-if __name__ == "__main__":           # a drawing worker for report_html: jobs in, PNGs out
-    import pickle
-    import sys
-
-    pickle.dump([draw_job(job) for job in pickle.load(sys.stdin.buffer)], sys.stdout.buffer)

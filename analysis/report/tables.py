@@ -3,8 +3,9 @@ and the grouped comparisons behind ``latscope compare`` and ``latscope report``.
 
 All figures come from the analysis results; this module only arranges and formats them. Every
 table states its time unit, chosen for its data (:mod:`latscope.analysis.units`). The report
-itself (HTML + Markdown) is written by :mod:`latscope.analysis.report_html`; the figures are
-drawn by :mod:`latscope.analysis.figures`.
+itself (HTML + Markdown) is written by :mod:`latscope.analysis.report.html`; the figures are
+drawn by :mod:`latscope.analysis.report.figures`. Each ``make_*`` function returns a
+:class:`Table`; the function of the same name without ``make_`` returns its Markdown.
 """
 
 import dataclasses
@@ -15,14 +16,25 @@ import re
 import numpy as np
 
 from latscope import LatscopeError
-from latscope.analysis.grouping import comparison_groups, display_labels, family
+from latscope.analysis.grouping import (
+    ComparisonGroup,
+    comparison_groups,
+    display_labels,
+    family,
+    is_simulated,
+)
+from latscope.analysis.report import figures
+from latscope.analysis.report.labels import class_label, counted_only_classes
+from latscope.analysis.report.paper import reference_for
 from latscope.analysis.stats import PERCENTILES
 from latscope.analysis.units import US, time_unit
 
 __all__ = ["Table", "fmt_ns", "stats_table", "table_one", "percentile_table", "comparison_table",
            "size_table", "stage_table", "summary_text", "compare_analyses", "compare_grouped",
-           "grouped_comparison_tables", "paper_table", "size_fits", "write_report", "frames_table",
-           "compare_classes", "class_comparison_table",
+           "grouped_comparison_tables", "paper_table", "size_fits", "frames_table",
+           "compare_classes", "class_comparison_table", "common_names", "resolution_note",
+           "make_stats_table", "make_table_one", "make_percentile_table", "make_frames_table",
+           "make_size_table", "make_stage_table", "size_data", "waterfall_data",
            "plot_histograms", "plot_spectrum", "plot_series", "plot_distributions",
            "plot_waterfall", "plot_size"]
 
@@ -111,10 +123,11 @@ def _unit_of_stats(stats):
 def stats_table(stats, unit=None):
     """Markdown table of one capture's measurements, percentiles with their intervals; the unit
     (chosen for the data unless given) is in every time column's header."""
-    return _stats_table(stats, unit).markdown(title=False)
+    return make_stats_table(stats, unit).markdown(title=False)
 
 
-def _stats_table(stats, unit=None, title="measurements"):
+def make_stats_table(stats, unit=None, title="measurements"):
+    """:class:`Table` of one capture's measurements (see :func:`stats_table`)."""
     unit = unit or _unit_of_stats(stats)
     rows = []
     for name, s in stats.items():
@@ -133,7 +146,9 @@ def _stats_table(stats, unit=None, title="measurements"):
                                     "spurious", "lost-gap"], rows, u)
 
 
-def _resolution_note(stats):
+def resolution_note(stats):
+    """One sentence on the resolution of ``stats`` (a dict of LatencyStats): a tick, and the
+    histogram's relative error where percentiles came from it."""
     notes = set()
     for s in stats.values():
         text = f"resolution {s.resolution_ns:.3f} ns (1 tick; each latency exact to ±1 tick)"
@@ -143,7 +158,8 @@ def _resolution_note(stats):
     return "; ".join(sorted(notes))
 
 
-def _common_names(analyses):
+def common_names(analyses):
+    """Measurement names with data in any of ``analyses``, in order of first appearance."""
     names = []
     for a in analyses:
         for name, s in a.stats.items():
@@ -152,8 +168,9 @@ def _common_names(analyses):
     return names
 
 
-def _table_one(analyses, names=None, labels=None):
-    names = names or _common_names(analyses)
+def make_table_one(analyses, names=None, labels=None):
+    """:class:`Table` of the origin paper's Table I form (see :func:`table_one`)."""
+    names = names or common_names(analyses)
     labels = labels or display_labels(analyses)
     unit = time_unit([s.mean_ns for a in analyses for s in a.stats.values() if s.n])
     rows = []
@@ -171,10 +188,11 @@ def _table_one(analyses, names=None, labels=None):
 def table_one(analyses, names=None):
     """The origin paper's Table I form: mean ± 3σ per configuration and measurement (the unit,
     chosen for the data, is in the title)."""
-    return _table_one(analyses, names).markdown()
+    return make_table_one(analyses, names).markdown()
 
 
-def _percentile_table(analyses, name, labels=None):
+def make_percentile_table(analyses, name, labels=None):
+    """:class:`Table` of one measurement's percentiles (see :func:`percentile_table`)."""
     labels = labels or display_labels(analyses)
     unit = time_unit([a.stats[name].quantiles[50.0].value_ns for a in analyses
                       if name in a.stats and a.stats[name].n])
@@ -196,7 +214,7 @@ def _percentile_table(analyses, name, labels=None):
 
 def percentile_table(analyses, name):
     """Percentiles of one measurement per configuration with 95 % intervals (unit in title)."""
-    return _percentile_table(analyses, name).markdown()
+    return make_percentile_table(analyses, name).markdown()
 
 
 def summary_text(analyses):
@@ -204,17 +222,16 @@ def summary_text(analyses):
     if not analyses:
         raise LatscopeError("no captures to summarise")
     parts = [table_one(analyses), ""]
-    for name in _common_names(analyses):
+    for name in common_names(analyses):
         parts += [percentile_table(analyses, name), ""]
-    parts.append(_resolution_note({f"{a.label}/{k}": s for a in analyses
+    parts.append(resolution_note({f"{a.label}/{k}": s for a in analyses
                                    for k, s in a.stats.items()}))
     return "\n".join(parts)
 
 
-def _frames_table(analyses, labels=None):
+def make_frames_table(analyses, labels=None):
     """Per capture and class of received frames: requests paired with replies by sequence number
     and what went wrong (``None`` when no capture has frame records)."""
-    from latscope.analysis.api import class_label
     labels = labels or display_labels(analyses)
     rows = []
     for a, label in zip(analyses, labels, strict=True):
@@ -241,13 +258,12 @@ def _frames_table(analyses, labels=None):
 
 def _counted_only(fa, a):
     """Last COUNTERS totals of receive classes that have counts but no recorded requests."""
-    from latscope.analysis.api import counted_only_classes
     return counted_only_classes(fa, getattr(a.result, "frame_counters", None))
 
 
 def frames_table(analyses):
-    """Markdown of :func:`_frames_table` (empty string when no capture has frame records)."""
-    table = _frames_table(analyses)
+    """Markdown of :func:`make_frames_table` (empty string when no capture has frame records)."""
+    table = make_frames_table(analyses)
     return table.markdown() if table else ""
 
 
@@ -256,8 +272,7 @@ def compare_classes(analysis, *, confidence=0.95):
     ``rx.udp`` ...), each class against the first (lowest-numbered) class that has it, e.g.
     ``hp`` against ``bg``. Returns a list of :class:`GroupComparison` (``other``/``base`` are the
     class names; the measurement is the stage)."""
-    from latscope.analysis.api import class_label
-    from latscope.analysis.compare import compare_samples
+    from latscope.analysis.compare import compare_samples  # why: scipy, only for comparisons
     fa = getattr(analysis.result, "frames", None)
     if fa is None:
         return []
@@ -296,7 +311,7 @@ def compare_analyses(analyses, *, baseline=0, confidence=0.95):
     -------
     list of (label, measurement, Comparison)
     """
-    from latscope.analysis.compare import compare_samples
+    from latscope.analysis.compare import compare_samples  # why: scipy, only for comparisons
     if len(analyses) < 2:
         raise LatscopeError("compare needs at least two captures")
     labels = display_labels(analyses)
@@ -305,7 +320,7 @@ def compare_analyses(analyses, *, baseline=0, confidence=0.95):
     for a, label in zip(analyses, labels, strict=True):
         if a is base:
             continue
-        for name in _common_names([base]):
+        for name in common_names([base]):
             if name in a.stats and a.stats[name].n >= 2 and base.stats[name].n >= 2:
                 out.append((label, name, compare_samples(base.latencies_ns(name),
                                                          a.latencies_ns(name),
@@ -338,8 +353,7 @@ def compare_grouped(analyses, *, confidence=0.95, by="group"):
     -------
     list of (ComparisonGroup, list of GroupComparison)
     """
-    from latscope.analysis.compare import compare_samples
-    from latscope.analysis.grouping import ComparisonGroup
+    from latscope.analysis.compare import compare_samples  # why: scipy, only for comparisons
     if len(analyses) < 2:
         raise LatscopeError("compare needs at least two captures")
     labels = display_labels(analyses)
@@ -415,42 +429,32 @@ def comparison_table(comparisons, base_label):
 
 
 # --- the paper's Table I next to ours -----------------------------------------------------------
-def _profile_of(metadata):
-    sim = (metadata or {}).get("simbench")
-    if not isinstance(sim, dict) or not sim.get("profile"):
-        return None
-    try:
-        from latscope.capture import simbench
-        return simbench.load_profile(str(sim["profile"]))
-    except Exception:        # a profile this installation does not ship: no paper column
-        return None
-
-
 def paper_table(analyses, labels=None):
     """For captures of the shipped paper profiles: the paper's Table I x̄ ± 3σ next to ours, or
-    ``None`` when no capture comes from such a profile. The note says why 3σ differs."""
+    ``None`` when no capture comes from such a profile. The note says why 3σ differs. The
+    paper's figures are reference data (:mod:`latscope.analysis.report.paper`)."""
     labels = labels or display_labels(analyses)
     rows, tails = [], {}
     for a, label in zip(analyses, labels, strict=True):
-        profile = _profile_of(a.metadata)
-        if profile is None:
+        reference = reference_for(a.metadata)
+        if reference is None:
             continue
-        for tail in profile.tails:
-            tails[tail.name] = tail
-        for name, spec in profile.stages.items():
+        for tail in reference.tails:
+            tails[tail[0]] = tail
+        for name, (mean_us, three_sigma_us) in reference.stages.items():
             s = a.stats.get(name)
-            if s is None or not s.n or spec.source.startswith("assumption"):
+            if s is None or not s.n:
                 continue
-            rows.append([label, name, f"{spec.mean_us:.2f} ± {spec.three_sigma_us:.2f}",
+            rows.append([label, name, f"{mean_us:.2f} ± {three_sigma_us:.2f}",
                          f"{s.mean_ns / 1e3:.2f} ± {s.three_sigma_ns / 1e3:.2f}",
-                         _signed(s.mean_ns / 1e3 - spec.mean_us, 3),
+                         _signed(s.mean_ns / 1e3 - mean_us, 3),
                          US.fmt(s.quantiles[50.0].value_ns), US.fmt(s.quantiles[99.9].value_ns),
                          US.fmt(s.max_ns), f"{s.n:,}"])
     if not rows:
         return None
-    tail_text = "; ".join(f"{t.name}: probability {t.probability:g} per packet, "
-                          f"+{t.min_us:g} µs + Exponential(mean {t.mean_extra_us:g} µs)"
-                          for t in tails.values())
+    tail_text = "; ".join(f"{name}: probability {probability:g} per packet, "
+                          f"+{min_us:g} µs + Exponential(mean {mean_extra_us:g} µs)"
+                          for name, probability, min_us, mean_extra_us in tails.values())
     note = ("Each profile sets the body of every stage to the paper's mean and 3σ (512 samples "
             "per cell). Our 3σ is larger because the profiles also model rare tails the paper's "
             f"512 samples would rarely contain ({tail_text}): a tail of probability p adds "
@@ -470,7 +474,7 @@ def size_fits(analyses, *, confidence=0.95):
     -------
     list of (family, measurement, SizeFit)
     """
-    from latscope.analysis.compare import size_regression
+    from latscope.analysis.compare import size_regression  # why: scipy, only for regressions
     families = {}
     for a in analyses:
         if a.size is None:
@@ -481,7 +485,7 @@ def size_fits(analyses, *, confidence=0.95):
     for fam, members in families.items():
         if len({m.size for m in members}) < 2:
             continue
-        for name in _common_names(members):
+        for name in common_names(members):
             xs, ys = [], []
             for m in members:
                 if name in m.stats and m.stats[name].n:
@@ -496,7 +500,8 @@ def size_fits(analyses, *, confidence=0.95):
     return out
 
 
-def _size_table(fits):
+def make_size_table(fits):
+    """:class:`Table` of :func:`size_fits` output (see :func:`size_table`)."""
     unit = time_unit([f.fixed_ns for _, _, f in fits])
     rows = []
     for fam, name, f in fits:
@@ -519,7 +524,7 @@ def _size_table(fits):
 
 def size_table(fits):
     """Markdown table of :func:`size_fits` output."""
-    return _size_table(fits).markdown(title=False)
+    return make_size_table(fits).markdown(title=False)
 
 
 def _signed(value, decimals):
@@ -532,7 +537,9 @@ def _num(v):
     return "-" if v is None else f"{v:.1f}"
 
 
-def _stage_table(analyses, labels=None):
+def make_stage_table(analyses, labels=None):
+    """:class:`Table` of every stage difference per configuration, or ``None`` when there are
+    none (see :func:`stage_table`)."""
     labels = labels or display_labels(analyses)
     unit = time_unit([s.mean_ns for a in analyses for s in a.stages.values() if s.n])
     rows = []
@@ -552,20 +559,18 @@ def _stage_table(analyses, labels=None):
 
 def stage_table(analyses):
     """Markdown table of every stage difference per configuration (unit in the headers)."""
-    table = _stage_table(analyses)
+    table = make_stage_table(analyses)
     return table.markdown(title=False) if table else \
         "No stage differences defined for these captures."
 
 
-# --- figures (for notebooks; the report draws the same through analysis.figures) ---------------
+# --- figures (for notebooks; the report draws the same through report.figures) -----------------
 def _figure_input(analyses):
-    from latscope.analysis.grouping import is_simulated
     return (display_labels(analyses), [family(a) for a in analyses],
             [is_simulated(a.metadata) for a in analyses])
 
 
 def _one_figure(analyses, name, kind):
-    from latscope.analysis import figures
     labels, groups, simulated = _figure_input(analyses)
     for _stem, k, data, _ in figures.figure_jobs(analyses, labels, [name], groups, simulated):
         if k == kind:
@@ -594,7 +599,8 @@ def plot_distributions(analyses, name):
 
 
 def waterfall_data(analyses):
-    from latscope.analysis.compare import waterfall
+    """What the waterfall figure draws: per capture, the receive path's mean increments."""
+    from latscope.analysis.compare import waterfall  # why: scipy, only for this figure
     labels, _, simulated = _figure_input(analyses)
     rows = []
     for a in analyses:
@@ -605,11 +611,11 @@ def waterfall_data(analyses):
 
 def plot_waterfall(analyses):
     """PNG: the receive path's stages (mean increments) per capture."""
-    from latscope.analysis import figures
     return figures.draw("waterfall", waterfall_data(analyses))
 
 
 def size_data(analyses, fits):
+    """What the size figure draws: per fit, the members' sizes and means and the fitted line."""
     _, _, simulated = _figure_input(analyses)
     out = []
     for fam, name, f in fits:
@@ -622,12 +628,4 @@ def size_data(analyses, fits):
 
 def plot_size(analyses, fits):
     """PNG: mean latency against frame size with the fitted line per configuration."""
-    from latscope.analysis import figures
     return figures.draw("size", size_data(analyses, fits))
-
-
-def write_report(analyses, out_dir, **kwargs):
-    """Write ``report.html`` and ``report.md`` (see :func:`latscope.analysis.report_html.
-    write_report`)."""
-    from latscope.analysis.report_html import write_report as _write
-    return _write(analyses, out_dir, **kwargs)
