@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from latscope import LatscopeError
-from latscope.capture import stream
+from latscope.capture import events, stream
 from latscope.capture.transport import (
     EmulatedInstrument,
     EmulatedTransport,
@@ -89,7 +89,7 @@ def test_injected_corruption_is_lost_exactly():
     emu.armed = True
     decoder = stream.StreamDecoder()
     results = [decoder.feed(emu.next_frames(3)) for _ in range(20)] + [decoder.finish()]
-    result = stream.DecodeResult.concat(results)
+    result = events.DecodeResult.concat(results)
     keep = np.ones(len(time), bool)
     for frame in corrupt:
         keep[frame * 64:(frame + 1) * 64] = False
@@ -202,7 +202,7 @@ def test_pty_device_serves_the_emulator():
             got.append(decoder.feed(port.read(4096, 0.05)))
             if sum(len(r.time) for r in got) == 300:
                 break
-        result = stream.DecodeResult.concat(got)
+        result = events.DecodeResult.concat(got)
         assert [r.opcode for r in result.replies] == [protocol.Opcode.ARM]
         assert np.array_equal(result.time, time)
         dev.close()
