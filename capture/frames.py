@@ -14,8 +14,8 @@ import numpy as np
 from latscope.gateware.codec import (
     FLAGS,
     FRAME_DTYPE,
-    # gateware/framebench.py (moving to latscope/bench/) imports rule_command from here: drop it
-    # once it imports it from latscope.gateware.codec.
+    # latscope/bench/framebench.py imports rule_command from here: drop it once it imports it
+    # from latscope.gateware.codec.
     rule_command,  # noqa: F401
 )
 

@@ -26,8 +26,8 @@ from latscope.gateware.codec import (
     HEARTBEAT_DTYPE,
     decode_counter_records,
     decode_frame_records,
-    # gateware/bench.py and framebench.py (moving to latscope/bench/) import encode_command from
-    # here: drop it once they import it from latscope.gateware.codec.
+    # latscope/bench/gateware.py and framebench.py import encode_command from here: drop it once
+    # they import it from latscope.gateware.codec.
     encode_command,  # noqa: F401
     layout_bytes,
     layout_dtype,
