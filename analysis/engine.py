@@ -83,7 +83,7 @@ class AnalysisResult:
     duration_s: float
     metadata: dict = dataclasses.field(default_factory=dict)
     frames: object = None       # analysis.frames.FrameAnalysis for captures with frame records
-    frame_counters: object = None   # capture.frames.COUNTER_DTYPE records (the FPGA's totals)
+    frame_counters: object = None   # gateware.codec.COUNTER_DTYPE records (the FPGA's totals)
 
     @property
     def resolution_ns(self):

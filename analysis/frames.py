@@ -1,7 +1,7 @@
 """Analysis by identity: frames paired by their sequence numbers, per class.
 
 A pure core (arrays in, named results out): :func:`analyze_frames` takes the FRAME records of a
-capture (``capture.frames.FRAME_DTYPE``), their start and end ticks (from their DV edges,
+capture (``gateware.codec.FRAME_DTYPE``), their start and end ticks (from their DV edges,
 ``capture.frames.frame_edge_times``), optional marker edges and COUNTERS records, and returns a
 :class:`FrameAnalysis` with, for each class of received frame:
 
@@ -25,7 +25,7 @@ gateware, or a payload layout without the magic at a configured offset) falls ba
 frame that holds a sequence number, and :attr:`FrameAnalysis.notes` says so.
 
 >>> import numpy as np
->>> from latscope.capture.frames import FRAME_DTYPE, FLAGS
+>>> from latscope.gateware.codec import FRAME_DTYPE, FLAGS
 >>> rec = np.zeros(4, FRAME_DTYPE)
 >>> rec["direction"] = [0, 1, 0, 1]; rec["seq"] = [7, 7, 8, 8]
 >>> rec["flags"] = FLAGS["seq_valid"] | FLAGS["fcs_ok"]
@@ -60,11 +60,6 @@ DEFAULT_WINDOW_S = 0.1
 #: (class names are shared by both directions' rule tables); ``"any"``, every transmitted frame (for
 #: captures whose transmit direction was not classified).
 REPLY_CLASSES = ("same", "any")
-
-def _flags():
-    from latscope.capture.frames import FLAGS  # why: capture.frames imports amaranth
-    return FLAGS
-
 
 @dataclasses.dataclass
 class ClassReport:
@@ -161,14 +156,15 @@ def analyze_frames(records, start, end, *, tick_hz, markers=None, counters=None,
     if reply_class not in REPLY_CLASSES:
         raise ValueError(f"Reply class must be one of {', '.join(REPLY_CLASSES)}, "
                          f"not {reply_class!r}")
-    flags = _flags()
+    # the flag bits come from the gateware layouts (amaranth): only frame captures import them
+    from latscope.gateware.codec import FLAGS
     start = np.asarray(start, np.int64)
     end = np.asarray(end, np.int64)
     placed = (start >= 0) & (end >= 0)
     window = int(window_s * tick_hz)
     f = records["flags"].astype(np.int64)
-    has_seq = (f & flags["seq_valid"]) != 0
-    has_magic = (f & flags["traffic_magic"]) != 0
+    has_seq = (f & FLAGS["seq_valid"]) != 0
+    has_magic = (f & FLAGS["traffic_magic"]) != 0
     notes = []
     if magic is None:
         magic = bool(has_magic.any())
@@ -181,7 +177,7 @@ def analyze_frames(records, start, end, *, tick_hz, markers=None, counters=None,
         has_seq &= has_magic
     if reply_class == "any":
         notes.append("replies were taken from every class of transmitted frame")
-    bad = ((f & flags["fcs_ok"]) == 0) | ((f & flags["rx_er"]) != 0)
+    bad = ((f & FLAGS["fcs_ok"]) == 0) | ((f & FLAGS["rx_er"]) != 0)
     rx = placed & (records["direction"] == 0)
     tx_all = placed & (records["direction"] == 1) & has_seq & ~bad
     classes = {}

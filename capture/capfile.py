@@ -27,11 +27,12 @@ from typing import NamedTuple
 import numpy as np
 
 from latscope import LatscopeError, __version__
+from latscope.capture.events import Events, FrameRecords, LossRecord
 
 __all__ = [
     "MAGIC", "FORMAT_MAJOR", "FORMAT_MINOR", "HEADER_SIZE", "CHUNK_HEADER_SIZE", "CRC_SIZE",
-    "LossRecord", "Events", "Chunk", "CaptureWriter", "Capture", "open_capture", "truth_path",
-    "LOSS_DTYPE", "HEARTBEAT_DTYPE", "CaptureFileError", "scan_chunks", "verify",
+    "Chunk", "CaptureWriter", "Capture", "open_capture", "truth_path",
+    "LOSS_DTYPE", "HBT_DTYPE", "CaptureFileError", "scan_chunks", "verify",
     "write_synthetic", "Damage", "damage_summary",
 ]
 
@@ -58,11 +59,14 @@ LOSS_DTYPE = np.dtype([("first_time", "<i8"), ("span", "<i8"), ("lost", "<u8"),
 LOSS_CAUSES = {1: "overflow", 2: "link"}
 _CAUSE_CODES = {name: code for code, name in LOSS_CAUSES.items()}
 
-#: ``HBT `` chunk payload: an array of these records (32 bytes each, little-endian), the fields of
-#: ``gateware.protocol.Heartbeat``.
-HEARTBEAT_DTYPE = np.dtype([("time", "<i8"), ("events", "<u8"), ("lost", "<u8"),
-                            ("fifo_high_water", "<u2"), ("status", "u1"), ("epoch", "u1"),
-                            ("reserved", "V4")])
+#: ``HBT `` chunk payload: an array of these records (32 bytes each, little-endian): the wire's
+#: Heartbeat record (``gateware.codec.HEARTBEAT_DTYPE``) field for field at the same offsets, with
+#: ``time`` signed like every time in the file, and 4 reserved bytes. Written out rather than
+#: derived so that reading a file needs no gateware layouts; ``capture/tests/test_capfile.py``
+#: ties it to the wire record.
+HBT_DTYPE = np.dtype([("time", "<i8"), ("events", "<u8"), ("lost", "<u8"),
+                      ("fifo_high_water", "<u2"), ("status", "u1"), ("epoch", "u1"),
+                      ("reserved", "V4")])
 
 KNOWN_CHUNKS = (b"META", b"EVTS", b"LOSS", b"HBT ", b"NOTE", b"FRMS", b"FCNT")
 _FRMS_HEADER = struct.Struct("<II")          # record count, kept header bytes per record
@@ -70,22 +74,6 @@ _FRMS_HEADER = struct.Struct("<II")          # record count, kept header bytes p
 
 class CaptureFileError(LatscopeError):
     """A file is not a capture file, or is of a newer major version than this reader."""
-
-
-class LossRecord(NamedTuple):
-    """Events the instrument or the link lost: ``lost`` events (exact) between ``first_time`` and
-    ``first_time + span`` ticks. ``cause`` is ``"overflow"`` (gateware FIFO) or ``"link"``."""
-    first_time: int
-    span: int
-    lost: int
-    cause: str
-
-
-class Events(NamedTuple):
-    """Event columns: ``time`` int64 ticks, ``channel`` uint8, ``rising`` bool."""
-    time: np.ndarray
-    channel: np.ndarray
-    rising: np.ndarray
 
 
 class Chunk(NamedTuple):
@@ -236,9 +224,9 @@ class CaptureWriter:
             self.flush()
 
     def append_loss(self, record):
-        """Record lost events: a :class:`LossRecord` or any object with ``first_time``, ``span``,
-        ``lost`` and ``cause`` attributes (``cause`` ``"overflow"`` or ``"link"``). Written at
-        once, after the events buffered before it."""
+        """Record lost events: a :class:`~latscope.capture.events.LossRecord` or any object with
+        ``first_time``, ``span``, ``lost`` and ``cause`` attributes (``cause`` ``"overflow"`` or
+        ``"link"``). Written at once, after the events buffered before it."""
         self.append_losses([record])
 
     def append_losses(self, records):
@@ -259,20 +247,20 @@ class CaptureWriter:
         self._write_chunk(b"LOSS", array.tobytes())
 
     def append_heartbeats(self, heartbeats):
-        """Store heartbeats: a structured array with the fields of :data:`HEARTBEAT_DTYPE`
+        """Store heartbeats: a structured array with the fields of :data:`HBT_DTYPE`
         (missing ones are zero) or a sequence of objects/dicts with those fields."""
         self._check_open()
         if isinstance(heartbeats, np.ndarray) and heartbeats.dtype.names:
-            array = np.zeros(len(heartbeats), HEARTBEAT_DTYPE)
-            for name in HEARTBEAT_DTYPE.names:
+            array = np.zeros(len(heartbeats), HBT_DTYPE)
+            for name in HBT_DTYPE.names:
                 if name in heartbeats.dtype.names and name != "reserved":
                     array[name] = heartbeats[name]
         else:
             heartbeats = list(heartbeats)
-            array = np.zeros(len(heartbeats), HEARTBEAT_DTYPE)
+            array = np.zeros(len(heartbeats), HBT_DTYPE)
             for i, hb in enumerate(heartbeats):
                 get = hb.get if isinstance(hb, dict) else (lambda k, d=0, hb=hb: getattr(hb, k, d))
-                for name in HEARTBEAT_DTYPE.names[:-1]:
+                for name in HBT_DTYPE.names[:-1]:
                     value = get(name, 0)
                     array[i][name] = int(value) if not isinstance(value, dict) else 0
         if len(array):
@@ -280,9 +268,9 @@ class CaptureWriter:
             self._write_chunk(b"HBT ", array.tobytes())
 
     def append_frames(self, records, headers=None):
-        """Store FRAME records (a ``capture.frames.FRAME_DTYPE`` array) and their kept header
+        """Store FRAME records (a ``gateware.codec.FRAME_DTYPE`` array) and their kept header
         bytes (an ``(n, k)`` uint8 array, zero past each record's ``header_len``)."""
-        from latscope.capture.frames import FRAME_DTYPE
+        from latscope.gateware.codec import FRAME_DTYPE  # amaranth: only frame captures need it
         self._check_open()
         records = np.ascontiguousarray(records, FRAME_DTYPE)
         if not len(records):
@@ -296,8 +284,8 @@ class CaptureWriter:
                           + kept.tobytes())
 
     def append_frame_counters(self, counters):
-        """Store COUNTERS records (a ``capture.frames.COUNTER_DTYPE`` array)."""
-        from latscope.capture.frames import COUNTER_DTYPE
+        """Store COUNTERS records (a ``gateware.codec.COUNTER_DTYPE`` array)."""
+        from latscope.gateware.codec import COUNTER_DTYPE  # amaranth: only frame captures
         self._check_open()
         counters = np.ascontiguousarray(counters, COUNTER_DTYPE)
         if len(counters):
@@ -507,7 +495,7 @@ class Capture:
         Marker meanings (e.g. ``{"m0": "rx.isr"}``).
     losses : list of LossRecord
     heartbeats : numpy.ndarray
-        Structured array of :data:`HEARTBEAT_DTYPE`.
+        Structured array of :data:`HBT_DTYPE`.
     note : dict or None
         The end-of-capture ``NOTE`` chunk; ``None`` if the writer never finished.
     problems : list of str
@@ -582,11 +570,11 @@ class Capture:
                                                   int(r["lost"]),
                                                   LOSS_CAUSES.get(int(r["cause"]), "unknown")))
             elif chunk.type == b"HBT ":
-                if chunk.length % HEARTBEAT_DTYPE.itemsize:
+                if chunk.length % HBT_DTYPE.itemsize:
                     self.problems.append(f"HBT chunk at {chunk.offset} has a partial record")
                     break
-                heartbeats.append(np.frombuffer(self._mm, HEARTBEAT_DTYPE,
-                                                chunk.length // HEARTBEAT_DTYPE.itemsize,
+                heartbeats.append(np.frombuffer(self._mm, HBT_DTYPE,
+                                                chunk.length // HBT_DTYPE.itemsize,
                                                 chunk.offset))
             elif chunk.type in (b"FRMS", b"FCNT"):
                 if not self._parse_frames(chunk):
@@ -602,7 +590,7 @@ class Capture:
             raise CaptureFileError(f"{self.path}: no readable META chunk; "
                                    f"{'; '.join(self.problems) or 'file holds only a header'}")
         self.heartbeats = np.concatenate(heartbeats) if heartbeats else \
-            np.zeros(0, HEARTBEAT_DTYPE)
+            np.zeros(0, HBT_DTYPE)
         self.n_events = sum(count for _, count, _ in self._evts)
         self.tick_hz = float(self.metadata["tick_hz"])
         self.channel_names = {int(k): str(v)
@@ -629,7 +617,8 @@ class Capture:
 
     def _parse_frames(self, chunk):
         """Map a FRMS or FCNT chunk; False (with a problem noted) if its size is inconsistent."""
-        from latscope.capture.frames import COUNTER_DTYPE, FRAME_DTYPE, HEADER_MAX
+        # amaranth (the layouts the dtypes come from): only frame captures need it
+        from latscope.gateware.codec import COUNTER_DTYPE, FRAME_DTYPE, HEADER_MAX
         if chunk.type == b"FCNT":
             if chunk.length % COUNTER_DTYPE.itemsize:
                 self.problems.append(f"FCNT chunk at {chunk.offset} has a partial record")
@@ -656,25 +645,27 @@ class Capture:
         return sum(len(r) for r, _ in self._frms)
 
     def frames(self):
-        """``(records, headers)``: every FRAME record and an ``(n, HEADER_MAX)`` uint8 array of
-        their kept frame bytes, in stream order. The records are
+        """Every FRAME record and an ``(n, HEADER_MAX)`` uint8 array of their kept frame bytes,
+        in stream order, as :class:`~latscope.capture.events.FrameRecords`. The records are
         ``capture.frames.HOST_FRAME_DTYPE``: ``FRAME_DTYPE`` with each direction's 32-bit
         ``frame_index`` unwrapped to 64 bits (``capture.frames.unwrap_frame_index``)."""
-        from latscope.capture.frames import HEADER_MAX, empty_frames, unwrap_frame_index
+        # amaranth (the layouts the dtypes come from): only frame captures need it
+        from latscope.capture.frames import unwrap_frame_index
+        from latscope.gateware.codec import HEADER_MAX, empty_frames
         if not self._frms:
             records, headers = empty_frames()
-            return unwrap_frame_index(records), headers
+            return FrameRecords(unwrap_frame_index(records), headers)
         records = unwrap_frame_index(np.concatenate([r for r, _ in self._frms]))
         headers = np.zeros((len(records), HEADER_MAX), np.uint8)
         row = 0
         for r, kept in self._frms:
             headers[row:row + len(r), :kept.shape[1]] = kept
             row += len(r)
-        return records, headers
+        return FrameRecords(records, headers)
 
     def frame_counters(self):
-        """Every COUNTERS record (``capture.frames.COUNTER_DTYPE``), in stream order."""
-        from latscope.capture.frames import empty_counters
+        """Every COUNTERS record (``gateware.codec.COUNTER_DTYPE``), in stream order."""
+        from latscope.gateware.codec import empty_counters  # amaranth: frame captures only
         return np.concatenate(self._fcnt) if self._fcnt else empty_counters()
 
     def _json(self, payload, kind):
@@ -707,15 +698,16 @@ class Capture:
         return Events(time, channel, rising)
 
     def iter_chunks(self):
-        """Yield :class:`Events` per ``EVTS`` chunk, as read-only views of the memory-mapped
-        file: memory stays bounded by one chunk's working set however large the file is."""
+        """Yield :class:`~latscope.capture.events.Events` per ``EVTS`` chunk, as read-only views
+        of the memory-mapped file: memory stays bounded by one chunk's working set however large
+        the file is."""
         for entry in self._evts:
             yield self._chunk_events(entry)
 
     def events(self):
-        """All events as one :class:`Events`. With one ``EVTS`` chunk the columns are read-only
-        views of the memory-mapped file (no copy); otherwise they are concatenated into memory.
-        For files larger than memory use :meth:`iter_chunks`."""
+        """All events as one :class:`~latscope.capture.events.Events`. With one ``EVTS`` chunk the
+        columns are read-only views of the memory-mapped file (no copy); otherwise they are
+        concatenated into memory. For files larger than memory use :meth:`iter_chunks`."""
         parts = list(self.iter_chunks())
         if len(parts) == 1:
             return parts[0]

@@ -1,107 +1,26 @@
-"""Host side of frame-aware capture: FRAME and COUNTERS records as NumPy columns.
+"""Host side of frame-aware capture: FRAME records tied to the edges of their DV pulses.
 
-The layouts are ``FrameRecord``, ``FrameFlags`` and ``CounterRecord`` in
-:mod:`latscope.gateware.protocol`; every offset and width below is derived from them
-(``docs/stream-format.md`` section 8). Records are decoded all at once: a gather of the payload
-bytes into a ``(n, size)`` array, then shifts and masks per field.
+The records are decoded by :mod:`latscope.gateware.codec` (``FRAME_DTYPE``, ``COUNTER_DTYPE``, from
+the ``FrameRecord`` and ``CounterRecord`` layouts; ``docs/stream-format.md`` section 8). This
+module places each record on the capture's time line: frame ``k`` of a direction is the ``k``-th
+pulse of its RX_DV / CRS_DV / TX_EN channel (:func:`place_frames`), and continues the 32-bit
+``frame_index`` past its wrap (:func:`unwrap_frame_index`).
 """
 
 import dataclasses
 
 import numpy as np
-from amaranth.lib import data
 
-from latscope.gateware.protocol import CounterRecord, FrameFlags, FrameRecord
+from latscope.gateware.codec import (
+    FLAGS,
+    FRAME_DTYPE,
+    # latscope/bench/framebench.py imports rule_command from here: drop it once it imports it
+    # from latscope.gateware.codec.
+    rule_command,  # noqa: F401
+)
 
-__all__ = ["FRAME_DTYPE", "COUNTER_DTYPE", "FRAME_BYTES", "COUNTER_BYTES", "HEADER_MAX",
-           "FLAGS", "decode_frame_records", "decode_counter_records", "empty_frames",
-           "empty_counters", "frame_header", "FramePlacement", "place_frames",
-           "frame_edge_times", "capture_placement", "direction_channels"]
-
-FRAME_BYTES = data.Layout.cast(FrameRecord).size // 8
-COUNTER_BYTES = data.Layout.cast(CounterRecord).size // 8
-#: Largest number of kept frame bytes a record can carry (gateware/sniffer.py MAX_HEADER_BYTES).
-HEADER_MAX = 64
-#: ``{flag name: bit mask}`` of the ``flags`` column.
-FLAGS = {name: ((1 << f.width) - 1) << f.offset for name, f in data.Layout.cast(FrameFlags)
-         if name != "reserved"}
-
-
-def _fields(layout):
-    return {name: (f.offset, f.width) for name, f in data.Layout.cast(layout)
-            if name != "reserved"}
-
-
-def _uint(width):
-    return next(np.dtype(f"<u{n}") for n in (1, 2, 4, 8) if 8 * n >= width)
-
-
-_FR = _fields(FrameRecord)
-_CR = _fields(CounterRecord)
-#: One decoded FRAME record per row; ``header_len`` is the number of kept bytes (see
-#: :func:`frame_header`).
-FRAME_DTYPE = np.dtype([(name, _uint(w)) for name, (_, w) in _FR.items()]
-                       + [("header_len", np.uint8)])
-COUNTER_DTYPE = np.dtype([(name, _uint(w)) for name, (_, w) in _CR.items()])
-
-
-def empty_frames():
-    return np.empty(0, FRAME_DTYPE), np.empty((0, HEADER_MAX), np.uint8)
-
-
-def empty_counters():
-    return np.empty(0, COUNTER_DTYPE)
-
-
-def _unpack(raw, fields, dtype):
-    """Fields of little-endian records (rows of ``raw``, uint8) into a structured array."""
-    n = len(raw)
-    out = np.zeros(n, dtype)
-    if not n:
-        return out
-    for name, (offset, width) in fields.items():
-        first, last = offset // 8, (offset + width - 1) // 8
-        value = np.zeros(n, np.uint64)
-        for i in range(first, last + 1):
-            value |= raw[:, i].astype(np.uint64) << np.uint64(8 * (i - first))
-        value >>= np.uint64(offset % 8)
-        value &= np.uint64((1 << width) - 1)
-        out[name] = value
-    return out
-
-
-def _gather(arr, starts, nbytes):
-    idx = np.asarray(starts, np.intp)[:, None] + np.arange(nbytes, dtype=np.intp)
-    return arr[idx]
-
-
-def decode_frame_records(arr, starts, lengths):
-    """FRAME payloads of ``lengths`` bytes at ``starts`` in the uint8 array ``arr`` (every
-    length >= :data:`FRAME_BYTES`) to ``(records, headers)``: a :data:`FRAME_DTYPE` array and an
-    ``(n, HEADER_MAX)`` uint8 array of kept frame bytes, zero past ``header_len``."""
-    starts = np.asarray(starts, np.intp)
-    lengths = np.asarray(lengths, np.intp)
-    if not len(starts):
-        return empty_frames()
-    records = _unpack(_gather(arr, starts, FRAME_BYTES), _FR, FRAME_DTYPE)
-    kept = np.minimum(lengths - FRAME_BYTES, HEADER_MAX)
-    kept = np.minimum(kept, records["length"])      # bytes past the frame are padding
-    records["header_len"] = kept
-    headers = np.zeros((len(starts), HEADER_MAX), np.uint8)
-    if kept.any():
-        cols = np.arange(HEADER_MAX)
-        mask = cols[None, :] < kept[:, None]
-        src = np.minimum(starts[:, None] + FRAME_BYTES + cols[None, :], len(arr) - 1)
-        headers[mask] = arr[src][mask]
-    return records, headers
-
-
-def decode_counter_records(arr, starts):
-    """COUNTERS payloads at ``starts`` to a :data:`COUNTER_DTYPE` array."""
-    starts = np.asarray(starts, np.intp)
-    if not len(starts):
-        return empty_counters()
-    return _unpack(_gather(arr, starts, COUNTER_BYTES), _CR, COUNTER_DTYPE)
+__all__ = ["frame_header", "FramePlacement", "place_frames", "frame_edge_times",
+           "capture_placement", "direction_channels", "HOST_FRAME_DTYPE", "unwrap_frame_index"]
 
 
 def frame_header(records, headers, i):
@@ -361,25 +280,9 @@ def capture_placement(cap, events=None):
                         counters=cap.frame_counters())
 
 
-def rule_command(direction, index, **rule):
-    """Arguments of a SET_RULE command: ``(opcode, args)`` for ``encode_command``.
-
-    ``rule`` holds ``ClassRule`` fields (``enable``, ``cls``, ``match_port``, ``port_lo`` ...).
-
-    >>> from latscope.gateware.protocol import Opcode
-    >>> op, args = rule_command(1, 2, enable=1, cls=3, match_pcp=1, pcp=5)
-    >>> op == Opcode.SET_RULE, args.hex()
-    (True, '82270000050000000000')
-    """
-    from latscope.gateware.protocol import ClassRule, Opcode
-    if direction not in (0, 1) or not 0 <= index < 128:
-        raise ValueError(f"direction must be 0 or 1 and index 0..127, not {direction}, {index}")
-    value = data.Layout.cast(ClassRule).const(rule).as_value().value
-    return Opcode.SET_RULE, bytes([direction << 7 | index]) + value.to_bytes(9, "little")
-
-
-#: :data:`FRAME_DTYPE` as a capture file's reader returns it: ``frame_index`` is 64-bit, unwrapped
-#: past the record's 32 bits (:func:`unwrap_frame_index`). Files store :data:`FRAME_DTYPE`.
+#: ``FRAME_DTYPE`` as a capture file's reader returns it: ``frame_index`` is 64-bit, unwrapped
+#: past the record's 32 bits (:func:`unwrap_frame_index`). Files store
+#: :data:`~latscope.gateware.codec.FRAME_DTYPE`.
 HOST_FRAME_DTYPE = np.dtype([(name, np.int64 if name == "frame_index" else FRAME_DTYPE[name])
                              for name in FRAME_DTYPE.names])
 

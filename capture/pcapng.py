@@ -31,7 +31,8 @@ from fractions import Fraction
 import numpy as np
 
 from latscope import LatscopeError
-from latscope.capture.frames import FLAGS, capture_placement
+from latscope.capture.frames import capture_placement
+from latscope.gateware.codec import FLAGS
 
 __all__ = ["export_pcapng", "PcapngSummary", "EPB_ERROR_BITS"]
 

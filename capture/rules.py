@@ -29,6 +29,7 @@ import dataclasses
 
 from latscope import LatscopeError
 from latscope.capture.metadata import class_names
+from latscope.gateware.codec import rule_command
 from latscope.gateware.protocol import NUM_CLASSES, TRAFFIC_SEQ_OFFSET, Opcode
 
 __all__ = ["FrameRules", "rules_from_dict", "DEFAULT_COUNTER_PERIOD", "class_names",
@@ -56,7 +57,6 @@ class FrameRules:
         """``(opcode, args)`` pairs that load this table into the instrument: every rule of both
         directions, disabled ones clearing the rest of the table, the record masks, the
         sequence-number offset and the counter period."""
-        from latscope.capture.frames import rule_command
         out = []
         for direction in (0, 1):
             rules = self.rules.get(direction, [])

@@ -556,8 +556,8 @@ def run_selftest(instrument, identity, *, channels, high_ticks, low_ticks, loopb
                 ch, k = np.unique(np.asarray(res.channel), return_counts=True)
                 for c, m in zip(ch.tolist(), k.tolist(), strict=True):
                     counts[c] = counts.get(c, 0) + m
-            losses.extend(getattr(res, "losses", []) or [])
-            frames_bad += int(getattr(res, "frames_bad", 0) or 0)
+            losses.extend(res.losses)
+            frames_bad += res.frames_bad
 
     start = clock()
     try:

@@ -18,8 +18,10 @@ import zlib
 import numpy as np
 
 from latscope import LatscopeError, __version__
+from latscope.capture.stream import StreamDecoder
 from latscope.capture.transport import TransportClosed
 from latscope.gateware import protocol
+from latscope.gateware.codec import encode_command, parse_identify
 
 __all__ = [
     "Instrument", "CaptureConfig", "load_config", "Limits", "CaptureOutcome", "run_capture",
@@ -32,14 +34,6 @@ EXIT_LINK_LOST = 3     # the port closed or was unplugged; the file holds everyt
 EXIT_CRASH = 4         # the decoder or writer failed; the file holds everything before it
 
 _ROLES_HELP = "rx_dv, tx_en, crs_dv, m0..m4, or any name"
-
-
-def _decoder_module():
-    try:
-        from latscope.capture import stream
-    except ModuleNotFoundError as error:   # pragma: no cover - only while stream.py is missing
-        raise LatscopeError(f"the stream decoder is not available ({error})") from None
-    return stream
 
 
 class Instrument:
@@ -65,8 +59,7 @@ class Instrument:
         self.transport = transport
         self.reply_timeout = reply_timeout
         self.retries = retries
-        self._stream = _decoder_module()
-        self.decoder = decoder if decoder is not None else self._stream.StreamDecoder()
+        self.decoder = decoder if decoder is not None else StreamDecoder()
         self._seq = 0
         self._backlog = []         # DecodeResults not yet handed out by read()
         self._replies = []
@@ -120,7 +113,7 @@ class Instrument:
         for _attempt in range(self.retries):
             seq = self._seq
             self._seq = (self._seq + 1) & 0xFF
-            self.transport.write(self._stream.encode_command(seq, opcode, bytes(args)))
+            self.transport.write(encode_command(seq, opcode, bytes(args)))
             deadline = _time.monotonic() + self.reply_timeout
             while True:
                 for i, (command_seq, reply_opcode, status, data) in enumerate(self._replies):
@@ -160,7 +153,7 @@ class Instrument:
             if other:
                 raise LatscopeError(self._version_message(sorted(other)[0])) from None
             raise
-        info = dict(self._stream.parse_identify(data))
+        info = dict(parse_identify(data))
         version = info.get("protocol_version")
         if version != protocol.PROTOCOL_VERSION:
             raise LatscopeError(self._version_message(version))
@@ -521,7 +514,7 @@ def run_capture(instrument, writer, *, limits=None, rx_dv_channel=None, progress
             channel = np.asarray(r.channel)
             rising = np.asarray(r.rising)
             keep = len(time)
-            reset = bool(getattr(r, "resets", 0))
+            reset = bool(r.resets)
             if keep:
                 previous = np.concatenate([[time[0] if last_time[0] is None else last_time[0]],
                                            time[:-1]])
@@ -548,26 +541,21 @@ def run_capture(instrument, writer, *, limits=None, rx_dv_channel=None, progress
             if keep:
                 writer.append_events(time[:keep], channel[:keep], rising[:keep])
             out.events += keep
-            losses = list(getattr(r, "losses", []) or [])
-            if losses:
-                writer.append_losses(losses)
-                for loss in losses:
-                    cause = getattr(loss.cause, "value", loss.cause)
-                    if cause == "overflow":
+            if r.losses:
+                writer.append_losses(r.losses)
+                for loss in r.losses:
+                    if loss.cause == "overflow":
                         out.lost_overflow += int(loss.lost)
                     else:
                         out.lost_link += int(loss.lost)
-            heartbeats = getattr(r, "heartbeats", None)
-            if heartbeats is not None and len(heartbeats):
-                writer.append_heartbeats(heartbeats)
-            frames = getattr(r, "frames", None)
-            if frames is not None and len(frames):
-                writer.append_frames(frames, r.frame_headers)
-            counters = getattr(r, "frame_counters", None)
-            if counters is not None and len(counters):
-                writer.append_frame_counters(counters)
-            out.frames_bad += int(getattr(r, "frames_bad", 0) or 0)
-            out.bytes_skipped += int(getattr(r, "bytes_skipped", 0) or 0)
+            if len(r.heartbeats):
+                writer.append_heartbeats(r.heartbeats)
+            if len(r.frames):
+                writer.append_frames(r.frames, r.frame_headers)
+            if len(r.frame_counters):
+                writer.append_frame_counters(r.frame_counters)
+            out.frames_bad += r.frames_bad
+            out.bytes_skipped += r.bytes_skipped
             if keep < len(time):
                 return True
         return False
@@ -634,9 +622,8 @@ def run_capture(instrument, writer, *, limits=None, rx_dv_channel=None, progress
                 consume(pending)
             else:   # events past the limit or a restart are not recorded, losses still are
                 for r in pending:
-                    losses = list(getattr(r, "losses", []) or [])
-                    if losses:
-                        writer.append_losses(losses)
+                    if r.losses:
+                        writer.append_losses(r.losses)
         except KeyboardInterrupt:
             pass
         except _TimeBaseReset as exc:

@@ -1,7 +1,10 @@
 """Host side of the latscope wire protocol: find frames, check CRCs, decode tokens with NumPy.
 
 The byte format is specified in ``docs/stream-format.md`` and defined by the layouts in
-:mod:`latscope.gateware.protocol`; every offset, mask and dtype below is derived from those layouts.
+:mod:`latscope.gateware.protocol`; every offset, mask and dtype below is derived from those layouts,
+the record dtypes and reply parsing by :mod:`latscope.gateware.codec`. What the decoder hands on
+(:class:`~latscope.capture.events.DecodeResult`, loss records, replies) is defined in
+:mod:`latscope.capture.events`.
 
 :class:`StreamDecoder` is incremental (feed it whatever the transport returned) and vectorised: the
 frames found in one :meth:`StreamDecoder.feed` are decoded together, token boundaries come from the
@@ -11,20 +14,25 @@ format, kept as the benchmark baseline and as an independent check.
 """
 
 import zlib
-from dataclasses import dataclass, field
 from typing import NamedTuple
 
 import numpy as np
-from amaranth.lib import data
 
 from latscope import LatscopeError
-from latscope.capture.frames import (
+from latscope.capture.events import COUNTERS, DecodeResult, LossRecord, Reply
+from latscope.gateware.codec import (
     COUNTER_BYTES,
     FRAME_BYTES,
+    HEARTBEAT_DTYPE,
     decode_counter_records,
     decode_frame_records,
-    empty_counters,
-    empty_frames,
+    # latscope/bench/gateware.py and framebench.py import encode_command from here: drop it once
+    # they import it from latscope.gateware.codec.
+    encode_command,  # noqa: F401
+    layout_bytes,
+    layout_dtype,
+    layout_fields,
+    parse_identify,
 )
 from latscope.gateware.protocol import (
     CONT_BITS,
@@ -35,15 +43,11 @@ from latscope.gateware.protocol import (
     OVERFLOW_CONT,
     PROTOCOL_VERSION,
     SYNC,
-    SYNC_WORD,
     TIME_FIRST_BITS,
     TIME_MAX_CONT,
-    CommandHeader,
     EventsHeader,
     FrameHeader,
     FrameType,
-    Heartbeat,
-    IdentifyReply,
     Opcode,
     Overflow,
     ReplyHeader,
@@ -51,17 +55,7 @@ from latscope.gateware.protocol import (
     Token,
 )
 
-__all__ = ["LossRecord", "Reply", "DecodeResult", "StreamDecoder", "decode_reference",
-           "encode_command", "parse_identify", "HEARTBEAT_DTYPE", "COUNTERS"]
-
-
-def _fields(layout):
-    """``{name: (bit offset, width)}`` of a layout's top-level fields."""
-    return {name: (f.offset, f.width) for name, f in data.Layout.cast(layout)}
-
-
-def _nbytes(layout):
-    return data.Layout.cast(layout).size // 8
+__all__ = ["StreamDecoder", "decode_reference"]
 
 
 def _get(value, fields, name):
@@ -69,26 +63,13 @@ def _get(value, fields, name):
     return (value >> offset) & ((1 << width) - 1)
 
 
-def _dtype(layout):
-    """A little-endian NumPy structured dtype matching a byte-aligned layout."""
-    names, formats, offsets = [], [], []
-    for name, (offset, width) in _fields(layout).items():
-        if offset % 8 or width not in (8, 16, 32, 64):
-            raise TypeError(f"field {name} of {layout} is not byte-aligned")
-        names.append(name); formats.append(f"<u{width // 8}"); offsets.append(offset // 8)
-    return np.dtype({"names": names, "formats": formats, "offsets": offsets,
-                     "itemsize": _nbytes(layout)})
-
-
-_FH = _fields(FrameHeader)
-_FH_BYTES = _nbytes(FrameHeader)
-_EH = _fields(EventsHeader)
-_EH_BYTES = _nbytes(EventsHeader)
-_RH = _fields(ReplyHeader)
-_RH_BYTES = _nbytes(ReplyHeader)
-_OV = _fields(Overflow)
-_IR = _fields(IdentifyReply)
-_IR_BYTES = _nbytes(IdentifyReply)
+_FH = layout_fields(FrameHeader)
+_FH_BYTES = layout_bytes(FrameHeader)
+_EH = layout_fields(EventsHeader)
+_EH_BYTES = layout_bytes(EventsHeader)
+_RH = layout_fields(ReplyHeader)
+_RH_BYTES = layout_bytes(ReplyHeader)
+_OV = layout_fields(Overflow)
 _SYNC = np.frombuffer(SYNC, np.uint8)
 _KNOWN_TYPES = range(1, 15)     # 0 and 15 are never used (protocol.FrameType)
 _CONT = int(Token.CONT)
@@ -97,148 +78,9 @@ _CONT_VALUE = (1 << CONT_BITS) - 1
 _EV_LEAD_MASK = (1 << EVENT_FIRST_BITS) - 1
 _TIME_LEAD_MASK = (1 << TIME_FIRST_BITS) - 1
 
-#: Structured dtype of decoded heartbeats, field for field the ``Heartbeat`` layout.
-HEARTBEAT_DTYPE = _dtype(Heartbeat)
-#: Names of the counters kept by :class:`StreamDecoder` and reported in :class:`DecodeResult`.
-COUNTERS = ("frames_ok", "frames_bad", "frames_missing", "frames_unknown", "truncated",
-            "bytes_skipped", "link_lost_events", "overflow_lost_events", "resets")
-
-
-class LossRecord(NamedTuple):
-    """Events known to be missing: ``lost`` of them, somewhere in ``[first_time, first_time +
-    span]`` (ticks). ``cause`` is ``"overflow"`` (gateware FIFO full) or ``"link"`` (frames lost
-    between board and host)."""
-    first_time: int
-    span: int
-    lost: int
-    cause: str
-
-
-class Reply(NamedTuple):
-    """A REPLY frame: the ``seq`` of the command it answers, its opcode, status and data bytes."""
-    command_seq: int
-    opcode: int
-    status: int
-    data: bytes
-
 
 def _empty_events():
     return np.empty(0, np.int64), np.empty(0, np.uint8), np.empty(0, bool)
-
-
-@dataclass
-class DecodeResult:
-    """What one :meth:`StreamDecoder.feed` (or :meth:`~StreamDecoder.finish`) produced.
-
-    ``time`` (int64 ticks since the instrument's timestamp reset; it restarts at 0 after a
-    RESET_TIME, see ``resets``), ``channel`` (uint8) and ``rising`` (bool) are the events in stream
-    order. ``losses`` are :class:`LossRecord`\\ s, ``heartbeats`` a :data:`HEARTBEAT_DTYPE` array,
-    ``replies`` a list of :class:`Reply`. ``frames`` (``capture.frames.FRAME_DTYPE``) with
-    ``frame_headers`` (kept bytes, one row each) and ``frame_counters``
-    (``capture.frames.COUNTER_DTYPE``) are the FRAME and COUNTERS records of frame-aware
-    capture. The counters (names in :data:`COUNTERS`) count this call only;
-    :attr:`StreamDecoder.counters` holds the running totals.
-    """
-    time: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))
-    channel: np.ndarray = field(default_factory=lambda: np.empty(0, np.uint8))
-    rising: np.ndarray = field(default_factory=lambda: np.empty(0, bool))
-    losses: list = field(default_factory=list)
-    heartbeats: np.ndarray = field(default_factory=lambda: np.empty(0, HEARTBEAT_DTYPE))
-    replies: list = field(default_factory=list)
-    frames: np.ndarray = field(default_factory=lambda: empty_frames()[0])
-    frame_headers: np.ndarray = field(default_factory=lambda: empty_frames()[1])
-    frame_counters: np.ndarray = field(default_factory=empty_counters)
-    frames_ok: int = 0
-    frames_bad: int = 0
-    frames_missing: int = 0
-    frames_unknown: int = 0
-    truncated: int = 0
-    bytes_skipped: int = 0
-    link_lost_events: int = 0
-    overflow_lost_events: int = 0
-    resets: int = 0
-
-    @property
-    def counters(self):
-        """The counters as a dict."""
-        return {name: getattr(self, name) for name in COUNTERS}
-
-    @classmethod
-    def concat(cls, results):
-        """One result holding everything in ``results``, in order (counters summed)."""
-        results = list(results)
-        out = cls()
-        if not results:
-            return out
-        out.time = np.concatenate([r.time for r in results])
-        out.channel = np.concatenate([r.channel for r in results])
-        out.rising = np.concatenate([r.rising for r in results])
-        out.heartbeats = np.concatenate([r.heartbeats for r in results])
-        out.frames = np.concatenate([r.frames for r in results])
-        out.frame_headers = np.concatenate([r.frame_headers for r in results])
-        out.frame_counters = np.concatenate([r.frame_counters for r in results])
-        for r in results:
-            out.losses += r.losses
-            out.replies += r.replies
-            for name in COUNTERS:
-                setattr(out, name, getattr(out, name) + getattr(r, name))
-        return out
-
-
-def encode_command(seq, opcode, args=b""):
-    """Bytes of a COMMAND frame (host to device).
-
-    Parameters
-    ----------
-    seq : int
-        Sequence number, 0..255; the REPLY carries it back as ``command_seq``.
-    opcode : int
-        An :class:`~latscope.gateware.protocol.Opcode`.
-    args : bytes
-        The opcode's arguments (see ``docs/stream-format.md``).
-
-    Examples
-    --------
-    >>> from latscope.gateware.protocol import Opcode
-    >>> encode_command(1, Opcode.ARM, b"\\x01").hex()
-    'e71a1401020002010152ddfb'
-    """
-    if not 0 <= seq <= 255:
-        raise ValueError(f"command sequence number must be 0..255, not {seq!r}")
-    payload = bytes([opcode]) + bytes(args)
-    header = (SYNC_WORD << _FH["sync"][0] | int(FrameType.COMMAND) << _FH["type"][0]
-              | PROTOCOL_VERSION << _FH["version"][0] | seq << _FH["seq"][0]
-              | len(payload) << _FH["length"][0]).to_bytes(_FH_BYTES, "little")
-    body = header[len(SYNC):] + payload
-    return SYNC + body + zlib.crc32(body).to_bytes(CRC_BYTES, "little")
-
-
-def parse_identify(reply_data):
-    """Decode the data of an IDENTIFY reply into a dict.
-
-    Holds every ``IdentifyReply`` field plus ``board`` (str), ``channel_names`` (list of str) and
-    ``tick_hz`` (``capture_hz * lanes``). Raises :class:`~latscope.LatscopeError` on a short or
-    malformed reply.
-    """
-    reply_data = bytes(reply_data)
-    if len(reply_data) < _IR_BYTES:
-        raise LatscopeError(f"IDENTIFY reply has {len(reply_data)} bytes, expected at least "
-                            f"{_IR_BYTES}")
-    value = int.from_bytes(reply_data[:_IR_BYTES], "little")
-    info = {name: _get(value, _IR, name) for name in _IR}
-    try:
-        text = reply_data[_IR_BYTES:].decode()
-        items = dict(part.split("=", 1) for part in text.split(";"))
-        info["board"] = items["board"]
-        info["channel_names"] = items["channels"].split(",") if items["channels"] else []
-    except (UnicodeDecodeError, ValueError, KeyError) as error:
-        raise LatscopeError(f"IDENTIFY reply text is malformed: {reply_data[_IR_BYTES:]!r}") \
-            from error
-    if len(info["channel_names"]) != info["channels"]:
-        raise LatscopeError(f"IDENTIFY reply names {len(info['channel_names'])} channels but "
-                            f"reports {info['channels']}")
-    info["tick_hz"] = info["capture_hz"] * info["lanes"]
-    return info
 
 
 # --- frame search ---------------------------------------------------------------------------------
@@ -452,7 +294,7 @@ def _record_view(arr, dtype, n):
 #: Header fields are read as one little-endian word per candidate sync.
 _FH_WORD = np.dtype("<u8")
 assert _FH_BYTES <= _FH_WORD.itemsize
-_EH_DTYPE = _dtype(EventsHeader)
+_EH_DTYPE = layout_dtype(EventsHeader, view=True)
 assert max(_FH_WORD.itemsize, _EH_DTYPE.itemsize, HEARTBEAT_DTYPE.itemsize, 4) <= _PAD
 
 
@@ -675,7 +517,8 @@ class StreamDecoder:
 
     @property
     def counters(self):
-        """Running totals of every counter (names in :data:`COUNTERS`) since construction."""
+        """Running totals of every counter (names in :data:`~latscope.capture.events.COUNTERS`)
+        since construction."""
         return dict(self._ledger.counters)
 
     def feed(self, data):
@@ -924,7 +767,3 @@ def _reference_tokens(buf, fr):
             return None     # continuation byte without a lead, reserved lead, bad length
         p = q
     return base, index, events, overflows
-
-
-#: For callers that want the command opcode field's width without importing the gateware layout.
-COMMAND_HEADER_BYTES = _nbytes(CommandHeader)

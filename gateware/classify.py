@@ -13,7 +13,7 @@ from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal
 from amaranth.lib import data, fifo, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from .encoder import _rejected
+from .checks import rejected
 from .framer import RecordByte
 from .protocol import (
     NUM_CLASSES,
@@ -72,7 +72,7 @@ class FrameClassifier(wiring.Component):
     """
 
     def __init__(self, *, rules=4, classes=4, header_bytes=0, queue_depth=16):
-        with _rejected(self):
+        with rejected(self):
             if not isinstance(rules, int) or not 1 <= rules <= 128:
                 raise ValueError(f"Rule count must be an integer in 1..128, not {rules!r}")
             if not isinstance(classes, int) or not 1 <= classes <= NUM_CLASSES:

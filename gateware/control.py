@@ -22,9 +22,10 @@ from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 from amaranth.utils import bits_for
 
+from .checks import check, rejected
 from .classify import CONFIG_ARG_BYTES, ConfigWrite
 from .crossings import Synchronizer, mark
-from .encoder import _check, _rejected
+from .eth.net import NetLayout, net_init
 from .framer import ReplyByte
 from .model_capture import selftest_min_ticks
 from .model_stream import MAX_COMMAND_PAYLOAD, check_names, identify_data
@@ -108,17 +109,17 @@ class Control(wiring.Component):
                  heartbeat_shift=20, fifo_depth=1024, capture_hz, board="sim", channel_names,
                  source_hash=0, timeout=1 << 16, frame_rules=0,
                  net=None):
-        with _rejected(self):
-            _check("Channel count", channels, 1, 8)
-            _check("Lane count", lanes, 1, 255)
-            _check("Counter width", counter_width, 8, 63)
-            _check("Maximum glitch width", max_glitch, 0, 255)
-            _check("Heartbeat shift", heartbeat_shift, 1, 62)
-            _check("FIFO depth", fifo_depth, 1)
-            _check("Capture frequency", capture_hz, 1, (1 << 32) - 1)
-            _check("Source hash", source_hash, 0, (1 << 64) - 1)
-            _check("Timeout", timeout, 16)
-            _check("Frame rule count", frame_rules, 0, 128)
+        with rejected(self):
+            check("Channel count", channels, 1, 8)
+            check("Lane count", lanes, 1, 255)
+            check("Counter width", counter_width, 8, 63)
+            check("Maximum glitch width", max_glitch, 0, 255)
+            check("Heartbeat shift", heartbeat_shift, 1, 62)
+            check("FIFO depth", fifo_depth, 1)
+            check("Capture frequency", capture_hz, 1, (1 << 32) - 1)
+            check("Source hash", source_hash, 0, (1 << 64) - 1)
+            check("Timeout", timeout, 16)
+            check("Frame rule count", frame_rules, 0, 128)
             if not isinstance(board, str) or not board or any(c in board for c in ",;="):
                 raise TypeError(f"Board name must be non-empty text without ',', ';' or '=', "
                                 f"not {board!r}")
@@ -142,8 +143,6 @@ class Control(wiring.Component):
         self.net_init = None
         net_members = {}
         if net is not None:
-            from .eth.link import net_init
-            from .eth.mac import NetLayout
             self.net_init = net_init(net)
             net_members = {"net": Out(NetLayout, init=self.net_init), "net_write": Out(1)}
             self._arg_lengths[Opcode.SET_NET] = 12
@@ -409,7 +408,7 @@ class ConfigCrossing(wiring.Component):
     """
 
     def __init__(self, shape, *, init=None, o_domain="capture"):
-        with _rejected(self):
+        with rejected(self):
             if not isinstance(o_domain, str) or o_domain == "sync":
                 raise TypeError(f"Output domain must be a domain name other than 'sync', "
                                 f"not {o_domain!r}")

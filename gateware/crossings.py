@@ -45,6 +45,8 @@ from amaranth.hdl import Elaboratable, Module, Signal, Value
 
 from latscope import LatscopeError
 
+from .checks import rejected
+
 __all__ = ["ATTR", "KINDS", "Synchronizer", "mark", "Crossing", "CrossingCheck",
            "check_crossings", "format_crossings"]
 
@@ -119,8 +121,7 @@ class Synchronizer(Elaboratable):
     """
 
     def __init__(self, i, o, *, kind, o_domain="sync", init=0, stages=2):
-        from .encoder import _rejected
-        with _rejected(self):
+        with rejected(self):
             self.kind = _check_kind(kind)
             if not isinstance(stages, int) or stages < 2:
                 raise ValueError(f"Synchronizer stages must be an integer >= 2, not {stages!r}")

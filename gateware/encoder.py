@@ -11,12 +11,11 @@ must not be split between frames: a TIME token with its EVENT, an OVERFLOW token
 ``gateware/model_stream.py`` (:class:`~latscope.gateware.model_stream.LinkModel`) is the reference.
 """
 
-from contextlib import contextmanager
-
 from amaranth.hdl import C, Cat, Module, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
+from .checks import check, rejected
 from .model_stream import ENTRY_RESET
 from .protocol import (
     CONT_BITS,
@@ -50,24 +49,6 @@ class LinkItem(data.Struct):
     length:      5    # bytes in the unit (valid with ``first``)
     base_time:   64   # time of the last event before this unit (EventsHeader.base_time)
     event_index: 32   # events emitted before this unit, mod 2**32 (EventsHeader.event_index)
-
-
-@contextmanager
-def _rejected(component):
-    """Mark a component whose constructor rejects its arguments as used, so that Amaranth does
-    not also warn that it was created but never elaborated."""
-    try:
-        yield
-    except Exception:
-        component._MustUse__used = True
-        raise
-
-
-def _check(name, value, low, high=None):
-    if not isinstance(value, int) or isinstance(value, bool) or value < low \
-            or (high is not None and value > high):
-        bound = f"an integer >= {low}" if high is None else f"an integer in {low}..{high}"
-        raise TypeError(f"{name} must be {bound}, not {value!r}")
 
 
 class Encoder(wiring.Component):
@@ -105,11 +86,11 @@ class Encoder(wiring.Component):
     """
 
     def __init__(self, *, channels=8, lanes=2, counter_width=48, time_width=64):
-        with _rejected(self):
-            _check("Channel count", channels, 1, 8)
-            _check("Lane count", lanes, 1, 8)
-            _check("Counter width", counter_width, 8, 63)
-            _check("Time width", time_width, 48, 64)
+        with rejected(self):
+            check("Channel count", channels, 1, 8)
+            check("Lane count", lanes, 1, 8)
+            check("Counter width", counter_width, 8, 63)
+            check("Time width", time_width, 48, 64)
         self.channels, self.lanes, self.counter_width = channels, lanes, counter_width
         self.time_width = time_width
         self.entry_layout = capture_entry_layout(channels=channels, lanes=lanes,

@@ -23,8 +23,8 @@ from amaranth.lib import fifo
 from amaranth.lib.memory import Memory
 from amaranth.utils import ceil_log2
 
+from .checks import rejected
 from .crossings import Synchronizer
-from .encoder import _rejected
 
 __all__ = ["CaptureFIFO", "level_at_most"]
 
@@ -64,7 +64,7 @@ class CaptureFIFO(fifo.FIFOInterface, Elaboratable):
     """
 
     def __init__(self, *, width, depth, r_domain="sync", w_domain="capture"):
-        with _rejected(self):
+        with rejected(self):
             if not isinstance(depth, int) or depth < 2 or depth & (depth - 1):
                 raise ValueError(f"FIFO depth must be a power of two >= 2, not {depth!r}")
             if r_domain == w_domain:

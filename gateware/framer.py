@@ -16,7 +16,8 @@ from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 from amaranth.utils import ceil_log2
 
-from .encoder import MAX_UNIT_BYTES, LinkItem, _rejected
+from .checks import rejected
+from .encoder import MAX_UNIT_BYTES, LinkItem
 from .protocol import (
     MAX_PAYLOAD,
     MAX_PAYLOAD_ACCEPTED,
@@ -79,7 +80,7 @@ class Framer(wiring.Component):
 
     def __init__(self, *, max_payload=MAX_PAYLOAD):
         limit = MAX_PAYLOAD_ACCEPTED - _EH_BYTES
-        with _rejected(self):
+        with rejected(self):
             if not isinstance(max_payload, int) or not MAX_UNIT_BYTES <= max_payload <= limit:
                 raise TypeError(f"Maximum payload must be an integer in "
                                 f"{MAX_UNIT_BYTES}..{limit}, not {max_payload!r}")

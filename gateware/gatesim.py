@@ -39,6 +39,7 @@ from pathlib import Path
 
 from latscope import LatscopeError
 from latscope.gateware.boards import get_board
+from latscope.gateware.codec import encode_command
 from latscope.gateware.protocol import Opcode
 
 __all__ = ["UndecodedBitstream",
@@ -128,7 +129,6 @@ def command_changes(commands, t, bit_ps, gap_ps, *, align=None):
     from ``t`` ps on, ``gap_ps`` apart; ``align(t)`` moves each command's start (e.g. onto a
     clock grid). Returns ``(changes, end_ps, reset_ps)``: reset_ps is when RESET_TIME's last
     bit was sent (None without one)."""
-    from latscope.capture.stream import encode_command
     changes, reset_ps = [], None
     for seq, (op, args) in enumerate(commands):
         if align is not None:
@@ -172,7 +172,6 @@ def session_stimulus(board, *, seed=1, edges=600, burst_cycles=800, drain_cycles
     -------
     list of (int, int, int), and a dict of counts (commands, edges, same-cycle, opposite-lane).
     """
-    from latscope.capture.stream import encode_command
     timing = board_timing(board)
     rng = random.Random(seed)
     half, cap = timing.capture_half_ps, timing.capture_ps

@@ -54,6 +54,7 @@ from pathlib import Path
 from latscope import LatscopeError
 from latscope.gateware import gatesim
 from latscope.gateware.boards import get_board
+from latscope.gateware.codec import encode_command
 from latscope.gateware.protocol import Opcode
 
 __all__ = ["OWN_MODELS", "CLKI_PS", "Timing", "board_timing", "session_stimulus",
@@ -458,7 +459,6 @@ def session_stimulus(board, *, seed=1, edges=400, burst_cycles=1200, gap_ps=150_
     follow once a full FIFO can have drained through the UART (at most ``lanes`` edges of up to
     two bytes per entry) and the first heartbeat after RESET_TIME has closed the last EVENTS frame.
     """
-    from latscope.capture.stream import encode_command
     board = get_board(board) if isinstance(board, str) else board
     timing = board_timing(board)
     rng = random.Random(seed)

@@ -13,6 +13,8 @@ from amaranth.lib import data
 
 from latscope import LatscopeError
 
+from .codec import unpack
+from .eth.model import NetConfig
 from .model_capture import (
     Entry,  # the one definition of a FIFO entry, shared with the capture model
 )
@@ -42,7 +44,7 @@ from .protocol import (
 )
 
 __all__ = [
-    "ENTRY_RESET", "MAX_COMMAND_PAYLOAD", "GATEWARE_VERSION", "Entry", "pack", "unpack",
+    "ENTRY_RESET", "MAX_COMMAND_PAYLOAD", "GATEWARE_VERSION", "Entry", "pack",
     "event_token", "time_token", "overflow_token", "edge_unit", "frame", "LinkModel",
     "CommandModel", "identify_data", "names_text",
 ]
@@ -63,12 +65,6 @@ _MASK64 = (1 << 64) - 1
 def pack(layout, fields):
     """Serialise a ``data.Struct`` (or layout) filled from a dict to its integer value."""
     return data.Layout.cast(layout).const(fields).as_value().value
-
-
-def unpack(layout, value):
-    """Split an integer into a dict of the top-level fields of ``layout`` (nested ones as ints)."""
-    return {name: (value >> f.offset) & ((1 << f.width) - 1)
-            for name, f in data.Layout.cast(layout)}
 
 
 def to_bytes(layout, fields):
@@ -308,7 +304,6 @@ class CommandModel:
         if opcode == Opcode.STATUS:
             return opcode, Status.OK, status_data
         if opcode == Opcode.SET_NET:
-            from .eth.model import NetConfig
             net = NetConfig.from_bytes(args)
             if args[0] & 1 or net.port == 0:
                 return opcode, Status.BAD_ARGUMENT, b""

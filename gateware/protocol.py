@@ -1,10 +1,10 @@
 """The latscope wire protocol: the one definition of every byte between the gateware and the host.
 
 Everything the instrument sends or accepts is defined here as Amaranth ``data.Struct`` layouts
-and constants. The gateware builds its records from these layouts; the host decoder in
-``latscope.capture.stream`` derives its NumPy dtypes and bit masks from them;
-``docs/stream-format.md`` is the prose specification, and ``gateware/tests/test_protocol.py`` ties
-the three together.
+and constants. The gateware builds its records from these layouts; the host's view of them (NumPy
+dtypes, command encoding, reply and record parsing) is derived from them in
+:mod:`latscope.gateware.codec`; ``docs/stream-format.md`` is the prose specification, and
+``gateware/tests/test_protocol.py`` and ``test_codec.py`` tie the three together.
 
 Byte order: every multi-byte field is little-endian, and a ``data.Struct`` is serialised with its
 bit 0 as bit 0 of the first byte (so the first field listed occupies the lowest bits of the first

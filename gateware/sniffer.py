@@ -21,7 +21,7 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.crc import catalog
 from amaranth.lib.wiring import In, Out
 
-from .encoder import _rejected
+from .checks import rejected
 from .protocol import OVERSIZE_BYTES, RUNT_BYTES, TRAFFIC_MAGIC, TRAFFIC_SEQ_OFFSET, FrameRecord
 
 __all__ = ["FrameSniffer", "frame_entry_layout", "MAX_HEADER_BYTES"]
@@ -68,7 +68,7 @@ class FrameSniffer(wiring.Component):
     """
 
     def __init__(self, *, interface="mii", header_bytes=0):
-        with _rejected(self):
+        with rejected(self):
             if interface not in ("mii", "rmii"):
                 raise ValueError(f"Interface must be 'mii' or 'rmii', not {interface!r}")
             if not isinstance(header_bytes, int) or not 0 <= header_bytes <= MAX_HEADER_BYTES:

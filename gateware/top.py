@@ -20,9 +20,10 @@ from amaranth.lib import fifo, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from .capture import CaptureFrontEnd, FrontEndConfig
+from .checks import rejected
 from .control import ConfigCrossing, Control
 from .crossings import Synchronizer
-from .encoder import Encoder, _rejected
+from .encoder import Encoder
 from .fifo import CaptureFIFO, level_at_most
 from .framer import Framer
 from .frames import FrameCapture
@@ -80,7 +81,7 @@ class LatscopeCore(wiring.Component):
                  channel_names, source_hash=0, fast_forward=False, max_payload=MAX_PAYLOAD,
                  command_timeout=1 << 16, time_width=64, sniffer=None, frame_options=None,
                  net=None):
-        with _rejected(self):
+        with rejected(self):
             if not isinstance(fifo_depth, int) or fifo_depth < 4 or fifo_depth & (fifo_depth - 1):
                 raise TypeError(f"FIFO depth must be a power of two >= 4, not {fifo_depth!r}")
             if not isinstance(async_fifo, bool):

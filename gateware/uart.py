@@ -12,8 +12,8 @@ from amaranth.hdl import C, Cat, DomainRenamer, Module, Signal
 from amaranth.lib import cdc, stream, wiring
 from amaranth.lib.wiring import In, Out
 
+from .checks import rejected
 from .crossings import Synchronizer, mark
-from .encoder import _rejected
 
 __all__ = ["UARTTransmitter", "UARTReceiver", "UART"]
 
@@ -41,7 +41,7 @@ class UARTTransmitter(wiring.Component):
     """
 
     def __init__(self, *, divisor):
-        with _rejected(self):
+        with rejected(self):
             self.divisor = _divisor(divisor, 1)
         super().__init__({"data": In(stream.Signature(8)), "tx": Out(1, init=1),
                           "busy": Out(1)})
@@ -81,7 +81,7 @@ class UARTReceiver(wiring.Component):
     """
 
     def __init__(self, *, divisor):
-        with _rejected(self):
+        with rejected(self):
             self.divisor = _divisor(divisor, 4)
         super().__init__({"rx": In(1, init=1), "data": Out(stream.Signature(8)),
                           "overrun": Out(1), "framing_error": Out(1)})
@@ -160,7 +160,7 @@ class UART(wiring.Component):
     """
 
     def __init__(self, *, divisor, rx_divisor=None, rx_domain="sync"):
-        with _rejected(self):
+        with rejected(self):
             self.divisor = _divisor(divisor, 1)
             self.rx_divisor = _divisor(divisor if rx_divisor is None else rx_divisor, 4)
             if not isinstance(rx_domain, str):

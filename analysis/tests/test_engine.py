@@ -15,6 +15,7 @@ from latscope.analysis.engine import Analyzer, analyze_chunks, analyze_events
 from latscope.analysis.pairing import OK
 from latscope.analysis.stats import PERCENTILES
 from latscope.analysis.synth import synthetic_chunks, synthetic_events
+from latscope.capture.events import LossRecord
 
 simbench = pytest.importorskip("latscope.capture.simbench")
 capfile = pytest.importorskip("latscope.capture.capfile")
@@ -38,7 +39,7 @@ def _write_capture(path, run, losses=(), **extra):
     with capfile.CaptureWriter(path, meta, fsync=False, chunk_events=997) as w:
         w.append_events(t["time"], t["channel"], t["rising"])
         for loss in losses:
-            w.append_loss(capfile.LossRecord(*loss))
+            w.append_loss(LossRecord(*loss))
     run.save_truth(path)
     return path
 
@@ -140,7 +141,7 @@ def test_losses_exclude_packets(tmp_path):
             "markers": run.meta["markers"]}
     with capfile.CaptureWriter(path, meta, fsync=False) as w:
         w.append_events(t["time"][keep], t["channel"][keep], t["rising"][keep])
-        w.append_loss(capfile.LossRecord(*losses[0]))
+        w.append_loss(LossRecord(*losses[0]))
     f = api.analyze_file(path, definitions=defs)
     assert f.stats["rx.udp"].n == s.n and f.stats["rx.udp"].counts == s.counts
 

@@ -70,7 +70,7 @@ def _two_class_capture(path, n=200, seed=4):
     and bg (8 µs + Exp(0.5 µs)), each reply carrying its request's sequence number; 10 ns
     ticks. Returns the true latencies in ns per class."""
     from latscope.capture import capfile
-    from latscope.capture.frames import FLAGS, FRAME_DTYPE, HEADER_MAX
+    from latscope.gateware.codec import FLAGS, FRAME_DTYPE, HEADER_MAX
     rng = np.random.default_rng(seed)
     cls = np.where(np.arange(n) % 2 == 0, 1, 2)
     latency = np.where(cls == 1, 3000 + rng.exponential(200, n), 8000 + rng.exponential(500, n))

@@ -10,8 +10,8 @@ import pytest
 from latscope.analysis import api
 from latscope.analysis.frames import analyze_frames
 from latscope.capture import capfile
-from latscope.capture.frames import FLAGS, FRAME_DTYPE
 from latscope.cli import main
+from latscope.gateware.codec import FLAGS, FRAME_DTYPE
 
 TICK_HZ = 100_000_000            # 10 ns ticks
 GOOD = FLAGS["seq_valid"] | FLAGS["fcs_ok"]

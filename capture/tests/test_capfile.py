@@ -10,14 +10,14 @@ import pytest
 from latscope import LatscopeError
 from latscope.bench.capture import measure_read_memory
 from latscope.capture import capfile
+from latscope.capture.capfile import HBT_DTYPE as HEARTBEAT_DTYPE
 from latscope.capture.capfile import (
-    HEARTBEAT_DTYPE,
     CaptureFileError,
     CaptureWriter,
-    LossRecord,
     open_capture,
     truth_path,
 )
+from latscope.capture.events import LossRecord
 
 META = {"tick_hz": 200e6, "channels": {"0": "rx_dv", "1": "tx_en", "2": "m_isr"},
         "markers": {"m0": "rx.isr"}, "label": "test"}
@@ -310,6 +310,20 @@ def test_heartbeat_structured_array(tmp_path):
         assert cap.heartbeats["events"].tolist() == [4, 5, 6]
 
 
+def test_heartbeat_chunk_record_is_the_wire_record_widened():
+    """docs/capture-format.md, ``HBT ``: the fields of ``protocol.Heartbeat`` as received, at the
+    wire record's offsets (``gateware.codec.HEARTBEAT_DTYPE``), ``time`` signed, 4 reserved bytes,
+    32 in all (``capture/tests/test_events.py`` stores a decoded heartbeat and reads it back)."""
+    from latscope.gateware.codec import HEARTBEAT_DTYPE as WIRE
+    assert HEARTBEAT_DTYPE.names == (*WIRE.names, "reserved")
+    for name in WIRE.names:
+        (ours, at), (wire, wire_at) = HEARTBEAT_DTYPE.fields[name], WIRE.fields[name]
+        assert at == wire_at and ours.itemsize == wire.itemsize
+        assert ours == (np.dtype("<i8") if name == "time" else wire)
+    assert HEARTBEAT_DTYPE.fields["reserved"][1:] == (WIRE.itemsize,)
+    assert HEARTBEAT_DTYPE.itemsize == 32 == WIRE.itemsize + 4
+
+
 def test_truth_side_file(tmp_path):
     path = tmp_path / "s.lsc"
     with CaptureWriter(path, META, fsync=False) as w:
@@ -347,12 +361,12 @@ def test_reading_a_large_file_takes_bounded_memory(tmp_path):
 
 def test_frame_chunks_round_trip_and_match_the_spec(tmp_path):
     """FRMS/FCNT chunks: records and kept bytes come back exactly; the FRMS field table in
-    docs/capture-format.md matches capture.frames.FRAME_DTYPE; a truncated FRMS chunk is a
+    docs/capture-format.md matches gateware.codec.FRAME_DTYPE; a truncated FRMS chunk is a
     problem, and the events before it stay readable."""
     import re
     from pathlib import Path
 
-    from latscope.capture.frames import COUNTER_DTYPE, FRAME_DTYPE, HEADER_MAX
+    from latscope.gateware.codec import COUNTER_DTYPE, FRAME_DTYPE, HEADER_MAX
     rng = np.random.default_rng(4)
     records = np.zeros(50, FRAME_DTYPE)
     records["frame_index"] = np.arange(50)

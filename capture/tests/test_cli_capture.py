@@ -10,7 +10,7 @@ import time
 import numpy as np
 import pytest
 
-from latscope.capture import capfile
+from latscope.capture import capfile, events
 from latscope.capture.transport import EmulatedInstrument, PtyDevice
 from latscope.cli import main
 from latscope.gateware import protocol
@@ -95,7 +95,7 @@ def test_verify_reports_damage_and_gaps(tmp_path, capsys):
     with capfile.CaptureWriter(path, {"tick_hz": 1e9}, fsync=False) as w:
         w.append_events(np.arange(100), np.zeros(100), np.ones(100))
         w.flush()
-        w.append_loss(capfile.LossRecord(100, 2000, 12, "link"))
+        w.append_loss(events.LossRecord(100, 2000, 12, "link"))
         w.append_events(np.arange(200, 300), np.zeros(100), np.ones(100))
     assert main(["verify", str(path)]) == 0
     text = capsys.readouterr().out

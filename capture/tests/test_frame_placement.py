@@ -11,8 +11,9 @@ import numpy as np
 import pytest
 
 from latscope.capture import capfile, sim_load
-from latscope.capture.capfile import LossRecord
-from latscope.capture.frames import FLAGS, FRAME_DTYPE, HEADER_MAX, place_frames
+from latscope.capture.events import LossRecord
+from latscope.capture.frames import place_frames
+from latscope.gateware.codec import FLAGS, FRAME_DTYPE, HEADER_MAX
 
 SCENARIO = sim_load.LoadScenario(name="short", load=0.6, probe_rate_pps=50_000.0,
                                  drop_probability=0.0)
@@ -284,8 +285,8 @@ def test_counters_totals_against_dv_pulses_and_json_counts(tmp_path, capsys):
     (the overflow capture of the test above: 1 count mismatch + 3 after the loss)."""
     import json
 
-    from latscope.capture.frames import COUNTER_DTYPE
     from latscope.cli import main as latscope_main
+    from latscope.gateware.codec import COUNTER_DTYPE
     path = tmp_path / "c.lsc"
     _synthetic(path, [1000, 21000, 41000], [68, 300, 68])
     with capfile.open_capture(str(path)) as cap:

@@ -13,8 +13,9 @@ import numpy as np
 import pytest
 
 from latscope.capture import capfile
-from latscope.capture.frames import FLAGS, FRAME_DTYPE, HEADER_MAX, frame_edge_times
+from latscope.capture.frames import frame_edge_times
 from latscope.cli import main
+from latscope.gateware.codec import FLAGS, FRAME_DTYPE, HEADER_MAX
 from latscope.gateware.model_sniffer import FLAG_FIELDS, FRAME_FIELDS, parse_frame
 
 scapy_all = pytest.importorskip("scapy.all", reason="scapy builds the test frames (pip: scapy)")

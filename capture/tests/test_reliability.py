@@ -15,7 +15,7 @@ import time
 import numpy as np
 import pytest
 
-from latscope.capture import capfile, session, stream
+from latscope.capture import capfile, events, session, stream
 from latscope.capture.transport import (
     EmulatedInstrument,
     PtyDevice,
@@ -252,7 +252,7 @@ def _check_decoder(rng, cases, overflow=False):
         cuts = np.sort(rng.integers(0, len(data) + 1, int(rng.integers(0, 4))))
         pieces = np.split(np.frombuffer(data, np.uint8), cuts)
         results = [decoder.feed(p.tobytes()) for p in pieces] + [decoder.finish()]
-        result = stream.DecodeResult.concat(results)
+        result = events.DecodeResult.concat(results)
         assert np.array_equal(result.time, time_)
         assert np.array_equal(result.channel, channel)
         assert np.array_equal(result.rising, rising)
@@ -286,5 +286,5 @@ def test_decoder_never_crashes_on_noise():
         if rng.random() < 0.5:      # noise with sync words sprinkled in
             data = data.replace(data[:2], b"\xe7\x1a") if size > 2 else data
         decoder = stream.StreamDecoder()
-        result = stream.DecodeResult.concat([decoder.feed(data), decoder.finish()])
+        result = events.DecodeResult.concat([decoder.feed(data), decoder.finish()])
         assert len(result.time) == len(result.channel) == len(result.rising)

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from latscope.capture import selftest as st
-from latscope.capture.stream import LossRecord
+from latscope.capture.events import LossRecord
 from latscope.gateware import lane_order
 
 HIGH, LOW = 7, 5

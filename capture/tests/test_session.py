@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from latscope import LatscopeError
-from latscope.capture import capfile, session, stream
+from latscope.capture import capfile, events, session
 from latscope.capture.session import Instrument, Limits, load_config, run_capture
 from latscope.capture.transport import (
     EmulatedInstrument,
@@ -133,7 +133,7 @@ def test_events_arriving_during_a_command_are_kept():
     for _ in range(10):       # every command read pulls event frames through the decoder
         inst.status()
     got = [r for _ in range(200) for r in inst.read(0)]
-    result = stream.DecodeResult.concat(got)
+    result = events.DecodeResult.concat(got)
     assert np.array_equal(result.time, time)
 
 
@@ -216,7 +216,7 @@ def test_overflow_losses_are_recorded(tmp_path):
     out = run_capture(inst, _writer(tmp_path, identity), limits=Limits(events=400))
     assert out.lost_overflow == 1234
     with capfile.open_capture(tmp_path / "c.lsc") as cap:
-        assert cap.losses == [capfile.LossRecord(int(time[39]), 77, 1234, "overflow")]
+        assert cap.losses == [events.LossRecord(int(time[39]), 77, 1234, "overflow")]
 
 
 def test_time_base_restart_stops_cleanly(tmp_path):

@@ -150,8 +150,8 @@ def test_background_udp_is_never_a_request_when_everything_is_recorded(tmp_path)
     the 100 measured ones, each answered, and node.e2e equals the simulation's truth."""
     from latscope.analysis import api
     from latscope.capture.capfile import open_capture
-    from latscope.capture.frames import FLAGS
     from latscope.cli import main
+    from latscope.gateware.codec import FLAGS
     config = tmp_path / "all.toml"
     config.write_text('[frames]\nclasses = ["all"]\n')
     out = tmp_path / "all.lsc"

@@ -12,7 +12,8 @@ from amaranth.sim import Simulator
 
 from latscope.capture import sim_load, sim_wire
 from latscope.capture.sim_engines import _FrameRecords
-from latscope.capture.stream import StreamDecoder, encode_command
+from latscope.capture.stream import StreamDecoder
+from latscope.gateware.codec import encode_command
 from latscope.gateware.model_stream import frame
 from latscope.gateware.protocol import Opcode
 from latscope.gateware.top import LatscopeCore

@@ -6,22 +6,13 @@ The gateware's own bytes are decoded in ``gateware/tests/test_protocol.py`` and 
 """
 
 import random
-import zlib
 
 import numpy as np
 import pytest
 
-from latscope import LatscopeError
-from latscope.capture.stream import (
-    COUNTERS,
-    DecodeResult,
-    LossRecord,
-    StreamDecoder,
-    _Scratch,
-    decode_reference,
-    encode_command,
-    parse_identify,
-)
+from latscope.capture.events import COUNTERS, DecodeResult, LossRecord
+from latscope.capture.stream import StreamDecoder, _Scratch, decode_reference
+from latscope.gateware.codec import parse_identify
 from latscope.gateware.model_stream import (
     ENTRY_RESET,
     Entry,
@@ -275,32 +266,6 @@ def test_unknown_frame_type_skipped_and_replies_collected():
     assert result.frames_unknown == 1 and result.frames_ok == 3
     assert [tuple(r) for r in result.replies] == [(7, Opcode.ARM, 0, b""),
                                                   (8, 0x55, Status.UNKNOWN_OPCODE, b"")]
-
-
-def test_encode_command_is_a_valid_frame():
-    data = encode_command(200, Opcode.SET_EDGES, b"\x03\x00\x01\x00")
-    assert data[:2] == b"\xe7\x1a"
-    assert data[2] == FrameType.COMMAND | 1 << 4 and data[3] == 200
-    assert int.from_bytes(data[4:6], "little") == 5
-    assert int.from_bytes(data[-4:], "little") == zlib.crc32(data[2:-4])
-    with pytest.raises(ValueError, match=r"command sequence number must be 0\.\.255, not 256"):
-        encode_command(256, Opcode.ARM)
-
-
-def test_parse_identify():
-    raw = identify_data(channels=2, lanes=2, counter_width=48, max_glitch=15, heartbeat_shift=20,
-                        fifo_depth=1024, capture_hz=160_000_000, board="ecpix5",
-                        channel_names=["rx_dv", "tx_en"], source_hash=0x0123456789ABCDEF)
-    info = parse_identify(raw)
-    assert info["board"] == "ecpix5" and info["channel_names"] == ["rx_dv", "tx_en"]
-    assert info["tick_hz"] == 320_000_000 and info["source_hash"] == 0x0123456789ABCDEF
-    assert info["protocol_version"] == 1 and info["fifo_depth"] == 1024
-    with pytest.raises(LatscopeError, match="IDENTIFY reply has 3 bytes, expected at least 24"):
-        parse_identify(b"abc")
-    with pytest.raises(LatscopeError, match="IDENTIFY reply text is malformed"):
-        parse_identify(raw[:24] + b"nonsense")
-    with pytest.raises(LatscopeError, match="names 1 channels but reports 2"):
-        parse_identify(raw[:24] + b"board=x;channels=a")
 
 
 def test_decoder_arguments():

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from latscope import LatscopeError
-from latscope.capture import stream
+from latscope.capture import events, stream
 from latscope.capture.transport import (
     EmulatedInstrument,
     EmulatedTransport,
@@ -21,7 +21,7 @@ from latscope.capture.transport import (
     encode_event_tokens,
     encode_frame,
 )
-from latscope.gateware import protocol
+from latscope.gateware import codec, protocol
 
 
 def _random_events(rng, n):
@@ -65,17 +65,17 @@ def test_encode_frame_layout():
     assert frame[3] == 300 & 0xFF and frame[4:6] == b"\x02\x00"
     # the command encoder of the host decoder builds the same bytes for a COMMAND frame
     assert encode_frame(protocol.FrameType.COMMAND, 1, b"\x02\x01") == \
-        stream.encode_command(1, protocol.Opcode.ARM, b"\x01")
+        codec.encode_command(1, protocol.Opcode.ARM, b"\x01")
 
 
 def test_emulator_answers_identify_and_rejects_bad_frames():
     emu = EmulatedInstrument([1], [0], [True], channels=("rx_dv", "tx_en"))
-    result = stream.StreamDecoder().feed(emu.handle(stream.encode_command(9, 1)))
+    result = stream.StreamDecoder().feed(emu.handle(codec.encode_command(9, 1)))
     (reply,) = result.replies
     assert (reply.command_seq, reply.opcode, reply.status) == (9, 1, protocol.Status.OK)
-    info = stream.parse_identify(reply.data)
+    info = codec.parse_identify(reply.data)
     assert info["channel_names"] == ["rx_dv", "tx_en"] and info["tick_hz"] == 200_000_000
-    bad = bytearray(stream.encode_command(3, protocol.Opcode.ARM, b"\x01"))
+    bad = bytearray(codec.encode_command(3, protocol.Opcode.ARM, b"\x01"))
     bad[-1] ^= 1
     (reply,) = stream.StreamDecoder().feed(emu.handle(bytes(bad))).replies
     assert reply.status == protocol.Status.BAD_FRAME and not emu.armed
@@ -89,7 +89,7 @@ def test_injected_corruption_is_lost_exactly():
     emu.armed = True
     decoder = stream.StreamDecoder()
     results = [decoder.feed(emu.next_frames(3)) for _ in range(20)] + [decoder.finish()]
-    result = stream.DecodeResult.concat(results)
+    result = events.DecodeResult.concat(results)
     keep = np.ones(len(time), bool)
     for frame in corrupt:
         keep[frame * 64:(frame + 1) * 64] = False
@@ -196,13 +196,13 @@ def test_pty_device_serves_the_emulator():
         dev.release_slave()
         dev.start()
         decoder = stream.StreamDecoder()
-        port.write(stream.encode_command(0, protocol.Opcode.ARM, b"\x01"))
+        port.write(codec.encode_command(0, protocol.Opcode.ARM, b"\x01"))
         got = []
         for _ in range(200):
             got.append(decoder.feed(port.read(4096, 0.05)))
             if sum(len(r.time) for r in got) == 300:
                 break
-        result = stream.DecodeResult.concat(got)
+        result = events.DecodeResult.concat(got)
         assert [r.opcode for r in result.replies] == [protocol.Opcode.ARM]
         assert np.array_equal(result.time, time)
         dev.close()
@@ -215,7 +215,7 @@ def test_pty_device_serves_the_emulator():
 def test_emulated_transport_closes_when_done():
     emu = EmulatedInstrument([5], [1], [True])
     t = EmulatedTransport(emu, close_when_done=True)
-    t.write(stream.encode_command(0, protocol.Opcode.ARM, b"\x01"))
+    t.write(codec.encode_command(0, protocol.Opcode.ARM, b"\x01"))
     data = t.read(1 << 16, 0) + t.read(1 << 16, 0)
     assert stream.StreamDecoder().feed(data).time.tolist() == [5]
     with pytest.raises(TransportClosed, match="end of events"):

@@ -20,19 +20,15 @@ from amaranth.hdl import DomainRenamer, Module, Mux, Signal
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
+from ..checks import rejected
 from ..control import ConfigCrossing
-from ..encoder import _rejected
 from ..fifo import CaptureFIFO
-from .mac import EthReceiver, NetLayout, RxByte, UdpStreamer, frame_tracker
+from .mac import EthReceiver, RxByte, UdpStreamer, frame_tracker
 from .model import DEFAULT_NET
+from .net import NetLayout, net_init
 from .rgmii import TX_LANE_BITS, RgmiiRxFront, tx_lanes
 
-__all__ = ["EthLink", "LinkMux", "net_init"]
-
-
-def net_init(net=DEFAULT_NET):
-    """Initial value of a :data:`~.mac.NetLayout` signal for a :class:`~.model.NetConfig`."""
-    return {"mac": net.mac, "ip": net.ip, "port": net.port}
+__all__ = ["EthLink", "LinkMux"]
 
 
 class EthLink(wiring.Component):
@@ -57,7 +53,7 @@ class EthLink(wiring.Component):
     """
 
     def __init__(self, *, max_frame, net=DEFAULT_NET, idle_cycles=1024):
-        with _rejected(self):
+        with rejected(self):
             self.streamer = UdpStreamer(max_frame=max_frame, idle_cycles=idle_cycles)
         self.receiver = EthReceiver()
         self.init = net_init(net)
@@ -125,7 +121,7 @@ class LinkMux(wiring.Component):
     """
 
     def __init__(self, *, release_cycles=1024):
-        with _rejected(self):
+        with rejected(self):
             if not isinstance(release_cycles, int) or release_cycles < 1:
                 raise TypeError(f"Release cycles must be a positive integer, "
                                 f"not {release_cycles!r}")

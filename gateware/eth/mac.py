@@ -18,14 +18,13 @@ from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 from amaranth.utils import ceil_log2
 
-from ..encoder import _rejected
+from ..checks import rejected
 from .model import ETH_HEADER, IP_HEADER, MAX_UDP_PAYLOAD, MIN_FRAME, UDP_HEADER
+from .net import NetLayout
 
-__all__ = ["NetLayout", "DestLayout", "ArpLayout", "TxByte", "RxByte", "UdpStreamer",
+__all__ = ["DestLayout", "ArpLayout", "TxByte", "RxByte", "UdpStreamer",
            "EthReceiver", "frame_tracker"]
 
-#: The instrument's own addresses (SET_NET); ``port`` is the UDP port it listens and sends on.
-NetLayout = data.StructLayout({"mac": 48, "ip": 32, "port": 16})
 #: Where the stream goes: the host that sent the last valid command datagram.
 DestLayout = data.StructLayout({"valid": 1, "mac": 48, "ip": 32, "port": 16})
 #: An ARP request to answer: the requester's hardware and protocol addresses.
@@ -95,7 +94,7 @@ class UdpStreamer(wiring.Component):
     """
 
     def __init__(self, *, max_frame, idle_cycles=1024, buffer_bytes=2048):
-        with _rejected(self):
+        with rejected(self):
             if not isinstance(max_frame, int) or not 10 <= max_frame <= MAX_UDP_PAYLOAD:
                 raise TypeError(f"Longest stream frame must be an integer in "
                                 f"10..{MAX_UDP_PAYLOAD}, not {max_frame!r}")
@@ -304,7 +303,7 @@ class EthReceiver(wiring.Component):
     """
 
     def __init__(self, *, max_command=64):
-        with _rejected(self):
+        with rejected(self):
             if not isinstance(max_command, int) or max_command < 16 or \
                     max_command & (max_command - 1):
                 raise TypeError(f"Command buffer must be a power of two >= 16, "

@@ -7,7 +7,7 @@ import pytest
 from amaranth.sim import Simulator
 
 from latscope import LatscopeError
-from latscope.capture.stream import encode_command, parse_identify
+from latscope.gateware.codec import encode_command, parse_identify, rule_command
 from latscope.gateware.control import ConfigCrossing, Control
 from latscope.gateware.model_stream import CommandModel, to_bytes
 from latscope.gateware.protocol import Heartbeat, Opcode, Status
@@ -211,7 +211,6 @@ def test_constructor_validation(kwargs, error, message):
 def test_frame_capture_opcodes_are_checked():
     """Opcodes 0x10..0x13: argument lengths and ranges checked by the command handler of a
     design with 4 frame rules; a design without frame capture does not know them."""
-    from latscope.capture.frames import rule_command
     cmds = [rule_command(0, 3, enable=1, cls=2), rule_command(1, 4, enable=1),
             (Opcode.SET_RULE, bytes(5)), (Opcode.SET_CLASS_MODE, b"\x01\x06"),
             (Opcode.SET_CLASS_MODE, b"\x02\x06"), (Opcode.SET_SEQ_OFFSET, b"\x0a\x00"),

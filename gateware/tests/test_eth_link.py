@@ -6,8 +6,8 @@ import random
 from amaranth.hdl import ClockDomain, Module
 from amaranth.sim import Simulator
 
-from latscope.capture.stream import encode_command
 from latscope.capture.transport import encode_frame
+from latscope.gateware.codec import encode_command
 from latscope.gateware.control import Control
 from latscope.gateware.eth import model
 from latscope.gateware.eth.link import LinkMux

@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 from amaranth.sim import Simulator
 
-from latscope.capture.frames import FLAGS, rule_command
-from latscope.capture.stream import StreamDecoder, encode_command
+from latscope.capture.stream import StreamDecoder
+from latscope.gateware.codec import FLAGS, encode_command, rule_command
 from latscope.gateware.model_sniffer import classify, mii_nibbles, parse_frame
 from latscope.gateware.protocol import Opcode
 from latscope.gateware.top import LatscopeCore

@@ -6,8 +6,9 @@ import shutil
 
 import pytest
 
-from latscope.capture.stream import StreamDecoder, parse_identify
+from latscope.capture.stream import StreamDecoder
 from latscope.gateware import gatesim
+from latscope.gateware.codec import parse_identify
 from latscope.gateware.protocol import Opcode, Status
 
 

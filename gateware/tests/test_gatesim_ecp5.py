@@ -8,8 +8,9 @@ import numpy as np
 import pytest
 
 from latscope import LatscopeError
-from latscope.capture.stream import StreamDecoder, parse_identify
+from latscope.capture.stream import StreamDecoder
 from latscope.gateware import gatesim, gatesim_ecp5
+from latscope.gateware.codec import parse_identify
 from latscope.gateware.lane_order import simulator_available
 from latscope.gateware.protocol import Opcode, Status
 

@@ -1,9 +1,9 @@
 """``docs/stream-format.md``, ``gateware/protocol.py`` and the host decoder, tied together.
 
-The tables of the document are parsed and compared with the layouts and enums; the host decoder's
-dtypes are compared with the layouts; and bytes produced by simulating ``LatscopeCore`` are decoded
-by both host decoders and compared with what the capture front end wrote into the FIFO, run through
-the reference model."""
+The tables of the document are parsed and compared with the layouts and enums (``test_codec.py``
+compares the host's dtypes with the layouts); and bytes produced by simulating ``LatscopeCore`` are
+decoded by both host decoders and compared with what the capture front end wrote into the FIFO,
+run through the reference model."""
 
 import random
 from pathlib import Path
@@ -13,13 +13,9 @@ import pytest
 from amaranth.lib import data
 from amaranth.sim import Simulator
 
-from latscope.capture.stream import (
-    HEARTBEAT_DTYPE,
-    StreamDecoder,
-    decode_reference,
-    encode_command,
-)
+from latscope.capture.stream import StreamDecoder, decode_reference
 from latscope.gateware import protocol
+from latscope.gateware.codec import encode_command
 from latscope.gateware.model_stream import Entry, LinkModel, echo_traffic
 from latscope.gateware.protocol import EntryKind, Opcode
 from latscope.gateware.top import LatscopeCore
@@ -105,14 +101,6 @@ def test_frame_records_are_whole_bytes():
     for layout, size in [(protocol.FrameRecord, 30), (protocol.CounterRecord, 24),
                          (protocol.ClassRule, 9), (protocol.FrameFlags, 2)]:
         assert data.Layout.cast(layout).size == 8 * size
-
-
-def test_host_dtype_matches_layout():
-    layout = data.Layout.cast(protocol.Heartbeat)
-    assert HEARTBEAT_DTYPE.itemsize * 8 == layout.size
-    for name, f in layout:
-        dtype, offset = HEARTBEAT_DTYPE.fields[name]
-        assert (offset * 8, dtype.itemsize * 8) == (f.offset, f.width)
 
 
 def test_bytes_per_event_realistic():

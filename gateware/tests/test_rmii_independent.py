@@ -15,8 +15,8 @@ import zlib
 import numpy as np
 import pytest
 
-from latscope.capture.frames import FLAGS
 from latscope.capture.traffic import encode_payload
+from latscope.gateware.codec import FLAGS
 
 scapy_all = pytest.importorskip("scapy.all", reason="scapy builds and parses the frames")
 Ether, IP, IPv6, UDP, Dot1Q = (scapy_all.Ether, scapy_all.IP, scapy_all.IPv6, scapy_all.UDP,

@@ -18,9 +18,11 @@ The default-run test does the same on 2 * 10^7 cycles (one wrap) in a few second
 import numpy as np
 import pytest
 
-from latscope.capture.stream import DecodeResult, StreamDecoder, encode_command
+from latscope.capture.events import DecodeResult
+from latscope.capture.stream import StreamDecoder
 from latscope.gateware import model_capture as mc
 from latscope.gateware.boards import CHANNEL_ROLES
+from latscope.gateware.codec import encode_command
 from latscope.gateware.protocol import Opcode
 from latscope.gateware.verilator import Commands, VerilatorInstrument, stimulus_commands
 

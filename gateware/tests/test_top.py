@@ -11,7 +11,8 @@ import pytest
 from amaranth.hdl import ClockDomain, ClockSignal, Elaboratable, Module, ResetSignal
 from amaranth.sim import Simulator
 
-from latscope.capture.stream import StreamDecoder, encode_command, parse_identify
+from latscope.capture.stream import StreamDecoder
+from latscope.gateware.codec import encode_command, parse_identify
 from latscope.gateware.protocol import Opcode, Status
 from latscope.gateware.top import LatscopeCore
 

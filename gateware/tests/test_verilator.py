@@ -211,7 +211,8 @@ def test_bench_quick_rows():
 def test_fast_forward_is_invisible_for_the_core():
     """The real core on random traffic: the bytes sent are identical with and without skipping
     idle time, and skipping did happen."""
-    from latscope.capture.stream import StreamDecoder, encode_command
+    from latscope.capture.stream import StreamDecoder
+    from latscope.gateware.codec import encode_command
     from latscope.gateware.protocol import Opcode
     inst = vl.VerilatorInstrument(channels=8, lanes=2, counter_width=24, max_glitch=2,
                                   heartbeat_shift=12, fifo_depth=64, capture_hz=48_000_000,
@@ -243,7 +244,8 @@ def test_fast_forward_is_invisible_for_the_core():
 def test_drain_sends_the_last_partly_filled_frame():
     """One edge, then DRAIN: the core turns quiescent with the event in a partly filled frame;
     the drain runs on to the next heartbeat (skipping the idle time), which sends it."""
-    from latscope.capture.stream import StreamDecoder, encode_command
+    from latscope.capture.stream import StreamDecoder
+    from latscope.gateware.codec import encode_command
     from latscope.gateware.protocol import Opcode
     inst = vl.VerilatorInstrument(channels=8, lanes=2, counter_width=24, max_glitch=2,
                                   heartbeat_shift=12, fifo_depth=64, capture_hz=48_000_000,
@@ -268,7 +270,9 @@ def test_fast_forward_is_invisible_on_the_demo_core():
     echo packets of the bench's DUT model: identical bytes with and without fast-forward, every
     event decoded exactly, and over 90 % of the cycles skipped."""
     from latscope.capture import simbench
-    from latscope.capture.stream import DecodeResult, StreamDecoder, encode_command
+    from latscope.capture.events import DecodeResult
+    from latscope.capture.stream import StreamDecoder
+    from latscope.gateware.codec import encode_command
     from latscope.gateware.protocol import Opcode
     run = simbench.simulate("el-dm-64", 40, seed=3)
     timing = run.timing

@@ -11,7 +11,7 @@ import pytest
 
 from latscope.bench import framebench as fb
 from latscope.bench import framebench_edges as fe
-from latscope.capture.frames import COUNTER_DTYPE
+from latscope.gateware.codec import COUNTER_DTYPE
 
 scapy_all = pytest.importorskip("scapy.all", reason="scapy builds the bench's frames")
 
@@ -194,8 +194,8 @@ def test_check_edges_ties_records_to_their_stimulus_edges():
     shifted edge and 1 record off its edge (frame_edge_times); a missing falling edge is 1
     missing and moves that frame's end to the next frame's end (1 record off); an edge on a
     channel nobody drove is counted."""
-    from latscope.capture.frames import FRAME_DTYPE
     from latscope.gateware.boards import CHANNEL_ROLES
+    from latscope.gateware.codec import FRAME_DTYPE
     frames, channel_of = 6, {0: CHANNEL_ROLES.index("rx_dv"), 1: CHANNEL_ROLES.index("tx_en")}
     # MII frame k: DV high from 168 k to 168 k + 144 PHY clocks (40 ns RX, 39.996 ns TX)
     rows = []
