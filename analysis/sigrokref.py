@@ -3,7 +3,7 @@ with sigrok-cli's stock ``jitter`` decoder, to check latscope packet for packet 
 
 # Ref: libsigrokdecode 0.5.3 ``decoders/jitter/pd.py``; session format in /work/shared/FIELD.md §6.
 
-This is a shell around :mod:`latscope.capture.sigrok` (the ``.sr`` writer) and the external
+This is a shell around :mod:`latscope.capture.sigrok_write` (the ``.sr`` writer) and the external
 ``sigrok-cli`` program; the analysis core does not use it.
 """
 
@@ -37,7 +37,7 @@ def write_sr(path, chunks, *, samplerate, probes, total_samples=None, block=1 <<
     int
         Samples written.
     """
-    from latscope.capture.sigrok import SrWriter
+    from latscope.capture.sigrok_write import SrWriter
     channels = list(probes)
     bit = np.zeros(256, dtype=np.uint16)
     for k, ch in enumerate(channels):

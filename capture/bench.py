@@ -301,8 +301,8 @@ def run(quick=False):
     rows += _engine_rows(quick)
     rows += _memory_rows(quick)
     try:
-        from latscope.capture import sigrok
-        bench_import = getattr(sigrok, "bench_import", None)
+        from latscope.capture import sigrok_write
+        bench_import = getattr(sigrok_write, "bench_import", None)
     except ImportError:
         bench_import = None
     if bench_import is not None:

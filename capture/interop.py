@@ -255,9 +255,9 @@ def export_csv(window, output, *, overwrite=False):
 
     Returns
     -------
-    latscope.capture.sigrok.ExportSummary
+    latscope.capture.sigrok_write.ExportSummary
     """
-    from latscope.capture.sigrok import ExportSummary
+    from latscope.capture.sigrok_write import ExportSummary
     fmt = _ns_formatter(window.tick_hz)
     names = np.array(window.names, dtype=object)
     edge = np.array(["falling", "rising"], dtype=object)
@@ -482,7 +482,7 @@ def _export_pcapng(args, output):
 
 def cmd_export(args):
     from latscope.capture.capfile import open_capture
-    from latscope.capture.sigrok import export_sr
+    from latscope.capture.sigrok_write import export_sr
     from latscope.capture.vcd import export_vcd
     fmt = args.format
     if fmt is None:

@@ -110,7 +110,7 @@ def export_vcd(window, output, *, overwrite=False):
 
     Returns
     -------
-    latscope.capture.sigrok.ExportSummary
+    latscope.capture.sigrok_write.ExportSummary
         ``hidden_edges`` counts edges that do not change their channel's level (a VCD has only
         levels) or that repeat a channel at the same time.
 
@@ -119,7 +119,7 @@ def export_vcd(window, output, *, overwrite=False):
     ``$dumpvars`` at the window start holds the level of each channel after every edge at or
     before the start; later changes follow in time order; a last timestamp marks the window end.
     """
-    from latscope.capture.sigrok import ExportSummary
+    from latscope.capture.sigrok_write import ExportSummary
     output = os.fspath(output)
     if os.path.exists(output) and not overwrite:
         raise LatscopeError(f"{output} exists; choose another name or pass --force")
