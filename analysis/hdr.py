@@ -19,6 +19,8 @@ import math
 
 import numpy as np
 
+from latscope.capture.outputs import open_output
+
 __all__ = ["LogLinearHistogram", "RELATIVE_ERROR", "write_hlog", "read_hlog"]
 
 SIGNIFICANT_FIGURES = 3
@@ -146,16 +148,22 @@ def _like(values, out):
     return out if np.ndim(values) else int(out)
 
 
-def write_hlog(path, histograms, *, comment=None):
+def write_hlog(path, histograms, *, comment=None, inputs=(), force=False):
     """Write histograms in HdrHistogram's ``.hlog`` interval log format (version 1.3, with tags).
 
     Parameters
     ----------
     path : str or Path
+        Written under :mod:`latscope.capture.outputs`'s policy: complete or not at all,
+        ``"-"`` for standard output.
     histograms : list of (tag, start_s, end_s, hdrh HdrHistogram)
         One interval line each; ``tag`` names the measurement (``Tag=rx.udp,...``).
     comment : str, optional
         Written as a ``#`` comment line at the top (e.g. units and resolution).
+    inputs : str, os.PathLike or iterable of them
+        The captures the histograms come from: ``path`` may never be one of them.
+    force : bool
+        Replace an existing ``path``.
 
     Notes
     -----
@@ -163,7 +171,11 @@ def write_hlog(path, histograms, *, comment=None):
     writer drops tags and fails on its start-time line, so only its encoder is used here.
     """
     stamp = datetime.datetime.fromtimestamp(0, datetime.timezone.utc).isoformat(" ")
-    with open(path, "w", encoding="utf-8") as file:
+    for tag, *_ in histograms:
+        if not tag or any(c in str(tag) for c in ", \n"):
+            raise ValueError(f"an .hlog tag must be non-empty without commas, spaces or "
+                             f"newlines, not {tag!r}")
+    with open_output(path, inputs, force=force) as file:
         if comment:
             file.write(f"#{comment}\n")
         file.write("#[Histogram log format version 1.3]\n")
@@ -171,9 +183,6 @@ def write_hlog(path, histograms, *, comment=None):
         file.write('"StartTimestamp","Interval_Length","Interval_Max",'
                    '"Interval_Compressed_Histogram"\n')
         for tag, start_s, end_s, hist in histograms:
-            if not tag or any(c in str(tag) for c in ", \n"):
-                raise ValueError(f"an .hlog tag must be non-empty without commas, spaces or "
-                                 f"newlines, not {tag!r}")
             payload = hist.encode().decode("ascii")
             file.write(f"Tag={tag},{start_s:.3f},{end_s - start_s:.3f},"
                        f"{hist.get_max_value() / 1e6:.3f},{payload}\n")

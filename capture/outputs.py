@@ -44,7 +44,6 @@ Examples
 
 import contextlib
 import os
-import secrets
 import shutil
 import stat
 import sys
@@ -53,7 +52,7 @@ from latscope import LatscopeError
 
 __all__ = ["STDOUT", "same_file", "is_direct", "exists_message", "check_output",
            "check_output_folder", "replacing", "open_output", "output_folder",
-           "temporary_name"]
+           "temporary_name", "PendingOutput", "TEMP_SUFFIX"]
 
 #: The output name that means standard output.
 STDOUT = "-"
@@ -138,7 +137,7 @@ def check_output(output, inputs=(), *, force=False):
     ------
     LatscopeError
         The output is an input; it exists and ``force`` is false; it is a folder; its folder is
-        missing or is not a folder.
+        missing, is not a folder or cannot be written.
     """
     output = os.fspath(output)
     _refuse_inputs(output, inputs)
@@ -151,13 +150,15 @@ def check_output(output, inputs=(), *, force=False):
     folder = os.path.dirname(os.path.abspath(output))
     if not os.path.isdir(folder):
         raise LatscopeError(f"{output}: folder {folder} does not exist")
+    # the only reliable test (root, read-only mounts, ACLs): create and remove a file there
+    _discard(_create_temporary(output))
 
 
 def temporary_name(path):
     """A fresh name for a temporary file beside ``path`` (same folder, so the final rename is
     atomic): ``.NAME.RANDOM.tmp``."""
     folder, name = os.path.split(os.path.abspath(path))
-    return os.path.join(folder, f".{name}.{secrets.token_hex(4)}{TEMP_SUFFIX}")
+    return os.path.join(folder, f".{name}.{os.urandom(4).hex()}{TEMP_SUFFIX}")
 
 
 def _create_temporary(target):
@@ -183,6 +184,67 @@ def _discard(path):
         pass
 
 
+class PendingOutput:
+    """An output being written under a temporary name, for writers whose lifetime is not one
+    ``with`` block (:class:`~latscope.capture.sigrok_write.SrWriter`): write to :attr:`path`,
+    then :meth:`commit` or :meth:`discard`. :func:`replacing` is the ``with`` form.
+
+    Parameters
+    ----------
+    output, inputs, force
+        As for :func:`check_output`, which runs first.
+
+    Attributes
+    ----------
+    output : str
+        The name the user gave.
+    path : str
+        Where to write: a temporary file (created empty) beside the output, or the output itself
+        when it is written directly (:func:`is_direct`; ``"-"`` stays ``"-"``).
+    direct : bool
+    """
+
+    def __init__(self, output, inputs=(), *, force=False):
+        self.output = os.fspath(output)
+        self.force = force
+        check_output(self.output, inputs, force=force)
+        self.direct = is_direct(self.output)
+        self.done = False
+        if self.direct:
+            self.path = self._target = self.output
+            return
+        # a symbolic link named as the output stays a link; its target is what gets replaced
+        self._target = os.path.realpath(self.output) if os.path.islink(self.output) \
+            else self.output
+        self.path = _create_temporary(self._target)
+
+    def commit(self):
+        """Rename the complete file into place (nothing to do for a direct output)."""
+        if self.done:
+            return
+        if self.direct:
+            self.done = True
+            return
+        try:
+            if not self.force and os.path.lexists(self._target):   # appeared while writing
+                raise LatscopeError(exists_message(self.output))
+            try:
+                os.replace(self.path, self._target)
+            except OSError as error:
+                raise LatscopeError(f"cannot write {self.output}: {error.strerror}") from None
+        except BaseException:
+            self.discard()
+            raise
+        self.done = True
+
+    def discard(self):
+        """Remove the temporary file; the output stays as it was (a direct output keeps what
+        was written to it)."""
+        if not self.done and not self.direct:
+            _discard(self.path)
+        self.done = True
+
+
 @contextlib.contextmanager
 def replacing(output, inputs=(), *, force=False):
     """Write a file under a temporary name and rename it into place when the block completes.
@@ -197,25 +259,13 @@ def replacing(output, inputs=(), *, force=False):
     output, inputs, force
         As for :func:`check_output`, which runs first.
     """
-    output = os.fspath(output)
-    check_output(output, inputs, force=force)
-    if is_direct(output):
-        yield output
-        return
-    # a symbolic link named as the output stays a link; its target is what gets replaced
-    target = os.path.realpath(output) if os.path.islink(output) else output
-    temp = _create_temporary(target)
+    pending = PendingOutput(output, inputs, force=force)
     try:
-        yield temp
-        if not force and os.path.lexists(target):       # appeared while we were writing
-            raise LatscopeError(exists_message(output))
-        try:
-            os.replace(temp, target)
-        except OSError as error:
-            raise LatscopeError(f"cannot write {output}: {error.strerror}") from None
+        yield pending.path
     except BaseException:
-        _discard(temp)
+        pending.discard()
         raise
+    pending.commit()
 
 
 @contextlib.contextmanager
@@ -235,11 +285,19 @@ def open_output(output, inputs=(), *, force=False, mode="w", encoding=None, newl
                           newline=None if binary else newline)
         except OSError as error:
             raise LatscopeError(f"cannot write {output}: {error.strerror}") from None
-        with handle:
+        try:
             yield handle
-            handle.flush()
-            if not is_direct(path):
-                os.fsync(handle.fileno())
+            try:
+                handle.flush()
+                if not is_direct(path):
+                    os.fsync(handle.fileno())
+            except OSError as error:          # a full disk shows here at the latest
+                raise LatscopeError(f"cannot write {output}: {error.strerror}") from None
+        finally:
+            try:
+                handle.close()
+            except OSError:
+                pass                          # only after a failed write, already raised
 
 
 def check_output_folder(folder, inputs=(), *, force=False):

@@ -32,6 +32,7 @@ import numpy as np
 
 from latscope import LatscopeError
 from latscope.capture.frames import FLAGS, capture_placement
+from latscope.capture.outputs import open_output
 
 __all__ = ["export_pcapng", "PcapngSummary", "EPB_ERROR_BITS"]
 
@@ -82,9 +83,12 @@ class PcapngSummary:
     warnings: list = field(default_factory=list)
 
 
-def export_pcapng(capture, output, *, overwrite=False, start_tick=None, stop_tick=None,
-                  resolution="ns"):
+def export_pcapng(capture, output, *, force=False, overwrite=False, start_tick=None,
+                  stop_tick=None, resolution="ns"):
     """Write the FRAME records of ``capture`` (an open ``Capture``) to ``output``.
+
+    ``output`` is written under :mod:`latscope.capture.outputs`'s policy; ``force`` replaces an
+    existing file, never the capture itself (``overwrite`` is its former name).
 
     ``resolution`` is ``"ps"`` (exact ticks on the ECP5 builds) or ``"ns"`` (for Wireshark 4.0
     and older, see the module's text).
@@ -153,12 +157,7 @@ def export_pcapng(capture, output, *, overwrite=False, start_tick=None, stop_tic
                         f"{resolution} (error at most 0.5 {resolution})")
     if placement.summary():
         warnings.append(placement.summary())
-    try:
-        with open(output, "wb" if overwrite else "xb") as fh:
-            fh.write(b"".join(out))
-    except FileExistsError:
-        raise LatscopeError(f"{output} exists; choose another name or pass --force") from None
-    except OSError as error:
-        raise LatscopeError(f"cannot write {output}: {error.strerror}") from None
+    with open_output(output, [capture.path], force=force or overwrite, mode="wb") as fh:
+        fh.write(b"".join(out))
     return PcapngSummary(str(output), written, skipped, resolution, str(units_per_tick), exact,
                          outside, warnings)

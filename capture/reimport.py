@@ -21,6 +21,7 @@ from fractions import Fraction
 import numpy as np
 
 from latscope import LatscopeError
+from latscope.capture.outputs import check_output, replacing
 
 __all__ = ["export_descriptor", "ExportedEvents", "read_vcd", "read_csv", "read_export",
            "import_export", "DESCRIPTOR_TAG"]
@@ -266,10 +267,21 @@ def read_export(path, *, tick_hz=None):
     raise LatscopeError(f"{path}: not a .vcd or .csv file")
 
 
-def import_export(source, output, *, tick_hz=None, overwrite=False):
-    """Write the events of a VCD or CSV export into a capture file; returns the events read."""
+def import_export(source, output, *, tick_hz=None, force=False, overwrite=False):
+    """Write the events of a VCD or CSV export into a capture file; returns the events read.
+
+    ``output`` is written under :mod:`latscope.capture.outputs`'s policy: it appears only when
+    complete and may never be ``source`` itself; ``force`` replaces an existing file
+    (``overwrite`` is its former name)."""
     from latscope.capture.capfile import CaptureWriter
+    check_output(output, [source], force=force or overwrite)     # before reading anything
     events = read_export(source, tick_hz=tick_hz)
-    with CaptureWriter(output, events.metadata, fsync=False, overwrite=overwrite) as writer:
-        writer.append_events(events.time, events.channel, events.rising)
+    with replacing(output, [source], force=force or overwrite) as path:
+        writer = CaptureWriter(path, events.metadata, fsync=False, overwrite=True)
+        try:
+            writer.append_events(events.time, events.channel, events.rising)
+            writer.close(reason="imported")
+        except BaseException:
+            writer.abandon()
+            raise
     return events

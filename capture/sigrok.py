@@ -28,6 +28,7 @@ import zlib
 import numpy as np
 
 from latscope import LatscopeError
+from latscope.capture.outputs import PendingOutput
 from latscope.capture.sigrok_metadata import (
     SAMPLERATE_RANGE,
     NoLogicDataError,
@@ -242,6 +243,7 @@ class SrReader:
         self.path = os.fspath(path)
         self.limits = limits or SrLimits()
         self.warnings = []
+        self.initial_levels = None      # set by iter_edges (no bits to follow: stays None)
         try:
             self._zip = zipfile.ZipFile(self.path)
         except FileNotFoundError:
@@ -679,7 +681,8 @@ def _joined(blocks):
 
 
 def import_sr(source, output, mapping=None, *, limits=None, samplerate=None,
-              allow_truncated=False, overwrite=False, use_offset=True, progress=None):
+              allow_truncated=False, force=False, overwrite=False, use_offset=True,
+              progress=None):
     """Import a sigrok session file into a latscope capture file.
 
     Parameters
@@ -687,7 +690,8 @@ def import_sr(source, output, mapping=None, *, limits=None, samplerate=None,
     source : str or os.PathLike
         The ``.sr`` file.
     output : str or os.PathLike
-        The capture file to create.
+        The capture file to create, under :mod:`latscope.capture.outputs`'s policy: it appears
+        only when the import completes, and it may never be ``source`` itself.
     mapping : str or list of (str, int), optional
         ``--map`` text (see :func:`parse_channel_map`) or its parsed form. Unmapped probes are
         ignored; by default every named probe is imported under its own name.
@@ -696,8 +700,10 @@ def import_sr(source, output, mapping=None, *, limits=None, samplerate=None,
         Override (or supply) the file's sample rate.
     allow_truncated : bool
         Drop a partial last sample instead of refusing the file.
-    overwrite : bool
+    force : bool
         Replace an existing ``output``.
+    overwrite : bool
+        The former name of ``force``.
     use_offset : bool
         Add the ``[latscope] sample offset`` of files latscope exported, so their events keep
         their original times.
@@ -747,8 +753,13 @@ def import_sr(source, output, mapping=None, *, limits=None, samplerate=None,
             },
         }
         events = 0
-        writer = CaptureWriter(output, metadata, fsync=False, overwrite=overwrite,
-                               chunk_events=1 << 18, flush_interval=2.0)
+        pending = PendingOutput(output, [source], force=force or overwrite)
+        try:
+            writer = CaptureWriter(pending.path, metadata, fsync=False, overwrite=True,
+                                   chunk_events=1 << 18, flush_interval=2.0)
+        except BaseException:
+            pending.discard()
+            raise
         try:
             bits = [bit for _, bit in pairs]
             # Edge blocks hold tens of events each: handed to the writer in batches, so its
@@ -773,11 +784,9 @@ def import_sr(source, output, mapping=None, *, limits=None, samplerate=None,
             writer.close(reason="imported", samples=info.num_samples, initial_levels=levels)
         except BaseException:
             writer.abandon()
-            try:
-                os.unlink(writer.path)          # a half-imported capture is no use to anyone
-            except OSError:
-                pass
+            pending.discard()                   # a half-imported capture is no use to anyone
             raise
+        pending.commit()
         return ImportSummary(source=info.path, output=os.fspath(output),
                              samplerate=info.samplerate, samples=info.num_samples, events=events,
                              channels={i: role for i, (role, _) in enumerate(pairs)},

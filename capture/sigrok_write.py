@@ -23,6 +23,7 @@ from fractions import Fraction
 import numpy as np
 
 from latscope import LatscopeError, __version__
+from latscope.capture.outputs import PendingOutput
 from latscope.capture.sigrok import SAMPLE_DTYPES
 
 __all__ = ["SrWriter", "ExportSummary", "export_sr", "make_sparse_sr", "peak_rss",
@@ -55,7 +56,14 @@ class SrWriter:
         m3=tx.xmit`` (ignored by sigrok) so an import gets them back.
     chunk_samples : int
         Samples per ``logic-1-N`` member.
+    inputs : str, os.PathLike or iterable of them
+        Files the samples come from: ``path`` may not be one of them (see
+        :mod:`latscope.capture.outputs`, whose policy this writer follows: the file appears
+        under ``path`` only when :meth:`close` completes).
+    force : bool
+        Replace an existing ``path``.
     overwrite : bool
+        The former name of ``force``.
 
     Notes
     -----
@@ -64,7 +72,7 @@ class SrWriter:
     """
 
     def __init__(self, path, samplerate, probe_names, *, sample_offset=None, markers=None,
-                 chunk_samples=1 << 22, overwrite=False):
+                 chunk_samples=1 << 22, inputs=(), force=False, overwrite=False):
         names = list(probe_names)
         if not 1 <= len(names) <= 64:
             raise ValueError(f"A session file holds 1 to 64 probes, not {len(names)}")
@@ -86,11 +94,12 @@ class SrWriter:
         self._pending = []
         self._pending_count = 0
         self._chunk = 0
-        if os.path.exists(self.path) and not overwrite:
-            raise LatscopeError(f"{self.path} exists; choose another name or pass --force")
+        self._output = PendingOutput(self.path, inputs, force=force or overwrite)
         try:
-            self._zip = zipfile.ZipFile(self.path, "w", zipfile.ZIP_DEFLATED, compresslevel=1)
+            self._zip = zipfile.ZipFile(self._output.path, "w", zipfile.ZIP_DEFLATED,
+                                        compresslevel=1)
         except OSError as error:
+            self._output.discard()
             raise LatscopeError(f"cannot create {self.path}: {error.strerror}") from None
         lines = [f"# written by latscope {__version__}", "[global]",
                  f"sigrok version={WRITTEN_SIGROK_VERSION}", "", "[device 1]",
@@ -129,16 +138,23 @@ class SrWriter:
         self._pending, self._pending_count = [], 0
 
     def close(self):
-        """Write the last chunk and the zip directory."""
-        self._flush()
-        self._zip.close()
+        """Write the last chunk and the zip directory, and put the file in place."""
+        try:
+            self._flush()
+            self._zip.close()
+        except BaseException:
+            self.abandon()
+            raise
+        self._output.commit()
 
     def abandon(self):
-        """Close and delete a half-written file."""
+        """Close and remove a half-written file; a file that was at ``path`` stays."""
         try:
             self._zip.close()
+        except (OSError, ValueError):
+            pass                        # the file is discarded anyway
         finally:
-            os.unlink(self.path)
+            self._output.discard()
 
     def __enter__(self):
         return self
@@ -204,7 +220,8 @@ def _levels_to_samples(levels, where, channel, rising, length, dtype):
     return samples, hidden
 
 
-def export_sr(window, output, samplerate, *, max_samples=10**9, overwrite=False, progress=None):
+def export_sr(window, output, samplerate, *, max_samples=10**9, force=False, overwrite=False,
+              progress=None):
     """Write a capture window as a sigrok session file, sample-exactly.
 
     Parameters
@@ -217,7 +234,10 @@ def export_sr(window, output, samplerate, *, max_samples=10**9, overwrite=False,
         tick ``t`` shows first at sample ``ceil((t - start) * samplerate / tick_hz)``.
     max_samples : int
         Refuse windows needing more samples (PulseView holds every sample in memory).
+    force : bool
+        Replace an existing ``output`` (never the window's capture itself).
     overwrite : bool
+        The former name of ``force``.
     progress : callable, optional
 
     Returns
@@ -254,7 +274,8 @@ def export_sr(window, output, samplerate, *, max_samples=10**9, overwrite=False,
                             f"some with --channels")
     try:
         writer = SrWriter(output, samplerate, names, sample_offset=sample_offset,
-                          markers=window.capture.markers, overwrite=overwrite)
+                          markers=window.capture.markers, inputs=[window.capture.path],
+                          force=force or overwrite)
     except ValueError as error:
         raise LatscopeError(str(error)) from None
     dtype = writer.dtype
@@ -315,7 +336,7 @@ def make_sparse_sr(path, samples, *, period=100_000, probes=8, chunk_samples=1 <
     ``k`` every ``period * (k + 1)`` (the pattern restarts with every chunk of ``chunk_samples``).
     Used by the benchmark and the bounded-memory test."""
     with SrWriter(path, samplerate, [f"D{k}" for k in range(probes)],
-                  chunk_samples=chunk_samples, overwrite=True) as writer:
+                  chunk_samples=chunk_samples, force=True) as writer:
         n = np.arange(chunk_samples, dtype=np.int64)
         pattern = np.zeros(chunk_samples, writer.dtype)
         for k in range(probes):
@@ -367,7 +388,7 @@ def bench_import(quick):
         make_sparse_sr(sr_path, samples)
         seconds, rss = _timed_child(
             "from latscope.capture.sigrok import import_sr\n"
-            f"import_sr({sr_path!r}, {lsc_path!r}, 'a=D0,b=D1,c=D7', overwrite=True)")
+            f"import_sr({sr_path!r}, {lsc_path!r}, 'a=D0,b=D1,c=D7', force=True)")
         rows.append(("import .sr -> capture", samples / seconds / 1e6, "Msample/s",
                      f"{samples:.0e} samples, 8 probes, 3 mapped, {seconds:.2f} s"))
         rows.append(("import peak RSS", rss / 2**20, "MiB",

@@ -283,7 +283,7 @@ def test_writer_validates(tmp_path, kwargs, message):
 
 def test_writer_refuses_to_overwrite(tmp_path):
     (tmp_path / "w.sr").write_bytes(b"keep")
-    with pytest.raises(LatscopeError, match="exists; choose another name or pass --force"):
+    with pytest.raises(LatscopeError, match="exists; choose another name or use --force"):
         SrWriter(tmp_path / "w.sr", 1000, ["a"])
     assert (tmp_path / "w.sr").read_bytes() == b"keep"
 
