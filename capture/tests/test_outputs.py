@@ -298,3 +298,122 @@ def test_an_empty_results_folder_is_accepted_and_a_file_is_not(tmp_path):
     _write(plain, "x")
     with pytest.raises(LatscopeError, match="is not a folder"):
         check_output_folder(plain, force=True)
+
+
+# --- the policy in the library's writers ---------------------------------------------------------
+META = {"tick_hz": 1_000_000, "channels": {"0": "rx_dv", "1": "tx_en"},
+        "markers": {}, "label": "policy"}
+
+
+def _capture(path):
+    from latscope.capture.capfile import CaptureWriter
+    with CaptureWriter(path, META, fsync=False) as writer:
+        writer.append_events([10, 20, 30, 40], [0, 1, 0, 1], [1, 1, 0, 0])
+    return path
+
+
+def _window(cap):
+    from latscope.capture.interop import make_window
+    return make_window(cap, None, None, None)
+
+
+@pytest.mark.parametrize("fmt", ["sr", "vcd", "csv"])
+def test_an_export_never_replaces_its_capture_even_by_a_hard_link(tmp_path, fmt):
+    from latscope.capture.capfile import open_capture
+    from latscope.capture.interop import export_csv
+    from latscope.capture.sigrok_write import export_sr
+    from latscope.capture.vcd import export_vcd
+    source = _capture(tmp_path / "in.lsc")
+    before = source.read_bytes()
+    hard = tmp_path / f"alias.{fmt}"
+    os.link(source, hard)
+    with open_capture(source) as cap:
+        window = _window(cap)
+        write = {"sr": lambda out: export_sr(window, out, 1_000_000, force=True),
+                 "vcd": lambda out: export_vcd(window, out, force=True),
+                 "csv": lambda out: export_csv(window, out, force=True)}[fmt]
+        with pytest.raises(LatscopeError, match="is the input"):
+            write(hard)
+        write(tmp_path / f"ok.{fmt}")
+    assert source.read_bytes() == before
+    assert (tmp_path / f"ok.{fmt}").stat().st_size > 0
+    assert _temporaries(tmp_path) == []
+
+
+def test_an_export_that_fails_midway_leaves_the_previous_file(tmp_path):
+    from latscope.capture.capfile import open_capture
+    from latscope.capture.interop import export_csv
+    source = _capture(tmp_path / "in.lsc")
+    out = tmp_path / "out.csv"
+    _write(out, "previous export")
+    with open_capture(source) as cap:
+        window = _window(cap)
+
+        def failing_blocks(include_start=False):
+            yield from []
+            raise KeyboardInterrupt
+        window.blocks = failing_blocks
+        with pytest.raises(KeyboardInterrupt):
+            export_csv(window, out, force=True)
+    assert _read(out) == "previous export"
+    assert _temporaries(tmp_path) == []
+
+
+def test_an_import_of_a_sigrok_file_onto_itself_keeps_the_input(tmp_path):
+    from latscope.capture.capfile import open_capture
+    from latscope.capture.sigrok import import_sr
+    from latscope.capture.sigrok_write import export_sr
+    source = _capture(tmp_path / "in.lsc")
+    recording = tmp_path / "a.sr"
+    with open_capture(source) as cap:
+        export_sr(_window(cap), recording, 1_000_000)
+    before = recording.read_bytes()
+    for target in (recording, tmp_path / "link.sr"):
+        if target != recording:
+            target.symlink_to(recording)
+        with pytest.raises(LatscopeError, match="is the input"):
+            import_sr(recording, target, force=True)
+    assert recording.read_bytes() == before
+    summary = import_sr(recording, tmp_path / "back.lsc")
+    assert summary.events > 0 and _temporaries(tmp_path) == []
+
+
+@pytest.mark.parametrize("fmt", ["vcd", "csv"])
+def test_a_reimport_onto_its_own_export_keeps_the_input(tmp_path, fmt):
+    from latscope.capture.capfile import open_capture
+    from latscope.capture.interop import export_csv
+    from latscope.capture.reimport import import_export
+    from latscope.capture.vcd import export_vcd
+    source = _capture(tmp_path / "in.lsc")
+    exported = tmp_path / f"a.{fmt}"
+    with open_capture(source) as cap:
+        (export_vcd if fmt == "vcd" else export_csv)(_window(cap), exported)
+    before = exported.read_bytes()
+    with pytest.raises(LatscopeError, match="is the input"):
+        import_export(exported, exported, force=True)
+    assert exported.read_bytes() == before
+    existing = tmp_path / "existing.lsc"
+    _write(existing, "keep me")
+    with pytest.raises(LatscopeError, match="exists; choose another name or use --force"):
+        import_export(exported, existing)
+    assert _read(existing) == "keep me"
+    import_export(exported, existing, force=True)
+    with open_capture(existing) as cap:
+        assert cap.n_events == 4
+    assert _temporaries(tmp_path) == []
+
+
+def test_an_hlog_never_replaces_the_capture_it_describes(tmp_path):
+    hdrh = pytest.importorskip("hdrh.histogram")
+    from latscope.analysis.hdr import write_hlog
+    source = _capture(tmp_path / "in.lsc")
+    before = source.read_bytes()
+    histogram = hdrh.HdrHistogram(1, 10**9, 3)
+    histogram.record_value(1000)
+    with pytest.raises(LatscopeError, match="is the input"):
+        write_hlog(source, [("rx.udp", 0.0, 1.0, histogram)], inputs=[source], force=True)
+    assert source.read_bytes() == before
+    out = tmp_path / "x.hlog"
+    write_hlog(out, [("rx.udp", 0.0, 1.0, histogram)], inputs=[source])
+    with pytest.raises(LatscopeError, match="exists; choose another name or use --force"):
+        write_hlog(out, [("rx.udp", 0.0, 1.0, histogram)], inputs=[source])
