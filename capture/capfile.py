@@ -2,13 +2,16 @@
 
 The format is specified in ``docs/capture-format.md``; this module is its only implementation.
 A file is a 16-byte header followed by chunks ``[type 4cc][length u64][payload][crc32 u32]``:
-``META`` (JSON metadata, always first), ``EVTS`` (event columns laid out for zero-copy
-``np.frombuffer``), ``LOSS`` (loss records), ``HBT `` (heartbeats), ``FRMS``/``FCNT`` (frame
-records and class counters of frame-aware capture, format 1.1), ``NOTE`` (end-of-capture
-summary, JSON). The writer fsyncs every chunk it completes, so a capture killed at any instant
-opens with every complete chunk. The reader resynchronises after a damaged chunk at the next
-valid one (:func:`scan_chunks`): the skipped bytes become a loss record with cause ``"damage"``
-and a line in :attr:`Capture.problems`; only an unreadable tail ends the readable part.
+``META`` (JSON metadata, always first), ``METC`` (a copy of it, format 1.2), ``EVTS`` (event
+columns laid out for zero-copy ``np.frombuffer``), ``LOSS`` (loss records), ``HBT `` (heartbeats),
+``FRMS``/``FCNT`` (frame records and class counters of frame-aware capture, format 1.1), ``NOTE``
+(end-of-capture summary, JSON). The writer fsyncs every chunk it completes, so a capture killed at
+any instant opens with every complete chunk. The reader resynchronises after a damaged chunk at the
+next valid one (:func:`scan_chunks`): the skipped bytes become a loss record with cause
+``"damage"`` and a line in :attr:`Capture.problems`; only an unreadable tail ends the readable
+part. The metadata is kept three times (``META``, ``METC`` and the ``NOTE``'s ``metadata``), so a
+damaged ``META`` does not make the events unreadable: :attr:`Capture.metadata_from` says which copy
+was used.
 
 Ground truth written by the simulated bench lives next to the capture in ``FILE.truth.npz``
 (:func:`truth_path`), written by :meth:`CaptureWriter.attach_truth` and read by
@@ -41,7 +44,7 @@ MAGIC = b"\x89LSC\r\n\x1a\n"
 #: Readers refuse a file whose major version is greater than theirs (see the version rule).
 FORMAT_MAJOR = 1
 #: Minor versions only add things an older reader may skip (new chunk types, new JSON keys).
-FORMAT_MINOR = 1
+FORMAT_MINOR = 2
 HEADER_SIZE = 16
 _HEADER = struct.Struct("<8sHHI")            # magic, major, minor, flags (0)
 CHUNK_HEADER_SIZE = 12
@@ -64,7 +67,10 @@ HEARTBEAT_DTYPE = np.dtype([("time", "<i8"), ("events", "<u8"), ("lost", "<u8"),
                             ("fifo_high_water", "<u2"), ("status", "u1"), ("epoch", "u1"),
                             ("reserved", "V4")])
 
-KNOWN_CHUNKS = (b"META", b"EVTS", b"LOSS", b"HBT ", b"NOTE", b"FRMS", b"FCNT")
+KNOWN_CHUNKS = (b"META", b"METC", b"EVTS", b"LOSS", b"HBT ", b"NOTE", b"FRMS", b"FCNT")
+#: Where :class:`Capture` found its metadata, in the order it looks: the ``META`` chunk, its copy
+#: right after it (``METC``, format 1.2) and the copy in the closing ``NOTE`` (format 1.2).
+METADATA_COPIES = ("META", "METC", "NOTE")
 _FRMS_HEADER = struct.Struct("<II")          # record count, kept header bytes per record
 
 
@@ -186,6 +192,7 @@ class CaptureWriter:
         self.closed = False
         self._write(_HEADER.pack(MAGIC, FORMAT_MAJOR, FORMAT_MINOR, 0))
         self._write_chunk(b"META", meta_bytes)
+        self._write_chunk(b"METC", meta_bytes)      # one damaged META must not lose the file
 
     # --- low level -------------------------------------------------------------------------------
     def _write(self, data):
@@ -358,6 +365,7 @@ class CaptureWriter:
                 "lost_link": self.n_lost["link"],
                 "closed": datetime.datetime.now(datetime.timezone.utc).isoformat()}
         note.update(summary)
+        note["metadata"] = self.metadata        # far from META: a third copy
         self._write_chunk(b"NOTE", json.dumps(note, sort_keys=True, default=str).encode())
         self._file.close()
         self.closed = True
@@ -520,6 +528,9 @@ class Capture:
     n_events : int
     version : tuple of int
         ``(major, minor)`` of the file's format.
+    metadata_from : str
+        Which copy of the metadata was read (:data:`METADATA_COPIES`): ``"META"``, or
+        ``"METC"`` / ``"NOTE"`` when ``META`` is damaged.
     """
 
     def __init__(self, path):
@@ -557,14 +568,21 @@ class Capture:
         self._evts = []      # (chunk, count, time offset)
         heartbeats = []
         self._frms, self._fcnt = [], []
+        copies = {}              # metadata copy -> the dict read from it
         for index, chunk in enumerate(self.chunks):
             payload = self._mm[chunk.offset:chunk.offset + chunk.length] \
-                if chunk.type in (b"META", b"NOTE") else None
-            if index == 0:
-                if chunk.type != b"META":
-                    self.problems.append(f"first chunk is {chunk.type!r}, not META")
-                    break
-                self.metadata = self._json(payload, "META")
+                if chunk.type in (b"META", b"METC", b"NOTE") else None
+            if index == 0 and chunk.type not in (b"META", b"METC"):
+                self.problems.append(f"first chunk is {chunk.type.decode('latin-1')}, not "
+                                     f"META")
+                if not self.damage or self.damage[0].offset != HEADER_SIZE:
+                    break               # not a damaged META: something else was written here
+            if chunk.type in (b"META", b"METC"):
+                kind = chunk.type.decode()
+                if kind in copies:
+                    self.problems.append(f"second {kind} chunk at offset {chunk.offset}")
+                else:
+                    copies[kind] = self._json(payload, kind)
                 continue
             if chunk.type == b"EVTS":
                 parsed = self._parse_evts(chunk)
@@ -593,10 +611,15 @@ class Capture:
                     break
             elif chunk.type == b"NOTE":
                 self.note = self._json(payload, "NOTE")
-            elif chunk.type == b"META":
-                self.problems.append(f"second META chunk at offset {chunk.offset}")
+                if isinstance((self.note or {}).get("metadata"), dict):
+                    copies["NOTE"] = self.note["metadata"]
             else:
                 self.unknown_chunks.append(chunk)
+        self.metadata_from = next((kind for kind in METADATA_COPIES
+                                   if isinstance(copies.get(kind), dict) and
+                                   "tick_hz" in copies[kind]), None)
+        if self.metadata_from is not None:
+            self.metadata = copies[self.metadata_from]
         if self.metadata is None:
             self.close()
             raise CaptureFileError(f"{self.path}: no readable META chunk; "
