@@ -266,12 +266,13 @@ def export_csv(window, output, *, force=False, overwrite=False):
     edge = np.array(["falling", "rising"], dtype=object)
     count = 0
     from latscope.capture.reimport import DESCRIPTOR_TAG, export_descriptor
+    descriptor = export_descriptor(window, "export csv")
     with open_output(output, [window.capture.path], force=force or overwrite,
                      newline="") as handle:
         # the capture's description (tick rate, roles, marker meanings) travels with the data;
         # CSV readers skip it as a comment (pandas: comment="#")
         handle.write(f"# {DESCRIPTOR_TAG} "
-                     f"{json.dumps(export_descriptor(window), sort_keys=True)}\n")
+                     f"{json.dumps(descriptor, sort_keys=True)}\n")
         handle.write("time_ns,channel,edge\n")
         for time, channel, rising in window.blocks(include_start=True):
             lines = [f"{t},{c},{e}\n" for t, c, e in

@@ -12,7 +12,9 @@ converted from ticks to ns (or ps) since the capture's timestamp reset; captured
 the gateware kept (``--header-bytes``, possibly none); original length = the frame's length;
 ``epb_flags`` direction inbound for RX (into the DUT) and outbound for TX, and the link-layer error
 bits (CRC, symbol, too short, too long, unaligned); a comment with the sequence number, class,
-frame index and end time (ps). Wireshark and tshark open it as is.
+frame index and end time (ps). The section header's comment holds the capture's provenance
+(``latscope provenance {JSON}``, :mod:`latscope.capture.provenance`). Wireshark and tshark open
+it as is.
 
 Nanoseconds are the default because every Wireshark reads them (see below); each stamp is the
 nearest ns (halves up). Picoseconds keep every tick exact on the ECP5 builds (1.25 ns = 1250 ps,
@@ -24,6 +26,7 @@ stamps whose sub-second part exceeds 2**64 / 10**9 units (18.4 ms at ps): it sho
 for 10.737418241250 s. So ``--tsresol ps`` is for readers that handle it (scapy, newer Wireshark).
 """
 
+import json
 import struct
 from dataclasses import dataclass, field
 from fractions import Fraction
@@ -33,8 +36,13 @@ import numpy as np
 from latscope import LatscopeError
 from latscope.capture.frames import FLAGS, capture_placement
 from latscope.capture.outputs import open_output
+from latscope.capture.provenance import provenance, with_step
 
-__all__ = ["export_pcapng", "PcapngSummary", "EPB_ERROR_BITS"]
+__all__ = ["export_pcapng", "PcapngSummary", "EPB_ERROR_BITS", "PROVENANCE_TAG"]
+
+#: Starts the section header's comment holding the capture's provenance as JSON
+#: (:mod:`latscope.capture.provenance`).
+PROVENANCE_TAG = "latscope provenance"
 
 _LINKTYPE_ETHERNET = 1
 _BYTE_ORDER_MAGIC = 0x1A2B3C4D
@@ -115,8 +123,11 @@ def export_pcapng(capture, output, *, force=False, overwrite=False, start_tick=N
     units_per_tick = Fraction(10**TSRESOL[resolution]) / tick_hz
     exact = units_per_tick.denominator == 1
 
+    # opt_comment (pcapng §3.5) of the section: what the frames are and where they came from
+    prov = with_step(provenance(capture.metadata), "export pcapng", capture.path)
+    comment = f"{PROVENANCE_TAG} {json.dumps(prov, sort_keys=True)}".encode()
     out = [_block(0x0A0D0D0A, struct.pack("<IHHq", _BYTE_ORDER_MAGIC, 1, 0, -1)
-                  + _option(4, b"latscope") + _option(0, b""))]
+                  + _option(1, comment) + _option(4, b"latscope") + _option(0, b""))]
     out.append(_block(1, struct.pack("<HHI", _LINKTYPE_ETHERNET, 0, 65535)
                       + _option(9, bytes([TSRESOL[resolution]])) + _option(13, bytes([FCS_LEN]))
                       + _option(2, b"latscope tap")

@@ -22,6 +22,7 @@ import numpy as np
 
 from latscope import LatscopeError
 from latscope.capture.outputs import check_output, replacing
+from latscope.capture.provenance import imported_metadata, provenance, with_step
 
 __all__ = ["export_descriptor", "ExportedEvents", "read_vcd", "read_csv", "read_export",
            "import_export", "DESCRIPTOR_TAG"]
@@ -34,11 +35,14 @@ _UNIT = {"s": Fraction(1), "ms": Fraction(1, 10**3), "us": Fraction(1, 10**6),
          "ns": Fraction(1, 10**9), "ps": Fraction(1, 10**12), "fs": Fraction(1, 10**15)}
 
 
-def export_descriptor(window):
+def export_descriptor(window, step=None):
     """The descriptor of an export of ``window`` (a :class:`latscope.capture.interop.Window`):
     ``tick_hz`` (exact, as ``"num/den"`` text when not whole), ``channels`` (output index ->
-    role), ``markers`` (role -> meaning, only the exported marker channels), ``label``."""
+    role), ``markers`` (role -> meaning, only the exported marker channels), ``label``,
+    ``source_file`` and ``provenance`` (:mod:`latscope.capture.provenance`, with ``step``, e.g.
+    ``"export vcd"``, as its last step when given)."""
     metadata = window.capture.metadata or {}
+    prov = provenance(metadata)
     tick = window.tick_hz
     markers = {role: meaning for role, meaning in (window.capture.markers or {}).items()
                if role in window.names}
@@ -46,7 +50,8 @@ def export_descriptor(window):
                                                                 f"{tick.denominator}",
             "channels": {str(i): name for i, name in enumerate(window.names)},
             "markers": markers, "label": metadata.get("label") or metadata.get("config"),
-            "source_file": os.path.basename(window.capture.path)}
+            "source_file": os.path.basename(window.capture.path),
+            "provenance": with_step(prov, step, window.capture.path) if step else prov}
 
 
 class ExportedEvents:
@@ -94,7 +99,7 @@ def _metadata(descriptor, tick_hz, names, markers, kind, path):
         meta["markers"] = markers
     if descriptor and descriptor.get("label"):
         meta["label"] = descriptor["label"]
-    return meta
+    return imported_metadata(meta, (descriptor or {}).get("provenance"))
 
 
 def _text(path, what):
@@ -276,8 +281,10 @@ def import_export(source, output, *, tick_hz=None, force=False, overwrite=False)
     from latscope.capture.capfile import CaptureWriter
     check_output(output, [source], force=force or overwrite)     # before reading anything
     events = read_export(source, tick_hz=tick_hz)
+    meta = imported_metadata(events.metadata, events.metadata.get("provenance"), "import",
+                             source)
     with replacing(output, [source], force=force or overwrite) as path:
-        writer = CaptureWriter(path, events.metadata, fsync=False, overwrite=True)
+        writer = CaptureWriter(path, meta, fsync=False, overwrite=True)
         try:
             writer.append_events(events.time, events.channel, events.rising)
             writer.close(reason="imported")

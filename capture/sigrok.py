@@ -19,6 +19,7 @@ of a capture back out sample-exactly, is :mod:`latscope.capture.sigrok_write`.
 """
 
 import dataclasses
+import json
 import os
 import re
 import time as _time
@@ -29,6 +30,8 @@ import numpy as np
 
 from latscope import LatscopeError
 from latscope.capture.outputs import PendingOutput
+from latscope.capture.provenance import imported_metadata
+from latscope.capture.provenance import parse as parse_provenance
 from latscope.capture.sigrok_metadata import (
     SAMPLERATE_RANGE,
     NoLogicDataError,
@@ -43,7 +46,7 @@ from latscope.capture.zipread import open_member
 __all__ = [
     "SigrokFileError", "NoLogicDataError", "SAMPLERATE_RANGE", "sigrok_samplerate",
     "check_samplerate", "SrLimits", "SrInfo", "SrReader", "ImportSummary", "SAMPLE_DTYPES",
-    "parse_samplerate", "parse_channel_map", "import_sr", "edges_of_blocks",
+    "parse_samplerate", "parse_channel_map", "import_sr", "edges_of_blocks", "sr_provenance",
 ]
 
 #: Session format versions this reader understands (libsigrok 0.5 writes 2, older ones wrote 1).
@@ -535,6 +538,19 @@ def parse_channel_map(text, info):
     return result
 
 
+def sr_provenance(info):
+    """The provenance a latscope export stored (``[latscope] provenance={json}``, see
+    :mod:`latscope.capture.provenance`), or ``None`` (a file from another tool, or a value that
+    is not a provenance object)."""
+    text = (info.extra or {}).get("provenance")
+    if not text:
+        return None
+    try:
+        return parse_provenance(json.loads(text))
+    except ValueError:
+        return None
+
+
 def sr_markers(info, pairs):
     """Marker meanings a latscope export stored (``[latscope] marker PROBE=MEANING``), keyed by
     the imported roles of ``pairs`` (``[(role, probe_bit)]``), or ``None`` when the file stores
@@ -736,6 +752,7 @@ def import_sr(source, output, mapping=None, *, limits=None, samplerate=None,
                                    f"share that name; --map them by index to tell them apart")
         offset = info.sample_offset if use_offset else 0
         markers = sr_markers(info, pairs)
+        stored = sr_provenance(info)
         metadata = {
             "tick_hz": info.samplerate,
             "channels": {str(i): role for i, (role, _) in enumerate(pairs)},
@@ -752,6 +769,7 @@ def import_sr(source, output, mapping=None, *, limits=None, samplerate=None,
                 "sample_offset": offset,
             },
         }
+        metadata = imported_metadata(metadata, stored, "import", source)
         events = 0
         pending = PendingOutput(output, [source], force=force or overwrite)
         try:

@@ -9,6 +9,7 @@ module writes. :func:`export_sr` writes a window of a capture sample-exactly; th
 """
 
 import dataclasses
+import json
 import os
 import re
 import resource
@@ -24,6 +25,7 @@ import numpy as np
 
 from latscope import LatscopeError, __version__
 from latscope.capture.outputs import PendingOutput
+from latscope.capture.provenance import provenance, with_step
 from latscope.capture.sigrok import SAMPLE_DTYPES
 
 __all__ = ["SrWriter", "ExportSummary", "export_sr", "make_sparse_sr", "peak_rss",
@@ -56,6 +58,9 @@ class SrWriter:
         m3=tx.xmit`` (ignored by sigrok) so an import gets them back.
     chunk_samples : int
         Samples per ``logic-1-N`` member.
+    provenance : dict, optional
+        What the samples are and where they came from (:mod:`latscope.capture.provenance`),
+        written as ``[latscope] provenance={json}`` (ignored by sigrok) so an import gets it back.
     inputs : str, os.PathLike or iterable of them
         Files the samples come from: ``path`` may not be one of them (see
         :mod:`latscope.capture.outputs`, whose policy this writer follows: the file appears
@@ -72,7 +77,8 @@ class SrWriter:
     """
 
     def __init__(self, path, samplerate, probe_names, *, sample_offset=None, markers=None,
-                 chunk_samples=1 << 22, inputs=(), force=False, overwrite=False):
+                 chunk_samples=1 << 22, provenance=None, inputs=(), force=False,
+                 overwrite=False):
         names = list(probe_names)
         if not 1 <= len(names) <= 64:
             raise ValueError(f"A session file holds 1 to 64 probes, not {len(names)}")
@@ -111,6 +117,8 @@ class SrWriter:
         for role, meaning in sorted((markers or {}).items()):
             if role in names and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_.]*", str(meaning)):
                 extra.append(f"marker {role}={meaning}")
+        if provenance is not None:       # one line of JSON: GKeyFile values end at the newline
+            extra.append(f"provenance={json.dumps(provenance, sort_keys=True, ensure_ascii=False)}")
         if extra:
             lines += ["[latscope]", *extra, ""]
         self._zip.writestr("version", b"2")
@@ -274,7 +282,10 @@ def export_sr(window, output, samplerate, *, max_samples=10**9, force=False, ove
                             f"some with --channels")
     try:
         writer = SrWriter(output, samplerate, names, sample_offset=sample_offset,
-                          markers=window.capture.markers, inputs=[window.capture.path],
+                          markers=window.capture.markers,
+                          provenance=with_step(provenance(window.capture.metadata), "export sr",
+                                               window.capture.path),
+                          inputs=[window.capture.path],
                           force=force or overwrite)
     except ValueError as error:
         raise LatscopeError(str(error)) from None

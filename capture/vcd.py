@@ -138,6 +138,7 @@ def export_vcd(window, output, *, force=False, overwrite=False):
     rounding = ("exact: one tick is " + f"{per_tick} x {timescale}" if exact else
                 f"times rounded to the nearest fs (at most 0.5 fs); tick = "
                 f"round(time_fs * {window.tick_hz} / 1e15)")
+    descriptor = export_descriptor(window, "export vcd")
     with open_output(output, [window.capture.path], force=force or overwrite,
                      encoding="ascii", newline="\n") as handle:
         handle.write(f"$date {datetime.datetime.now(datetime.timezone.utc).isoformat()} $end\n")
@@ -146,7 +147,7 @@ def export_vcd(window, output, *, force=False, overwrite=False):
                      f"{window.stop}) since the timestamp reset; {rounding} $end\n")
         # the capture's description (tick rate, roles, marker meanings) travels with the data
         handle.write(f"$comment {DESCRIPTOR_TAG} "
-                     f"{json.dumps(export_descriptor(window), sort_keys=True)} $end\n")
+                     f"{json.dumps(descriptor, sort_keys=True)} $end\n")
         handle.write(f"$timescale {timescale} $end\n$scope module latscope $end\n")
         for code, ref, name in zip(codes, refs, window.names, strict=True):
             comment = f" $comment role {name} $end" if ref != name else ""
