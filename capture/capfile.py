@@ -19,6 +19,7 @@ Ground truth written by the simulated bench lives next to the capture in ``FILE.
 """
 
 import datetime
+import errno
 import json
 import mmap
 import os
@@ -30,12 +31,13 @@ from typing import NamedTuple
 import numpy as np
 
 from latscope import LatscopeError, __version__
+from latscope.capture.outputs import replacing
 
 __all__ = [
     "MAGIC", "FORMAT_MAJOR", "FORMAT_MINOR", "HEADER_SIZE", "CHUNK_HEADER_SIZE", "CRC_SIZE",
     "LossRecord", "Events", "Chunk", "CaptureWriter", "Capture", "open_capture", "truth_path",
     "LOSS_DTYPE", "HEARTBEAT_DTYPE", "CaptureFileError", "scan_chunks", "verify",
-    "write_synthetic", "measure_read_memory", "Damage", "damage_summary",
+    "write_synthetic", "measure_read_memory", "Damage", "damage_summary", "CaptureWriteError",
 ]
 
 #: First 8 bytes of every capture file. The high byte, CR LF and Ctrl-Z catch text-mode
@@ -78,6 +80,33 @@ class CaptureFileError(LatscopeError):
     """A file is not a capture file, or is of a newer major version than this reader."""
 
 
+class CaptureWriteError(LatscopeError):
+    """Writing a capture failed (a full disk, a file size limit, an I/O error). The writer has
+    already cut the file back to its last complete chunk and, when there was room, finalised it
+    with a ``NOTE`` saying why: the file holds every event written before the error and
+    ``latscope verify`` reads them.
+
+    Attributes
+    ----------
+    path : str
+    events : int
+        Events in the file (written before the error).
+    finalised : bool
+        The ``NOTE`` chunk could still be written.
+    exit_status : int
+        4, the exit status ``latscope capture`` documents for a writer that failed (the file
+        holds everything before it).
+    """
+
+    exit_status = 4
+
+    def __init__(self, path, events, finalised, reason):
+        self.path, self.events, self.finalised, self.reason = path, events, finalised, reason
+        state = "finalised" if finalised else "not finalised"
+        super().__init__(f"cannot write {path}: {reason}; the file holds the {events:,} events "
+                         f"written before it ({state}; latscope verify reads them)")
+
+
 class LossRecord(NamedTuple):
     """Events the instrument or the link lost: ``lost`` events (exact) between ``first_time`` and
     ``first_time + span`` ticks. ``cause`` is ``"overflow"`` (gateware FIFO) or ``"link"``."""
@@ -115,6 +144,14 @@ def _as_loss_record(record):
                           getattr(cause, "value", cause) if not isinstance(cause, str) else cause)
     except AttributeError:
         return LossRecord(*record)
+
+
+def _os_reason(error):
+    """An ``OSError`` in words for a one-line message (``"no space left on the device"``)."""
+    reasons = {errno.ENOSPC: "no space left on the device", errno.EFBIG: "file too large",
+               errno.EDQUOT: "disk quota exceeded", errno.EIO: "input/output error",
+               errno.EROFS: "read-only file system"}
+    return reasons.get(error.errno) or (error.strerror or str(error)).lower()
 
 
 def _frame(kind, payload):
@@ -175,7 +212,8 @@ class CaptureWriter:
             raise ValueError(f"Metadata is not JSON-serialisable: {error}") from None
         self.metadata = meta
         try:
-            self._file = open(self.path, "wb" if overwrite else "xb")
+            # unbuffered: each chunk is one write of its own, so a failed one can be cut off
+            self._file = open(self.path, "wb" if overwrite else "xb", buffering=0)
         except FileExistsError:
             raise LatscopeError(f"{self.path} exists; choose another name or remove it") from None
         except OSError as error:
@@ -187,27 +225,65 @@ class CaptureWriter:
         self._last_flush = _time.monotonic()
         self._truth = {}
         self.n_events = 0
+        self.n_written = 0          # events in EVTS chunks already in the file
         self.n_lost = {"overflow": 0, "link": 0}
         self.n_chunks = 0
         self.closed = False
-        self._write(_HEADER.pack(MAGIC, FORMAT_MAJOR, FORMAT_MINOR, 0))
-        self._write_chunk(b"META", meta_bytes)
-        self._write_chunk(b"METC", meta_bytes)      # one damaged META must not lose the file
+        try:
+            self._write(_HEADER.pack(MAGIC, FORMAT_MAJOR, FORMAT_MINOR, 0))
+            self._write_chunk(b"META", meta_bytes)
+            self._write_chunk(b"METC", meta_bytes)      # one damaged META must not lose the file
+        except (OSError, CaptureWriteError) as error:
+            self.abandon()
+            os.unlink(self.path)                         # nothing recorded: nothing to keep
+            reason = error.reason if isinstance(error, CaptureWriteError) else \
+                _os_reason(error)
+            raise LatscopeError(f"cannot write {self.path}: {reason}; nothing was "
+                                f"recorded") from None
 
     # --- low level -------------------------------------------------------------------------------
     def _write(self, data):
-        self._file.write(data)
+        view = memoryview(data)
+        while view:
+            view = view[self._file.write(view):]
         self._offset += len(data)
 
     def _sync(self):
-        self._file.flush()
         if self._fsync:
             os.fsync(self._file.fileno())
 
     def _write_chunk(self, kind, payload):
-        self._write(_frame(kind, payload))
+        start = self._offset
+        try:
+            self._write(_frame(kind, payload))
+            self._sync()
+        except OSError as error:
+            self._fail(start, error)
         self.n_chunks += 1
-        self._sync()
+
+    def _fail(self, start, error):
+        """A write failed: cut the file back to its last complete chunk (``start``), finalise
+        it if there is room for the ``NOTE``, close it and raise :class:`CaptureWriteError`."""
+        reason = _os_reason(error)
+        finalised = False
+        fd = self._file.fileno()
+        try:
+            os.ftruncate(fd, start)
+            os.lseek(fd, start, os.SEEK_SET)
+            self._offset = start
+            note = self._note(f"stopped: cannot write ({reason})", {})
+            try:
+                self._write(_frame(b"NOTE", note))
+                os.fsync(fd)
+                finalised = True
+            except OSError:
+                os.ftruncate(fd, start)                     # no room even for that
+        except OSError:
+            pass                # the reader skips a partial tail; nothing more can be done
+        self._buffers.clear()
+        self._buffered = 0
+        self.abandon()
+        raise CaptureWriteError(self.path, self.n_written, finalised, reason) from None
 
     def _check_open(self):
         if self.closed:
@@ -326,6 +402,7 @@ class CaptureWriter:
         payload = b"".join([head, bytes(data_offset - len(head)), time.tobytes(),
                             channel.tobytes(), rising.tobytes()])
         self._write_chunk(b"EVTS", payload)
+        self.n_written += len(time)
 
     def flush(self):
         """Write buffered events as a chunk and fsync."""
@@ -340,13 +417,11 @@ class CaptureWriter:
             raise ValueError(f"Truth name must be a non-empty string without '/', not {name!r}")
         for key, value in dict(arrays).items():
             self._truth[f"{name}/{key}"] = np.asarray(value)
-        target = truth_path(self.path)
-        temp = target + ".tmp"
-        with open(temp, "wb") as f:
-            np.savez(f, **self._truth)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(temp, target)
+        with replacing(truth_path(self.path), [self.path], force=True) as temp:
+            with open(temp, "wb") as f:
+                np.savez(f, **self._truth)
+                f.flush()
+                os.fsync(f.fileno())
 
     def close(self, reason="closed", **summary):
         """Write buffered events and the ``NOTE`` chunk (``reason`` and totals), then close.
@@ -361,14 +436,17 @@ class CaptureWriter:
         if self.closed:
             return
         self._flush_events()
-        note = {"reason": reason, "events": self.n_events, "lost_overflow": self.n_lost["overflow"],
-                "lost_link": self.n_lost["link"],
+        self._write_chunk(b"NOTE", self._note(reason, summary))
+        self._file.close()
+        self.closed = True
+
+    def _note(self, reason, summary):
+        note = {"reason": reason, "events": self.n_written,
+                "lost_overflow": self.n_lost["overflow"], "lost_link": self.n_lost["link"],
                 "closed": datetime.datetime.now(datetime.timezone.utc).isoformat()}
         note.update(summary)
         note["metadata"] = self.metadata        # far from META: a third copy
-        self._write_chunk(b"NOTE", json.dumps(note, sort_keys=True, default=str).encode())
-        self._file.close()
-        self.closed = True
+        return json.dumps(note, sort_keys=True, default=str).encode()
 
     def abandon(self):
         """Close without a ``NOTE`` chunk, as a crash would (also used when finalising failed,
