@@ -60,7 +60,9 @@ MAX_CHUNK_PAYLOAD = 1 << 40
 #: ``LOSS`` chunk payload: an array of these records (32 bytes each, little-endian).
 LOSS_DTYPE = np.dtype([("first_time", "<i8"), ("span", "<i8"), ("lost", "<u8"),
                        ("cause", "u1"), ("reserved", "V7")])
-LOSS_CAUSES = {1: "overflow", 2: "link"}
+#: Cause codes; 3 (format 1.2) marks events lost to a damaged region of the file a repaired
+#: capture was rebuilt from (:func:`latscope.capture.repair.repair`).
+LOSS_CAUSES = {1: "overflow", 2: "link", 3: "damage"}
 _CAUSE_CODES = {name: code for code, name in LOSS_CAUSES.items()}
 
 #: ``HBT `` chunk payload: an array of these records (32 bytes each, little-endian), the fields of
@@ -333,11 +335,12 @@ class CaptureWriter:
         array = np.zeros(len(records), LOSS_DTYPE)
         for i, r in enumerate(records):
             if r.cause not in _CAUSE_CODES:
-                raise ValueError(f"Loss cause must be 'overflow' or 'link', not {r.cause!r}")
+                raise ValueError(f"Loss cause must be 'overflow', 'link' or 'damage', not "
+                                 f"{r.cause!r}")
             if r.lost < 0 or r.span < 0:
                 raise ValueError(f"Loss count and span must be non-negative, not {r!r}")
             array[i] = (r.first_time, r.span, r.lost, _CAUSE_CODES[r.cause], b"")
-            self.n_lost[r.cause] += r.lost
+            self.n_lost[r.cause] = self.n_lost.get(r.cause, 0) + r.lost
         self._flush_events()
         self._write_chunk(b"LOSS", array.tobytes())
 
@@ -386,6 +389,19 @@ class CaptureWriter:
         if len(counters):
             self._flush_events()
             self._write_chunk(b"FCNT", counters.tobytes())
+
+    def append_chunk(self, kind, payload):
+        """Copy a chunk whose payload needs no placement (``LOSS``, ``HBT ``, ``FRMS``,
+        ``FCNT``, or a type this writer does not know) unchanged, after the events buffered
+        before it. ``EVTS`` (its columns are aligned to the file offset), ``META``, ``METC``
+        and ``NOTE`` are written by their own methods."""
+        self._check_open()
+        if not isinstance(kind, bytes) or len(kind) != 4 or \
+                kind in (b"EVTS", b"META", b"METC", b"NOTE"):
+            raise ValueError(f"Chunk type must be 4 bytes other than EVTS, META, METC and NOTE, "
+                             f"not {kind!r}")
+        self._flush_events()
+        self._write_chunk(kind, bytes(payload))
 
     def _flush_events(self):
         if not self._buffered:
@@ -800,6 +816,16 @@ class Capture:
         return chunk, count, chunk.offset + data_offset
 
     # --- events ----------------------------------------------------------------------------------
+    def payload(self, chunk):
+        """The payload bytes of one chunk of :attr:`chunks` (a copy)."""
+        return bytes(self._mm[chunk.offset:chunk.offset + chunk.length])
+
+    def events_of(self, chunk):
+        """The :class:`Events` of one ``EVTS`` chunk of :attr:`chunks` (views of the mapped
+        file), or ``None`` for a chunk whose header failed its checks (see :attr:`problems`)."""
+        entry = next((e for e in self._evts if e[0] == chunk), None)
+        return None if entry is None else self._chunk_events(entry)
+
     def _chunk_events(self, entry):
         _, count, start = entry
         time = np.frombuffer(self._mm, "<i8", count, start)

@@ -272,7 +272,8 @@ def test_writer_validation(tmp_path):
         w.append_events([4], [0], [1])
     with pytest.raises(ValueError, match="must be 1-D and of equal length"):
         w.append_events([6, 7], [0], [1])
-    with pytest.raises(ValueError, match="Loss cause must be 'overflow' or 'link', not 'x'"):
+    with pytest.raises(ValueError,
+                       match="Loss cause must be 'overflow', 'link' or 'damage', not 'x'"):
         w.append_loss(LossRecord(0, 0, 1, "x"))
     w.close()
     with pytest.raises(ValueError, match="Capture file is closed"):
