@@ -121,7 +121,7 @@ def _refuse_inputs(output, inputs):
                                 f"another name (--force never replaces an input)")
 
 
-def check_output(output, inputs=(), *, force=False):
+def check_output(output, inputs=(), *, force=False, allow_stdout=True):
     """Check, before any work starts, that ``output`` may be written as a file.
 
     Parameters
@@ -132,6 +132,9 @@ def check_output(output, inputs=(), *, force=False):
         Files the command reads. An output that is one of them is refused even with ``force``.
     force : bool
         An existing output may be replaced.
+    allow_stdout : bool
+        ``"-"`` may stand for standard output (false for formats that are no stream, such as a
+        capture file or a zip archive).
 
     Raises
     ------
@@ -140,6 +143,9 @@ def check_output(output, inputs=(), *, force=False):
         missing, is not a folder or cannot be written.
     """
     output = os.fspath(output)
+    if output == STDOUT and not allow_stdout:
+        raise LatscopeError("this format cannot be written to standard output ('-'); give a "
+                            "file name")
     _refuse_inputs(output, inputs)
     if is_direct(output):
         return
@@ -191,7 +197,7 @@ class PendingOutput:
 
     Parameters
     ----------
-    output, inputs, force
+    output, inputs, force, allow_stdout
         As for :func:`check_output`, which runs first.
 
     Attributes
@@ -204,10 +210,10 @@ class PendingOutput:
     direct : bool
     """
 
-    def __init__(self, output, inputs=(), *, force=False):
+    def __init__(self, output, inputs=(), *, force=False, allow_stdout=True):
         self.output = os.fspath(output)
         self.force = force
-        check_output(self.output, inputs, force=force)
+        check_output(self.output, inputs, force=force, allow_stdout=allow_stdout)
         self.direct = is_direct(self.output)
         self.done = False
         if self.direct:
@@ -246,7 +252,7 @@ class PendingOutput:
 
 
 @contextlib.contextmanager
-def replacing(output, inputs=(), *, force=False):
+def replacing(output, inputs=(), *, force=False, allow_stdout=True):
     """Write a file under a temporary name and rename it into place when the block completes.
 
     Yields the path to write to: a temporary file (created empty) beside ``output``, or
@@ -256,10 +262,10 @@ def replacing(output, inputs=(), *, force=False):
 
     Parameters
     ----------
-    output, inputs, force
+    output, inputs, force, allow_stdout
         As for :func:`check_output`, which runs first.
     """
-    pending = PendingOutput(output, inputs, force=force)
+    pending = PendingOutput(output, inputs, force=force, allow_stdout=allow_stdout)
     try:
         yield pending.path
     except BaseException:

@@ -106,7 +106,8 @@ def record(source, output, *, config=None, limits=None, baud=DEFAULT_BAUD, overw
         A signal before recording started (message :data:`EARLY_STOP`); no file is written.
     """
     # before the instrument starts; the calibration file read is never the output
-    check_output(output, [calibration] if calibration else (), force=overwrite)
+    check_output(output, [calibration] if calibration else (), force=overwrite,
+                 allow_stdout=False)
     config = config if config is not None else session.CaptureConfig()
     limits = limits if limits is not None else session.Limits()
     handle = None

@@ -279,11 +279,12 @@ def import_export(source, output, *, tick_hz=None, force=False, overwrite=False)
     complete and may never be ``source`` itself; ``force`` replaces an existing file
     (``overwrite`` is its former name)."""
     from latscope.capture.capfile import CaptureWriter
-    check_output(output, [source], force=force or overwrite)     # before reading anything
+    # before reading anything
+    check_output(output, [source], force=force or overwrite, allow_stdout=False)
     events = read_export(source, tick_hz=tick_hz)
     meta = imported_metadata(events.metadata, events.metadata.get("provenance"), "import",
                              source)
-    with replacing(output, [source], force=force or overwrite) as path:
+    with replacing(output, [source], force=force or overwrite, allow_stdout=False) as path:
         writer = CaptureWriter(path, meta, fsync=False, overwrite=True)
         try:
             writer.append_events(events.time, events.channel, events.rising)

@@ -93,7 +93,7 @@ def repair(in_path, out_path, *, force=False):
                             "skipped_bytes": sum(d.end - d.offset for d in cap.damage),
                             "truncated": cap.truncated}
         regions = sorted(cap.damage, key=lambda d: d.offset)
-        with replacing(out_path, [in_path], force=force) as temp:
+        with replacing(out_path, [in_path], force=force, allow_stdout=False) as temp:
             writer = CaptureWriter(temp, meta, fsync=False, overwrite=True,
                                    chunk_events=1 << 62, flush_interval=float("inf"))
             try:

@@ -597,7 +597,7 @@ def replay_pins(source, output, pin_map=None, *, board="ecpix5", frames=None, sa
     output = os.fspath(output)
     force = force or overwrite
     check_input(os.fspath(source), "recording (.vcd or .sr)")
-    check_output(output, [source], force=force)
+    check_output(output, [source], force=force, allow_stdout=False)
     tick_hz, lanes = _board_timing(board, frames)
     rec = read_recording(source, pin_map, samplerate=samplerate)
     stim = build_stimulus(rec, tick_hz=tick_hz, lanes=lanes, frames=frames)
@@ -609,7 +609,7 @@ def replay_pins(source, output, pin_map=None, *, board="ecpix5", frames=None, sa
         + (f", {len(stim.phy_cycles) // 3} PHY clock cycles ({', '.join(stim.phy_clock.values())})"
            if frames else "")
         + f" through the {board} gateware in Verilator ({1e9 / tick_hz:.4g} ns ticks)")
-    pending = PendingOutput(output, [source], force=force)
+    pending = PendingOutput(output, [source], force=force, allow_stdout=False)
     try:
         proc = inst.open()
         transport = PinReplayTransport(proc, chunks, initial_word=init_word)

@@ -771,7 +771,7 @@ def import_sr(source, output, mapping=None, *, limits=None, samplerate=None,
         }
         metadata = imported_metadata(metadata, stored, "import", source)
         events = 0
-        pending = PendingOutput(output, [source], force=force or overwrite)
+        pending = PendingOutput(output, [source], force=force or overwrite, allow_stdout=False)
         try:
             writer = CaptureWriter(pending.path, metadata, fsync=False, overwrite=True,
                                    chunk_events=1 << 18, flush_interval=2.0)

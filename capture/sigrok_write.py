@@ -100,7 +100,8 @@ class SrWriter:
         self._pending = []
         self._pending_count = 0
         self._chunk = 0
-        self._output = PendingOutput(self.path, inputs, force=force or overwrite)
+        self._output = PendingOutput(self.path, inputs, force=force or overwrite,
+                                     allow_stdout=False)
         try:
             self._zip = zipfile.ZipFile(self._output.path, "w", zipfile.ZIP_DEFLATED,
                                         compresslevel=1)

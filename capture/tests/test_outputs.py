@@ -235,6 +235,17 @@ def test_standard_output_is_written_directly(capsys):
     assert capsys.readouterr().out == "to stdout\n"
 
 
+def test_standard_output_is_refused_where_the_format_is_no_stream(tmp_path):
+    from latscope.capture.reimport import import_export
+    csv_file = tmp_path / "a.csv"
+    _write(csv_file, "# latscope {\"tick_hz\": 1000}\ntime_ns,channel,edge\n")
+    for call in (lambda: check_output("-", allow_stdout=False),
+                 lambda: import_export(csv_file, "-")):
+        with pytest.raises(LatscopeError, match="cannot be written to standard output"):
+            call()
+    assert sorted(os.listdir(tmp_path)) == ["a.csv"]
+
+
 def test_a_device_is_written_directly_and_never_replaced(tmp_path):
     with open_output("/dev/null") as handle:
         handle.write("discarded")
