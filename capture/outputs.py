@@ -43,6 +43,7 @@ Examples
 """
 
 import contextlib
+import errno
 import os
 import shutil
 import stat
@@ -59,6 +60,8 @@ STDOUT = "-"
 #: Folders whose entries are never regular files to be replaced (``/dev/stdout`` resolves into
 #: ``/proc/self/fd``, which may point at the file a shell redirected standard output to).
 _DIRECT_FOLDERS = ("/dev/", "/proc/")
+#: Write errors that name no file: raised by a write to the output itself.
+_FULL = (errno.ENOSPC, errno.EFBIG, errno.EDQUOT, errno.EIO)
 #: Suffix of every temporary name this module makes (a leading dot hides it from ``ls``).
 TEMP_SUFFIX = ".tmp"
 
@@ -292,7 +295,12 @@ def open_output(output, inputs=(), *, force=False, mode="w", encoding=None, newl
         except OSError as error:
             raise LatscopeError(f"cannot write {output}: {error.strerror}") from None
         try:
-            yield handle
+            try:
+                yield handle
+            except OSError as error:
+                if error.filename is None and error.errno in _FULL:   # the output's own write
+                    raise LatscopeError(f"cannot write {output}: {error.strerror}") from None
+                raise
             try:
                 handle.flush()
                 if not is_direct(path):

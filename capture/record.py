@@ -168,6 +168,6 @@ def record(source, output, *, config=None, limits=None, baud=DEFAULT_BAUD, overw
                 if outcome is None:
                     raise
                 outcome.reason += (f"; the ground truth beside it could not be written "
-                                   f"({error.strerror or error})")
+                                   f"({(error.strerror or str(error)).lower()})")
                 outcome.exit_status = max(outcome.exit_status, session.EXIT_CRASH)
     return outcome

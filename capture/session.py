@@ -613,8 +613,9 @@ def run_capture(instrument, writer, *, limits=None, rx_dv_channel=None, progress
         out.exit_status = EXIT_LINK_LOST
         armed = False
     except CaptureWriteError as exc:  # a full disk: the writer cut and finalised the file
-        out.reason = f"stopped: {exc}"
+        out.reason = str(exc)
         out.exit_status = EXIT_CRASH
+        out.events = exc.events         # what the file holds, not what was received
         write_error = exc
     except LatscopeError as exc:
         out.reason = f"link failure: {exc}"

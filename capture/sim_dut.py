@@ -143,10 +143,15 @@ class SimRun:
         self.meta.update(extra_meta)
         target = capfile.truth_path(capture_path)
         # complete or not at all: a full disk leaves no partial side file behind
-        with replacing(target, [capture_path], force=True) as temp:
-            with open(temp, "wb") as f:
-                np.savez_compressed(f, **{f"simbench/{k}": v
-                                          for k, v in self.truth_arrays().items()})
+        try:
+            with replacing(target, [capture_path], force=True) as temp:
+                with open(temp, "wb") as f:
+                    np.savez_compressed(f, **{f"simbench/{k}": v
+                                              for k, v in self.truth_arrays().items()})
+        except OSError as error:
+            if error.filename is None:          # say which file (a full disk names none)
+                raise OSError(error.errno, error.strerror, target) from None
+            raise
         return target
 
 

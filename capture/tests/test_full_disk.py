@@ -186,3 +186,43 @@ def test_the_truth_side_file_leaves_no_temporary_on_a_full_disk(tmp_path, monkey
             writer.attach_truth("simbench", {"x": np.arange(3)})
         monkeypatch.undo()
     assert sorted(os.listdir(tmp_path)) == ["t.lsc"]
+
+
+D6_SCRIPT = """
+mount -t tmpfs -o size=$3 tmpfs "$1" || exit 99
+"$2" -m latscope capture --sim gem-64 --packets 2000 --sim-engine model -o "$1/full.lsc" --quiet
+echo "exit $?"
+ls -a "$1"
+"$2" -m latscope verify "$1/full.lsc" --json
+"""
+
+
+@pytest.mark.parametrize("size", ["450k", "120k"])
+def test_latscope_capture_on_a_small_tmpfs(tmp_path, size):
+    """The review's D6 on a real full file system (a tmpfs in a private mount namespace): exit
+    status 4 and a readable, verified capture when the disk fills while recording; exit status
+    2 and no file when even the ground truth does not fit before recording; never a .tmp."""
+    import json
+    import shutil
+    unshare = shutil.which("unshare")
+    if unshare is None:
+        pytest.skip("unshare (util-linux) is not installed: no private tmpfs")
+    folder = tmp_path / "tiny"
+    folder.mkdir()
+    result = subprocess.run([unshare, "-rm", "sh", "-c", D6_SCRIPT, "sh", str(folder),
+                             sys.executable, size], capture_output=True, text=True, timeout=300)
+    if "exit" not in result.stdout:
+        pytest.skip(f"no private tmpfs here: {result.stderr.strip()}")
+    lines = result.stdout.splitlines()
+    status = int(next(line for line in lines if line.startswith("exit ")).split()[1])
+    names = [line for line in lines[lines.index(f"exit {status}") + 1:]
+             if line and not line.startswith("{") and line not in (".", "..")]
+    assert not [n for n in names if n.endswith(".tmp")]
+    if size == "120k":
+        assert status == 2 and "full.lsc" not in names
+        assert "full.lsc.truth.npz: no space left on the device" in result.stderr
+        return
+    assert status == 4, result.stderr
+    assert "no space left on the device; the file holds the" in result.stderr
+    report = json.loads(next(line for line in lines if line.startswith("{")))
+    assert report["ok"] and report["events"] > 0

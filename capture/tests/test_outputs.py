@@ -142,18 +142,29 @@ def test_the_output_appears_only_when_complete(tmp_path):
     assert out.read_bytes() == b"data" and _temporaries(tmp_path) == []
 
 
-@pytest.mark.parametrize("error", [RuntimeError("writer failed"), OSError(28, "No space left"),
-                                   KeyboardInterrupt(), Terminated()])
-def test_an_interrupted_write_leaves_the_previous_file_and_no_temporary(tmp_path, error):
+@pytest.mark.parametrize("error, raised", [
+    (RuntimeError("writer failed"), RuntimeError),
+    (OSError(28, "No space left on device"), LatscopeError),     # one line naming the output
+    (KeyboardInterrupt(), KeyboardInterrupt), (Terminated(), Terminated)])
+def test_an_interrupted_write_leaves_the_previous_file_and_no_temporary(tmp_path, error, raised):
     out = tmp_path / "out.csv"
     _write(out, "previous")
-    with pytest.raises(type(error)):
+    with pytest.raises(raised):
         with open_output(out, force=True) as handle:
             handle.write("half a file")
             handle.flush()
             raise error
     assert _read(out) == "previous"
     assert _temporaries(tmp_path) == []
+
+
+def test_a_full_disk_is_one_line_naming_the_output(tmp_path):
+    out = tmp_path / "out.csv"
+    with pytest.raises(LatscopeError) as caught:
+        with open_output(out):
+            raise OSError(28, "No space left on device")
+    assert str(caught.value) == f"cannot write {out}: No space left on device"
+    assert os.listdir(tmp_path) == []
 
 
 def test_an_interrupted_write_of_a_new_file_leaves_nothing(tmp_path):
