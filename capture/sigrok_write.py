@@ -5,7 +5,7 @@
 The file layout is described in :mod:`latscope.capture.sigrok`, whose reader opens what this
 module writes. :func:`export_sr` writes a window of a capture sample-exactly; the benchmark
 (:func:`bench_import`) writes a large sparse file and times
-:func:`~latscope.capture.sigrok.import_sr` on it.
+:func:`~latscope.capture.sigrok_import.import_sr` on it.
 """
 
 import dataclasses
@@ -399,7 +399,7 @@ def bench_import(quick):
         lsc_path = os.path.join(tmp, "big.lsc")
         make_sparse_sr(sr_path, samples)
         seconds, rss = _timed_child(
-            "from latscope.capture.sigrok import import_sr\n"
+            "from latscope.capture.sigrok_import import import_sr\n"
             f"import_sr({sr_path!r}, {lsc_path!r}, 'a=D0,b=D1,c=D7', force=True)")
         rows.append(("import .sr -> capture", samples / seconds / 1e6, "Msample/s",
                      f"{samples:.0e} samples, 8 probes, 3 mapped, {seconds:.2f} s"))

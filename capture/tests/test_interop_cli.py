@@ -337,7 +337,7 @@ def test_round_trip_of_any_window_is_exact(tmp_path_factory, seed, cut):
     """Any window [a, b) at the tick rate: importing the export gives exactly the events with
     a < t < b (an event at a only sets the initial level; see docs/sigrok.md)."""
     from latscope.capture.interop import make_window
-    from latscope.capture.sigrok import import_sr
+    from latscope.capture.sigrok_import import import_sr
     from latscope.capture.sigrok_write import export_sr
     tmp = tmp_path_factory.mktemp("rt")
     time, channel, rising = random_capture(tmp / "a.lsc", n=120, seed=seed, first=0)

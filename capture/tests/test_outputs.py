@@ -383,7 +383,7 @@ def test_an_export_that_fails_midway_leaves_the_previous_file(tmp_path):
 
 def test_an_import_of_a_sigrok_file_onto_itself_keeps_the_input(tmp_path):
     from latscope.capture.capfile import open_capture
-    from latscope.capture.sigrok import import_sr
+    from latscope.capture.sigrok_import import import_sr
     from latscope.capture.sigrok_write import export_sr
     source = _capture(tmp_path / "in.lsc")
     recording = tmp_path / "a.sr"

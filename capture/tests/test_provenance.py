@@ -24,7 +24,7 @@ from latscope.capture import capfile
 from latscope.capture.interop import export_csv, make_window
 from latscope.capture.provenance import KEYS, parse, provenance
 from latscope.capture.reimport import import_export
-from latscope.capture.sigrok import import_sr
+from latscope.capture.sigrok_import import import_sr
 from latscope.capture.sigrok_write import export_sr
 from latscope.capture.vcd import export_vcd
 

@@ -25,10 +25,10 @@ from latscope.capture.sigrok import (
     SrLimits,
     SrReader,
     _changes,
-    import_sr,
     parse_channel_map,
     parse_samplerate,
 )
+from latscope.capture.sigrok_import import import_sr
 from latscope.capture.sigrok_write import SrWriter, _sample_index, make_sparse_sr
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -349,7 +349,7 @@ def test_import_of_1e9_samples_in_bounded_memory(tmp_path):
     sr_path, lsc_path = tmp_path / "big.sr", tmp_path / "big.lsc"
     make_sparse_sr(sr_path, samples)
     # VmHWM (peak RSS of this process image; ru_maxrss would carry the parent's over exec)
-    code = ("from latscope.capture.sigrok import import_sr\n"
+    code = ("from latscope.capture.sigrok_import import import_sr\n"
             "from latscope.capture.sigrok_write import peak_rss\n"
             f"s = import_sr({str(sr_path)!r}, {str(lsc_path)!r}, 'a=D0')\n"
             "print(s.events, s.samples, peak_rss())")
