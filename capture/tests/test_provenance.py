@@ -199,3 +199,13 @@ def test_pcapng_says_where_its_frames_came_from(tmp_path):
                                      "tool": stored["history"][-1]["tool"]}
     scapy_utils = pytest.importorskip("scapy.utils", reason="scapy reads pcapng (pip: scapy)")
     assert len(scapy_utils.rdpcap(str(out))) == 2        # the comment keeps the file readable
+
+
+def test_info_says_what_the_events_are(tmp_path, simulated):
+    from latscope.capture.info import info_dict
+    _export("csv", tmp_path / "w.csv")
+    import_export(tmp_path / "w.csv", tmp_path / "back.lsc")
+    info = info_dict(tmp_path / "back.lsc")
+    assert info["provenance"]["data"] == "simulated" and info["metadata_from"] == "META"
+    assert info["provenance"]["profile"] == "gem-64"
+    json.dumps(info, default=str)           # what info --json prints
