@@ -57,9 +57,10 @@ __all__ = ["STDOUT", "same_file", "is_direct", "exists_message", "check_output",
 
 #: The output name that means standard output.
 STDOUT = "-"
-#: Folders whose entries are never regular files to be replaced (``/dev/stdout`` resolves into
-#: ``/proc/self/fd``, which may point at the file a shell redirected standard output to).
-_DIRECT_FOLDERS = ("/dev/", "/proc/")
+#: Names of a process's own open files (``/dev/stdout`` resolves into ``/proc/self/fd``, which may
+#: point at the regular file a shell redirected standard output to: that file must be written
+#: through the open descriptor, never replaced).
+_DIRECT_NAMES = ("/dev/stdout", "/dev/stderr", "/dev/fd/", "/proc/")
 #: Write errors that name no file: raised by a write to the output itself.
 _FULL = (errno.ENOSPC, errno.EFBIG, errno.EDQUOT, errno.EIO)
 #: Suffix of every temporary name this module makes (a leading dot hides it from ``ls``).
@@ -92,13 +93,13 @@ def same_file(a, b):
 
 
 def is_direct(path):
-    """True when ``path`` is written directly, never replaced: ``"-"``, anything under
-    ``/dev/`` or ``/proc/``, or an existing file that is not a regular file (a FIFO, a device, a
-    socket)."""
+    """True when ``path`` is written directly, never replaced: ``"-"``, ``/dev/stdout``,
+    ``/dev/stderr``, ``/dev/fd/N``, anything under ``/proc/``, or an existing file that is not a
+    regular file (a FIFO, a device, a socket)."""
     if path == STDOUT:
         return True
     absolute = os.path.abspath(path)
-    if absolute.startswith(_DIRECT_FOLDERS):
+    if absolute in _DIRECT_NAMES[:2] or absolute.startswith(_DIRECT_NAMES[2:]):
         return True
     info = _stat(path)
     return info is not None and not stat.S_ISREG(info.st_mode) and not stat.S_ISDIR(info.st_mode)

@@ -257,6 +257,31 @@ def test_standard_output_is_refused_where_the_format_is_no_stream(tmp_path):
     assert sorted(os.listdir(tmp_path)) == ["a.csv"]
 
 
+def test_dev_stdout_redirected_to_a_file_is_written_through_the_shell_s_file(tmp_path):
+    """``-o /dev/stdout > out.csv``: /dev/stdout resolves to the regular file out.csv, which the
+    shell holds open; it is written through, not replaced behind the shell's back."""
+    out = tmp_path / "out.csv"
+    code = ("from latscope.capture.outputs import open_output\n"
+            "with open_output('/dev/stdout') as h:\n"
+            "    h.write('through stdout')\n")
+    with open(out, "w") as handle:
+        subprocess.run([sys.executable, "-c", code], stdout=handle, check=True, timeout=60)
+    assert _read(out) == "through stdout" and _temporaries(tmp_path) == []
+
+
+def test_a_regular_file_under_dev_is_no_device(tmp_path):
+    if not os.path.isdir("/dev/shm") or not os.access("/dev/shm", os.W_OK):
+        pytest.skip("no writable /dev/shm")
+    path = f"/dev/shm/latscope-test-{os.getpid()}.csv"
+    _write(path, "previous")
+    try:
+        assert not is_direct(path)
+        with pytest.raises(LatscopeError, match="exists; choose another name"):
+            check_output(path)
+    finally:
+        os.unlink(path)
+
+
 def test_a_device_is_written_directly_and_never_replaced(tmp_path):
     with open_output("/dev/null") as handle:
         handle.write("discarded")
