@@ -22,6 +22,7 @@ import math
 import numpy as np
 
 from latscope import LatscopeError
+from latscope.capture.outputs import open_output
 
 __all__ = ["LogLinearHistogram", "RELATIVE_ERROR", "write_hlog", "read_hlog", "write_hlog_for"]
 
@@ -150,16 +151,22 @@ def _like(values, out):
     return out if np.ndim(values) else int(out)
 
 
-def write_hlog(path, histograms, *, comment=None):
+def write_hlog(path, histograms, *, comment=None, inputs=(), force=False):
     """Write histograms in HdrHistogram's ``.hlog`` interval log format (version 1.3, with tags).
 
     Parameters
     ----------
     path : str or Path
+        Written under :mod:`latscope.capture.outputs`'s policy: complete or not at all,
+        ``"-"`` for standard output.
     histograms : list of (tag, start_s, end_s, hdrh HdrHistogram)
         One interval line each; ``tag`` names the measurement (``Tag=rx.udp,...``).
     comment : str, optional
         Written as a ``#`` comment line at the top (e.g. units and resolution).
+    inputs : str, os.PathLike or iterable of them
+        The captures the histograms come from: ``path`` may never be one of them.
+    force : bool
+        Replace an existing ``path``.
 
     Notes
     -----
@@ -167,7 +174,11 @@ def write_hlog(path, histograms, *, comment=None):
     writer drops tags and fails on its start-time line, so only its encoder is used here.
     """
     stamp = datetime.datetime.fromtimestamp(0, datetime.timezone.utc).isoformat(" ")
-    with open(path, "w", encoding="utf-8") as file:
+    for tag, *_ in histograms:
+        if not tag or any(c in str(tag) for c in ", \n"):
+            raise ValueError(f"an .hlog tag must be non-empty without commas, spaces or "
+                             f"newlines, not {tag!r}")
+    with open_output(path, inputs, force=force) as file:
         if comment:
             file.write(f"#{comment}\n")
         file.write("#[Histogram log format version 1.3]\n")
@@ -175,9 +186,6 @@ def write_hlog(path, histograms, *, comment=None):
         file.write('"StartTimestamp","Interval_Length","Interval_Max",'
                    '"Interval_Compressed_Histogram"\n')
         for tag, start_s, end_s, hist in histograms:
-            if not tag or any(c in str(tag) for c in ", \n"):
-                raise ValueError(f"an .hlog tag must be non-empty without commas, spaces or "
-                                 f"newlines, not {tag!r}")
             payload = hist.encode().decode("ascii")
             file.write(f"Tag={tag},{start_s:.3f},{end_s - start_s:.3f},"
                        f"{hist.get_max_value() / 1e6:.3f},{payload}\n")
@@ -197,9 +205,11 @@ def read_hlog(path):
     return out
 
 
-def write_hlog_for(analysis, path):
+def write_hlog_for(analysis, path, *, force=False):
     """Write every measurement's histogram of an :class:`api.Analysis` (made with
-    ``ns_histograms=True``) to an ``.hlog`` file."""
+    ``ns_histograms=True``) to an ``.hlog`` file, under the output policy
+    (:mod:`latscope.capture.outputs`): never the analysed capture itself, an existing file only
+    with ``force``."""
     r = analysis.result
     if any(s.n and s.ns_histogram is None for s in r.stats.values()):
         raise LatscopeError("the analysis kept no histograms in ns; analyse with "
@@ -207,4 +217,5 @@ def write_hlog_for(analysis, path):
     hists = [(name, 0.0, max(r.duration_s, 1e-3), s.ns_histogram.to_hdrh())
              for name, s in r.stats.items() if s.n]
     write_hlog(path, hists, comment=f"latscope {analysis.label}: values in ns, one interval per "
-                                    f"measurement (tag), resolution {r.resolution_ns:.3f} ns")
+                                    f"measurement (tag), resolution {r.resolution_ns:.3f} ns",
+               inputs=[analysis.path] if analysis.path else (), force=force)

@@ -3,7 +3,7 @@ with sigrok-cli's stock ``jitter`` decoder, to check latscope packet for packet 
 
 # Ref: libsigrokdecode 0.5.3 ``decoders/jitter/pd.py``; session format in /work/shared/FIELD.md §6.
 
-This is a shell around :mod:`latscope.capture.sigrok` (the ``.sr`` writer) and the external
+This is a shell around :mod:`latscope.capture.sigrok_write` (the ``.sr`` writer) and the external
 ``sigrok-cli`` program; the analysis core does not use it.
 """
 
@@ -12,7 +12,8 @@ import re
 import numpy as np
 
 from latscope import LatscopeError
-from latscope.capture.sigrok import SrWriter, edges_of_blocks
+from latscope.capture.sigrok import edges_of_blocks
+from latscope.capture.sigrok_write import SrWriter
 
 __all__ = ["write_sr", "sigrok_jitter", "have_sigrok_cli", "edges_from_samples"]
 

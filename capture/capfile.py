@@ -2,13 +2,16 @@
 
 The format is specified in ``docs/capture-format.md``; this module is its only implementation.
 A file is a 16-byte header followed by chunks ``[type 4cc][length u64][payload][crc32 u32]``:
-``META`` (JSON metadata, always first), ``EVTS`` (event columns laid out for zero-copy
-``np.frombuffer``), ``LOSS`` (loss records), ``HBT `` (heartbeats), ``FRMS``/``FCNT`` (frame
-records and class counters of frame-aware capture, format 1.1), ``NOTE`` (end-of-capture
-summary, JSON). The writer fsyncs every chunk it completes, so a capture killed at any instant
-opens with every complete chunk. The reader resynchronises after a damaged chunk at the next
-valid one (:func:`scan_chunks`): the skipped bytes become a loss record with cause ``"damage"``
-and a line in :attr:`Capture.problems`; only an unreadable tail ends the readable part.
+``META`` (JSON metadata, always first), ``METC`` (a copy of it, format 1.2), ``EVTS`` (event
+columns laid out for zero-copy ``np.frombuffer``), ``LOSS`` (loss records), ``HBT `` (heartbeats),
+``FRMS``/``FCNT`` (frame records and class counters of frame-aware capture, format 1.1), ``NOTE``
+(end-of-capture summary, JSON). The writer fsyncs every chunk it completes, so a capture killed at
+any instant opens with every complete chunk. The reader resynchronises after a damaged chunk at the
+next valid one (:func:`scan_chunks`): the skipped bytes become a loss record with cause
+``"damage"`` and a line in :attr:`Capture.problems`; only an unreadable tail ends the readable
+part. The metadata is kept three times (``META``, ``METC`` and the ``NOTE``'s ``metadata``), so a
+damaged ``META`` does not make the events unreadable: :attr:`Capture.metadata_from` says which copy
+was used.
 
 Ground truth written by the simulated bench lives next to the capture in ``FILE.truth.npz``
 (:func:`truth_path`), written by :meth:`CaptureWriter.attach_truth` and read by
@@ -16,6 +19,7 @@ Ground truth written by the simulated bench lives next to the capture in ``FILE.
 """
 
 import datetime
+import errno
 import json
 import mmap
 import os
@@ -28,12 +32,13 @@ import numpy as np
 
 from latscope import LatscopeError, __version__
 from latscope.capture.events import Events, FrameRecords, LossRecord
+from latscope.capture.outputs import replacing
 
 __all__ = [
     "MAGIC", "FORMAT_MAJOR", "FORMAT_MINOR", "HEADER_SIZE", "CHUNK_HEADER_SIZE", "CRC_SIZE",
     "Chunk", "CaptureWriter", "Capture", "open_capture", "truth_path",
     "LOSS_DTYPE", "HBT_DTYPE", "CaptureFileError", "scan_chunks", "verify",
-    "write_synthetic", "Damage", "damage_summary",
+    "write_synthetic", "Damage", "damage_summary", "CaptureWriteError",
 ]
 
 #: First 8 bytes of every capture file. The high byte, CR LF and Ctrl-Z catch text-mode
@@ -42,7 +47,7 @@ MAGIC = b"\x89LSC\r\n\x1a\n"
 #: Readers refuse a file whose major version is greater than theirs (see the version rule).
 FORMAT_MAJOR = 1
 #: Minor versions only add things an older reader may skip (new chunk types, new JSON keys).
-FORMAT_MINOR = 1
+FORMAT_MINOR = 2
 HEADER_SIZE = 16
 _HEADER = struct.Struct("<8sHHI")            # magic, major, minor, flags (0)
 CHUNK_HEADER_SIZE = 12
@@ -56,7 +61,9 @@ MAX_CHUNK_PAYLOAD = 1 << 40
 #: ``LOSS`` chunk payload: an array of these records (32 bytes each, little-endian).
 LOSS_DTYPE = np.dtype([("first_time", "<i8"), ("span", "<i8"), ("lost", "<u8"),
                        ("cause", "u1"), ("reserved", "V7")])
-LOSS_CAUSES = {1: "overflow", 2: "link"}
+#: Cause codes; 3 (format 1.2) marks events lost to a damaged region of the file a repaired
+#: capture was rebuilt from (:func:`latscope.capture.repair.repair`).
+LOSS_CAUSES = {1: "overflow", 2: "link", 3: "damage"}
 _CAUSE_CODES = {name: code for code, name in LOSS_CAUSES.items()}
 
 #: ``HBT `` chunk payload: an array of these records (32 bytes each, little-endian): the wire's
@@ -68,12 +75,42 @@ HBT_DTYPE = np.dtype([("time", "<i8"), ("events", "<u8"), ("lost", "<u8"),
                       ("fifo_high_water", "<u2"), ("status", "u1"), ("epoch", "u1"),
                       ("reserved", "V4")])
 
-KNOWN_CHUNKS = (b"META", b"EVTS", b"LOSS", b"HBT ", b"NOTE", b"FRMS", b"FCNT")
+KNOWN_CHUNKS = (b"META", b"METC", b"EVTS", b"LOSS", b"HBT ", b"NOTE", b"FRMS", b"FCNT")
+#: Where :class:`Capture` found its metadata, in the order it looks: the ``META`` chunk, its copy
+#: right after it (``METC``, format 1.2) and the copy in the closing ``NOTE`` (format 1.2).
+METADATA_COPIES = ("META", "METC", "NOTE")
 _FRMS_HEADER = struct.Struct("<II")          # record count, kept header bytes per record
 
 
 class CaptureFileError(LatscopeError):
     """A file is not a capture file, or is of a newer major version than this reader."""
+
+
+class CaptureWriteError(LatscopeError):
+    """Writing a capture failed (a full disk, a file size limit, an I/O error). The writer has
+    already cut the file back to its last complete chunk and, when there was room, finalised it
+    with a ``NOTE`` saying why: the file holds every event written before the error and
+    ``latscope verify`` reads them.
+
+    Attributes
+    ----------
+    path : str
+    events : int
+        Events in the file (written before the error).
+    finalised : bool
+        The ``NOTE`` chunk could still be written.
+    exit_status : int
+        4, the exit status ``latscope capture`` documents for a writer that failed (the file
+        holds everything before it).
+    """
+
+    exit_status = 4
+
+    def __init__(self, path, events, finalised, reason):
+        self.path, self.events, self.finalised, self.reason = path, events, finalised, reason
+        state = "finalised" if finalised else "not finalised"
+        super().__init__(f"cannot write {path}: {reason}; the file holds the {events:,} events "
+                         f"written before it ({state}; latscope verify reads them)")
 
 
 class Chunk(NamedTuple):
@@ -97,6 +134,14 @@ def _as_loss_record(record):
                           getattr(cause, "value", cause) if not isinstance(cause, str) else cause)
     except AttributeError:
         return LossRecord(*record)
+
+
+def _os_reason(error):
+    """An ``OSError`` in words for a one-line message (``"no space left on the device"``)."""
+    reasons = {errno.ENOSPC: "no space left on the device", errno.EFBIG: "file too large",
+               errno.EDQUOT: "disk quota exceeded", errno.EIO: "input/output error",
+               errno.EROFS: "read-only file system"}
+    return reasons.get(error.errno) or (error.strerror or str(error)).lower()
 
 
 def _frame(kind, payload):
@@ -157,7 +202,8 @@ class CaptureWriter:
             raise ValueError(f"Metadata is not JSON-serialisable: {error}") from None
         self.metadata = meta
         try:
-            self._file = open(self.path, "wb" if overwrite else "xb")
+            # unbuffered: each chunk is one write of its own, so a failed one can be cut off
+            self._file = open(self.path, "wb" if overwrite else "xb", buffering=0)
         except FileExistsError:
             raise LatscopeError(f"{self.path} exists; choose another name or remove it") from None
         except OSError as error:
@@ -169,26 +215,65 @@ class CaptureWriter:
         self._last_flush = _time.monotonic()
         self._truth = {}
         self.n_events = 0
+        self.n_written = 0          # events in EVTS chunks already in the file
         self.n_lost = {"overflow": 0, "link": 0}
         self.n_chunks = 0
         self.closed = False
-        self._write(_HEADER.pack(MAGIC, FORMAT_MAJOR, FORMAT_MINOR, 0))
-        self._write_chunk(b"META", meta_bytes)
+        try:
+            self._write(_HEADER.pack(MAGIC, FORMAT_MAJOR, FORMAT_MINOR, 0))
+            self._write_chunk(b"META", meta_bytes)
+            self._write_chunk(b"METC", meta_bytes)      # one damaged META must not lose the file
+        except (OSError, CaptureWriteError) as error:
+            self.abandon()
+            os.unlink(self.path)                         # nothing recorded: nothing to keep
+            reason = error.reason if isinstance(error, CaptureWriteError) else \
+                _os_reason(error)
+            raise LatscopeError(f"cannot write {self.path}: {reason}; nothing was "
+                                f"recorded") from None
 
     # --- low level -------------------------------------------------------------------------------
     def _write(self, data):
-        self._file.write(data)
+        view = memoryview(data)
+        while view:
+            view = view[self._file.write(view):]
         self._offset += len(data)
 
     def _sync(self):
-        self._file.flush()
         if self._fsync:
             os.fsync(self._file.fileno())
 
     def _write_chunk(self, kind, payload):
-        self._write(_frame(kind, payload))
+        start = self._offset
+        try:
+            self._write(_frame(kind, payload))
+            self._sync()
+        except OSError as error:
+            self._fail(start, error)
         self.n_chunks += 1
-        self._sync()
+
+    def _fail(self, start, error):
+        """A write failed: cut the file back to its last complete chunk (``start``), finalise
+        it if there is room for the ``NOTE``, close it and raise :class:`CaptureWriteError`."""
+        reason = _os_reason(error)
+        finalised = False
+        fd = self._file.fileno()
+        try:
+            os.ftruncate(fd, start)
+            os.lseek(fd, start, os.SEEK_SET)
+            self._offset = start
+            note = self._note(f"stopped: cannot write ({reason})", {})
+            try:
+                self._write(_frame(b"NOTE", note))
+                os.fsync(fd)
+                finalised = True
+            except OSError:
+                os.ftruncate(fd, start)                     # no room even for that
+        except OSError:
+            pass                # the reader skips a partial tail; nothing more can be done
+        self._buffers.clear()
+        self._buffered = 0
+        self.abandon()
+        raise CaptureWriteError(self.path, self.n_written, finalised, reason) from None
 
     def _check_open(self):
         if self.closed:
@@ -238,11 +323,12 @@ class CaptureWriter:
         array = np.zeros(len(records), LOSS_DTYPE)
         for i, r in enumerate(records):
             if r.cause not in _CAUSE_CODES:
-                raise ValueError(f"Loss cause must be 'overflow' or 'link', not {r.cause!r}")
+                raise ValueError(f"Loss cause must be 'overflow', 'link' or 'damage', not "
+                                 f"{r.cause!r}")
             if r.lost < 0 or r.span < 0:
                 raise ValueError(f"Loss count and span must be non-negative, not {r!r}")
             array[i] = (r.first_time, r.span, r.lost, _CAUSE_CODES[r.cause], b"")
-            self.n_lost[r.cause] += r.lost
+            self.n_lost[r.cause] = self.n_lost.get(r.cause, 0) + r.lost
         self._flush_events()
         self._write_chunk(b"LOSS", array.tobytes())
 
@@ -292,6 +378,19 @@ class CaptureWriter:
             self._flush_events()
             self._write_chunk(b"FCNT", counters.tobytes())
 
+    def append_chunk(self, kind, payload):
+        """Copy a chunk whose payload needs no placement (``LOSS``, ``HBT ``, ``FRMS``,
+        ``FCNT``, or a type this writer does not know) unchanged, after the events buffered
+        before it. ``EVTS`` (its columns are aligned to the file offset), ``META``, ``METC``
+        and ``NOTE`` are written by their own methods."""
+        self._check_open()
+        if not isinstance(kind, bytes) or len(kind) != 4 or \
+                kind in (b"EVTS", b"META", b"METC", b"NOTE"):
+            raise ValueError(f"Chunk type must be 4 bytes other than EVTS, META, METC and NOTE, "
+                             f"not {kind!r}")
+        self._flush_events()
+        self._write_chunk(kind, bytes(payload))
+
     def _flush_events(self):
         if not self._buffered:
             return
@@ -307,6 +406,7 @@ class CaptureWriter:
         payload = b"".join([head, bytes(data_offset - len(head)), time.tobytes(),
                             channel.tobytes(), rising.tobytes()])
         self._write_chunk(b"EVTS", payload)
+        self.n_written += len(time)
 
     def flush(self):
         """Write buffered events as a chunk and fsync."""
@@ -321,13 +421,11 @@ class CaptureWriter:
             raise ValueError(f"Truth name must be a non-empty string without '/', not {name!r}")
         for key, value in dict(arrays).items():
             self._truth[f"{name}/{key}"] = np.asarray(value)
-        target = truth_path(self.path)
-        temp = target + ".tmp"
-        with open(temp, "wb") as f:
-            np.savez(f, **self._truth)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(temp, target)
+        with replacing(truth_path(self.path), [self.path], force=True) as temp:
+            with open(temp, "wb") as f:
+                np.savez(f, **self._truth)
+                f.flush()
+                os.fsync(f.fileno())
 
     def close(self, reason="closed", **summary):
         """Write buffered events and the ``NOTE`` chunk (``reason`` and totals), then close.
@@ -342,13 +440,17 @@ class CaptureWriter:
         if self.closed:
             return
         self._flush_events()
-        note = {"reason": reason, "events": self.n_events, "lost_overflow": self.n_lost["overflow"],
-                "lost_link": self.n_lost["link"],
-                "closed": datetime.datetime.now(datetime.timezone.utc).isoformat()}
-        note.update(summary)
-        self._write_chunk(b"NOTE", json.dumps(note, sort_keys=True, default=str).encode())
+        self._write_chunk(b"NOTE", self._note(reason, summary))
         self._file.close()
         self.closed = True
+
+    def _note(self, reason, summary):
+        note = {"reason": reason, "events": self.n_written,
+                "lost_overflow": self.n_lost["overflow"], "lost_link": self.n_lost["link"],
+                "closed": datetime.datetime.now(datetime.timezone.utc).isoformat()}
+        note.update(summary)
+        note["metadata"] = self.metadata        # far from META: a third copy
+        return json.dumps(note, sort_keys=True, default=str).encode()
 
     def abandon(self):
         """Close without a ``NOTE`` chunk, as a crash would (also used when finalising failed,
@@ -508,6 +610,9 @@ class Capture:
     n_events : int
     version : tuple of int
         ``(major, minor)`` of the file's format.
+    metadata_from : str
+        Which copy of the metadata was read (:data:`METADATA_COPIES`): ``"META"``, or
+        ``"METC"`` / ``"NOTE"`` when ``META`` is damaged.
     """
 
     def __init__(self, path):
@@ -545,14 +650,21 @@ class Capture:
         self._evts = []      # (chunk, count, time offset)
         heartbeats = []
         self._frms, self._fcnt = [], []
+        copies = {}              # metadata copy -> the dict read from it
         for index, chunk in enumerate(self.chunks):
             payload = self._mm[chunk.offset:chunk.offset + chunk.length] \
-                if chunk.type in (b"META", b"NOTE") else None
-            if index == 0:
-                if chunk.type != b"META":
-                    self.problems.append(f"first chunk is {chunk.type!r}, not META")
-                    break
-                self.metadata = self._json(payload, "META")
+                if chunk.type in (b"META", b"METC", b"NOTE") else None
+            if index == 0 and chunk.type not in (b"META", b"METC"):
+                self.problems.append(f"first chunk is {chunk.type.decode('latin-1')}, not "
+                                     f"META")
+                if not self.damage or self.damage[0].offset != HEADER_SIZE:
+                    break               # not a damaged META: something else was written here
+            if chunk.type in (b"META", b"METC"):
+                kind = chunk.type.decode()
+                if kind in copies:
+                    self.problems.append(f"second {kind} chunk at offset {chunk.offset}")
+                else:
+                    copies[kind] = self._json(payload, kind)
                 continue
             if chunk.type == b"EVTS":
                 parsed = self._parse_evts(chunk)
@@ -581,10 +693,15 @@ class Capture:
                     break
             elif chunk.type == b"NOTE":
                 self.note = self._json(payload, "NOTE")
-            elif chunk.type == b"META":
-                self.problems.append(f"second META chunk at offset {chunk.offset}")
+                if isinstance((self.note or {}).get("metadata"), dict):
+                    copies["NOTE"] = self.note["metadata"]
             else:
                 self.unknown_chunks.append(chunk)
+        self.metadata_from = next((kind for kind in METADATA_COPIES
+                                   if isinstance(copies.get(kind), dict) and
+                                   "tick_hz" in copies[kind]), None)
+        if self.metadata_from is not None:
+            self.metadata = copies[self.metadata_from]
         if self.metadata is None:
             self.close()
             raise CaptureFileError(f"{self.path}: no readable META chunk; "
@@ -690,6 +807,16 @@ class Capture:
         return chunk, count, chunk.offset + data_offset
 
     # --- events ----------------------------------------------------------------------------------
+    def payload(self, chunk):
+        """The payload bytes of one chunk of :attr:`chunks` (a copy)."""
+        return bytes(self._mm[chunk.offset:chunk.offset + chunk.length])
+
+    def events_of(self, chunk):
+        """The :class:`Events` of one ``EVTS`` chunk of :attr:`chunks` (views of the mapped
+        file), or ``None`` for a chunk whose header failed its checks (see :attr:`problems`)."""
+        entry = next((e for e in self._evts if e[0] == chunk), None)
+        return None if entry is None else self._chunk_events(entry)
+
     def _chunk_events(self, entry):
         _, count, start = entry
         time = np.frombuffer(self._mm, "<i8", count, start)

@@ -3,6 +3,7 @@
 import numpy as np
 
 from latscope.capture import capfile
+from latscope.capture.provenance import provenance
 from latscope.capture.rules import class_names
 
 __all__ = ["info_dict", "frame_summary"]
@@ -39,7 +40,10 @@ def frame_summary(cap):
 
 
 def info_dict(path):
-    """What ``latscope info`` shows, as a dict."""
+    """What ``latscope info`` shows, as a dict; ``provenance`` says what the events are
+    (measured, simulated, emulated) and where they came from
+    (:func:`latscope.capture.provenance.provenance`), ``metadata_from`` which copy of the
+    metadata was read."""
     with capfile.open_capture(path) as cap:
         return {
             "path": cap.path,
@@ -59,4 +63,6 @@ def info_dict(path):
             "stop_reason": (cap.note or {}).get("reason"),
             "problems": cap.problems,
             "metadata": cap.metadata,
+            "metadata_from": cap.metadata_from,
+            "provenance": provenance(cap.metadata),
         }

@@ -55,7 +55,8 @@ def verify(path):
         tail is unreadable, or ``None``), ``chunks``, ``events``, ``recoverable_events`` (events
         readable), ``bytes_after_last_good_chunk``, ``losses`` (list of dicts with times in ticks
         and seconds; damaged regions are losses with cause ``"damage"``), ``lost`` (totals by
-        cause), ``finalised`` and ``note``.
+        cause), ``finalised``, ``note`` and ``metadata_from`` (which copy of the metadata was
+        read: ``"META"``, or ``"METC"`` / ``"NOTE"`` when ``META`` is damaged).
     """
     with open_capture(path) as cap:
         damage = list(cap.problems)
@@ -76,6 +77,9 @@ def verify(path):
                     damage.append(f"channel number above 7 in EVTS chunk {index}")
                 if int(chunk.rising.view(np.uint8).max()) > 1:
                     damage.append(f"edge flag not 0/1 in EVTS chunk {index}")
+        if cap.metadata_from != "META":
+            warnings.append(f"the META chunk is damaged; the metadata was read from its copy in "
+                            f"the {cap.metadata_from} chunk")
         if cap.note is None:
             warnings.append("not finalised: no NOTE chunk (the capture was killed or crashed); "
                             "every complete chunk is readable")
@@ -129,6 +133,7 @@ def verify(path):
             "bytes_after_last_good_chunk": cap.size - cap.end,
             "finalised": cap.note is not None,
             "note": cap.note,
+            "metadata_from": cap.metadata_from,
             "lost": lost,
             "losses": [{"cause": r.cause, "lost": r.lost, "first_time": r.first_time,
                         "span": r.span, "first_s": r.first_time * tick, "span_s": r.span * tick}

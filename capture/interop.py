@@ -7,14 +7,13 @@ exported file cannot show) and the checks made on hostile input.
 
 import dataclasses
 import json
-import os
 import re
-import sys
 from fractions import Fraction
 
 import numpy as np
 
 from latscope import LatscopeError
+from latscope.capture.outputs import open_output
 
 __all__ = ["Window", "make_window", "parse_time", "parse_rate", "export_csv", "exact_rate"]
 
@@ -245,42 +244,37 @@ def _ns_formatter(tick_hz):
     return fmt
 
 
-def export_csv(window, output, *, overwrite=False):
+def export_csv(window, output, *, force=False, overwrite=False):
     """Write the window's events as CSV: a first line ``# latscope {...}`` (the capture's tick
     rate, roles and marker meanings, see :mod:`latscope.capture.reimport`), then
     ``time_ns,channel,edge`` (channel is the role, edge is ``rising`` or ``falling``; time since
-    the instrument's timestamp reset). ``output`` ``"-"`` writes to standard output.
+    the instrument's timestamp reset). ``output`` is written under
+    :mod:`latscope.capture.outputs`'s policy (``"-"``: standard output); ``force`` replaces an
+    existing file, never the window's capture itself (``overwrite`` is its former name).
 
     Returns
     -------
-    latscope.capture.sigrok.ExportSummary
+    latscope.capture.sigrok_write.ExportSummary
     """
-    from latscope.capture.sigrok import ExportSummary
+    from latscope.capture.sigrok_write import ExportSummary
     fmt = _ns_formatter(window.tick_hz)
     names = np.array(window.names, dtype=object)
     edge = np.array(["falling", "rising"], dtype=object)
     count = 0
-    if output == "-":
-        handle, close = sys.stdout, False
-    else:
-        if os.path.exists(output) and not overwrite:
-            raise LatscopeError(f"{output} exists; choose another name or pass --force")
-        handle, close = open(output, "w", newline=""), True
     from latscope.capture.reimport import DESCRIPTOR_TAG, export_descriptor
-    try:
+    descriptor = export_descriptor(window, "export csv")
+    with open_output(output, [window.capture.path], force=force or overwrite,
+                     newline="") as handle:
         # the capture's description (tick rate, roles, marker meanings) travels with the data;
         # CSV readers skip it as a comment (pandas: comment="#")
         handle.write(f"# {DESCRIPTOR_TAG} "
-                     f"{json.dumps(export_descriptor(window), sort_keys=True)}\n")
+                     f"{json.dumps(descriptor, sort_keys=True)}\n")
         handle.write("time_ns,channel,edge\n")
         for time, channel, rising in window.blocks(include_start=True):
             lines = [f"{t},{c},{e}\n" for t, c, e in
                      zip(fmt(time), names[channel], edge[rising.astype(np.intp)], strict=True)]
             handle.writelines(lines)
             count += len(lines)
-    finally:
-        if close:
-            handle.close()
     return ExportSummary(output=output, format="csv", start_tick=window.start,
                          stop_tick=window.stop, events=count, samples=None, samplerate=None,
                          channels=list(window.names), hidden_edges=0,

@@ -25,7 +25,8 @@ import os
 import numpy as np
 
 from latscope import LatscopeError
-from latscope.capture.capfile import Events, open_capture
+from latscope.capture.capfile import open_capture
+from latscope.capture.events import Events
 from latscope.capture.integrity import damage_summary
 from latscope.capture.metadata import channel_offsets, origin
 from latscope.capture.reimport import read_export
@@ -119,7 +120,7 @@ class EventSource:
         self._close = close
 
     def chunks(self, channels=None):
-        """Yield the events as :class:`~latscope.capture.capfile.Events` chunks (``time``
+        """Yield the events as :class:`~latscope.capture.events.Events` chunks (``time``
         ticks, ``channel``, ``rising``), in time order, in one pass over the file.
 
         ``channels`` (sampled formats only): decode only these channel indices; event formats

@@ -12,7 +12,9 @@ converted from ticks to ns (or ps) since the capture's timestamp reset; captured
 the gateware kept (``--header-bytes``, possibly none); original length = the frame's length;
 ``epb_flags`` direction inbound for RX (into the DUT) and outbound for TX, and the link-layer error
 bits (CRC, symbol, too short, too long, unaligned); a comment with the sequence number, class,
-frame index and end time (ps). Wireshark and tshark open it as is.
+frame index and end time (ps). The section header's comment holds the capture's provenance
+(``latscope provenance {JSON}``, :mod:`latscope.capture.provenance`). Wireshark and tshark open
+it as is.
 
 Nanoseconds are the default because every Wireshark reads them (see below); each stamp is the
 nearest ns (halves up). Picoseconds keep every tick exact on the ECP5 builds (1.25 ns = 1250 ps,
@@ -24,6 +26,7 @@ stamps whose sub-second part exceeds 2**64 / 10**9 units (18.4 ms at ps): it sho
 for 10.737418241250 s. So ``--tsresol ps`` is for readers that handle it (scapy, newer Wireshark).
 """
 
+import json
 import struct
 from dataclasses import dataclass, field
 from fractions import Fraction
@@ -32,9 +35,15 @@ import numpy as np
 
 from latscope import LatscopeError
 from latscope.capture.frames import capture_placement
+from latscope.capture.outputs import open_output
+from latscope.capture.provenance import provenance, with_step
 from latscope.gateware.codec import FLAGS
 
-__all__ = ["export_pcapng", "PcapngSummary", "EPB_ERROR_BITS"]
+__all__ = ["export_pcapng", "PcapngSummary", "EPB_ERROR_BITS", "PROVENANCE_TAG"]
+
+#: Starts the section header's comment holding the capture's provenance as JSON
+#: (:mod:`latscope.capture.provenance`).
+PROVENANCE_TAG = "latscope provenance"
 
 _LINKTYPE_ETHERNET = 1
 _BYTE_ORDER_MAGIC = 0x1A2B3C4D
@@ -83,9 +92,12 @@ class PcapngSummary:
     warnings: list = field(default_factory=list)
 
 
-def export_pcapng(capture, output, *, overwrite=False, start_tick=None, stop_tick=None,
-                  resolution="ns"):
+def export_pcapng(capture, output, *, force=False, overwrite=False, start_tick=None,
+                  stop_tick=None, resolution="ns"):
     """Write the FRAME records of ``capture`` (an open ``Capture``) to ``output``.
+
+    ``output`` is written under :mod:`latscope.capture.outputs`'s policy; ``force`` replaces an
+    existing file, never the capture itself (``overwrite`` is its former name).
 
     ``resolution`` is ``"ps"`` (exact ticks on the ECP5 builds) or ``"ns"`` (for Wireshark 4.0
     and older, see the module's text).
@@ -112,8 +124,11 @@ def export_pcapng(capture, output, *, overwrite=False, start_tick=None, stop_tic
     units_per_tick = Fraction(10**TSRESOL[resolution]) / tick_hz
     exact = units_per_tick.denominator == 1
 
+    # opt_comment (pcapng §3.5) of the section: what the frames are and where they came from
+    prov = with_step(provenance(capture.metadata), "export pcapng", capture.path)
+    comment = f"{PROVENANCE_TAG} {json.dumps(prov, sort_keys=True)}".encode()
     out = [_block(0x0A0D0D0A, struct.pack("<IHHq", _BYTE_ORDER_MAGIC, 1, 0, -1)
-                  + _option(4, b"latscope") + _option(0, b""))]
+                  + _option(1, comment) + _option(4, b"latscope") + _option(0, b""))]
     out.append(_block(1, struct.pack("<HHI", _LINKTYPE_ETHERNET, 0, 65535)
                       + _option(9, bytes([TSRESOL[resolution]])) + _option(13, bytes([FCS_LEN]))
                       + _option(2, b"latscope tap")
@@ -154,12 +169,7 @@ def export_pcapng(capture, output, *, overwrite=False, start_tick=None, stop_tic
                         f"{resolution} (error at most 0.5 {resolution})")
     if placement.summary():
         warnings.append(placement.summary())
-    try:
-        with open(output, "wb" if overwrite else "xb") as fh:
-            fh.write(b"".join(out))
-    except FileExistsError:
-        raise LatscopeError(f"{output} exists; choose another name or pass --force") from None
-    except OSError as error:
-        raise LatscopeError(f"cannot write {output}: {error.strerror}") from None
+    with open_output(output, [capture.path], force=force or overwrite, mode="wb") as fh:
+        fh.write(b"".join(out))
     return PcapngSummary(str(output), written, skipped, resolution, str(units_per_tick), exact,
                          outside, warnings)

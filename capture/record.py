@@ -12,9 +12,9 @@ import sys
 from latscope import LatscopeError, Terminated
 from latscope.capture import capfile, session
 from latscope.capture.calibration import load_calibration
+from latscope.capture.outputs import check_output
 from latscope.capture.sim_port import SimulatedSource
 from latscope.capture.transport import DEFAULT_BAUD, open_port
-from latscope.userio import check_output
 
 __all__ = ["record", "EARLY_STOP", "StopOnSignals"]
 
@@ -105,7 +105,9 @@ def record(source, output, *, config=None, limits=None, baud=DEFAULT_BAUD, overw
     KeyboardInterrupt, Terminated
         A signal before recording started (message :data:`EARLY_STOP`); no file is written.
     """
-    check_output(output, force=overwrite)     # before the instrument starts
+    # before the instrument starts; the calibration file read is never the output
+    check_output(output, [calibration] if calibration else (), force=overwrite,
+                 allow_stdout=False)
     config = config if config is not None else session.CaptureConfig()
     limits = limits if limits is not None else session.Limits()
     handle = None
@@ -126,6 +128,7 @@ def record(source, output, *, config=None, limits=None, baud=DEFAULT_BAUD, overw
         if config.frames is None and handle.frames is not None:
             config.frames = handle.frames        # the simulated wire's rule table
     transport = None
+    outcome = None
     try:
         try:
             transport = open_port(port, baud)
@@ -159,5 +162,12 @@ def record(source, output, *, config=None, limits=None, baud=DEFAULT_BAUD, overw
         if transport is not None:
             transport.close()
         if handle is not None:
-            handle.close()
+            try:
+                handle.close()          # the simulated bench writes the ground truth here
+            except OSError as error:    # a full disk after recording: the capture is kept
+                if outcome is None:
+                    raise
+                outcome.reason += (f"; the ground truth beside it could not be written "
+                                   f"({(error.strerror or str(error)).lower()})")
+                outcome.exit_status = max(outcome.exit_status, session.EXIT_CRASH)
     return outcome

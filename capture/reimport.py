@@ -21,6 +21,8 @@ from fractions import Fraction
 import numpy as np
 
 from latscope import LatscopeError
+from latscope.capture.outputs import check_output, replacing
+from latscope.capture.provenance import imported_metadata, provenance, with_step
 
 __all__ = ["export_descriptor", "ExportedEvents", "read_vcd", "read_csv", "read_export",
            "import_export", "DESCRIPTOR_TAG"]
@@ -33,11 +35,14 @@ _UNIT = {"s": Fraction(1), "ms": Fraction(1, 10**3), "us": Fraction(1, 10**6),
          "ns": Fraction(1, 10**9), "ps": Fraction(1, 10**12), "fs": Fraction(1, 10**15)}
 
 
-def export_descriptor(window):
+def export_descriptor(window, step=None):
     """The descriptor of an export of ``window`` (a :class:`latscope.capture.interop.Window`):
     ``tick_hz`` (exact, as ``"num/den"`` text when not whole), ``channels`` (output index ->
-    role), ``markers`` (role -> meaning, only the exported marker channels), ``label``."""
+    role), ``markers`` (role -> meaning, only the exported marker channels), ``label``,
+    ``source_file`` and ``provenance`` (:mod:`latscope.capture.provenance`, with ``step``, e.g.
+    ``"export vcd"``, as its last step when given)."""
     metadata = window.capture.metadata or {}
+    prov = provenance(metadata)
     tick = window.tick_hz
     markers = {role: meaning for role, meaning in (window.capture.markers or {}).items()
                if role in window.names}
@@ -45,7 +50,8 @@ def export_descriptor(window):
                                                                 f"{tick.denominator}",
             "channels": {str(i): name for i, name in enumerate(window.names)},
             "markers": markers, "label": metadata.get("label") or metadata.get("config"),
-            "source_file": os.path.basename(window.capture.path)}
+            "source_file": os.path.basename(window.capture.path),
+            "provenance": with_step(prov, step, window.capture.path) if step else prov}
 
 
 class ExportedEvents:
@@ -93,7 +99,7 @@ def _metadata(descriptor, tick_hz, names, markers, kind, path):
         meta["markers"] = markers
     if descriptor and descriptor.get("label"):
         meta["label"] = descriptor["label"]
-    return meta
+    return imported_metadata(meta, (descriptor or {}).get("provenance"))
 
 
 def _text(path, what):
@@ -266,10 +272,24 @@ def read_export(path, *, tick_hz=None):
     raise LatscopeError(f"{path}: not a .vcd or .csv file")
 
 
-def import_export(source, output, *, tick_hz=None, overwrite=False):
-    """Write the events of a VCD or CSV export into a capture file; returns the events read."""
+def import_export(source, output, *, tick_hz=None, force=False, overwrite=False):
+    """Write the events of a VCD or CSV export into a capture file; returns the events read.
+
+    ``output`` is written under :mod:`latscope.capture.outputs`'s policy: it appears only when
+    complete and may never be ``source`` itself; ``force`` replaces an existing file
+    (``overwrite`` is its former name)."""
     from latscope.capture.capfile import CaptureWriter
+    # before reading anything
+    check_output(output, [source], force=force or overwrite, allow_stdout=False)
     events = read_export(source, tick_hz=tick_hz)
-    with CaptureWriter(output, events.metadata, fsync=False, overwrite=overwrite) as writer:
-        writer.append_events(events.time, events.channel, events.rising)
+    meta = imported_metadata(events.metadata, events.metadata.get("provenance"), "import",
+                             source)
+    with replacing(output, [source], force=force or overwrite, allow_stdout=False) as path:
+        writer = CaptureWriter(path, meta, fsync=False, overwrite=True)
+        try:
+            writer.append_events(events.time, events.channel, events.rising)
+            writer.close(reason="imported")
+        except BaseException:
+            writer.abandon()
+            raise
     return events

@@ -37,6 +37,7 @@ import time as _time
 import numpy as np
 
 from latscope import LatscopeError
+from latscope.capture.outputs import PendingOutput, check_output
 
 __all__ = ["CAPTURE_ROLES", "PHY_ROLES", "PinRecording", "read_recording", "parse_pin_map",
            "PinStimulus", "build_stimulus", "PinReplayTransport", "replay_pins"]
@@ -544,8 +545,8 @@ def _instrument_for(board, frames, header_bytes=0):
 
 
 def replay_pins(source, output, pin_map=None, *, board="ecpix5", frames=None, samplerate=None,
-                markers=None, label=None, overwrite=False, timeout=600.0, log=None,
-                header_bytes=0, glitch=None):
+                markers=None, label=None, force=False, overwrite=False, timeout=600.0,
+                log=None, header_bytes=0, glitch=None):
     """Play the pins of ``source`` through the real gateware and write the capture ``output``.
 
     Parameters
@@ -553,7 +554,13 @@ def replay_pins(source, output, pin_map=None, *, board="ecpix5", frames=None, sa
     source : path
         ``.vcd`` or ``.sr``.
     output : path
-        The ``.lsc`` to write.
+        The ``.lsc`` to write, under :mod:`latscope.capture.outputs`'s policy: it appears only
+        when the replay has run (a failed or interrupted replay leaves the previous file or
+        nothing), and it may never be ``source`` itself.
+    force : bool
+        Replace an existing ``output``.
+    overwrite : bool
+        The former name of ``force``.
     pin_map : str, optional
         ``"ROLE=SIGNAL,..."`` (:func:`parse_pin_map`); default: signals named like roles.
     board : str
@@ -585,11 +592,12 @@ def replay_pins(source, output, pin_map=None, *, board="ecpix5", frames=None, sa
         raise LatscopeError(f"--frames must be mii or rmii, not {frames!r}")
     from latscope.gateware.build import frame_build_options
     frame_build_options(frames, header_bytes or None)    # the build's checks and messages
-    from latscope.userio import check_input, check_output
+    from latscope.userio import check_input
 
     output = os.fspath(output)
+    force = force or overwrite
     check_input(os.fspath(source), "recording (.vcd or .sr)")
-    check_output(output, force=overwrite)
+    check_output(output, [source], force=force, allow_stdout=False)
     tick_hz, lanes = _board_timing(board, frames)
     rec = read_recording(source, pin_map, samplerate=samplerate)
     stim = build_stimulus(rec, tick_hz=tick_hz, lanes=lanes, frames=frames)
@@ -601,8 +609,13 @@ def replay_pins(source, output, pin_map=None, *, board="ecpix5", frames=None, sa
         + (f", {len(stim.phy_cycles) // 3} PHY clock cycles ({', '.join(stim.phy_clock.values())})"
            if frames else "")
         + f" through the {board} gateware in Verilator ({1e9 / tick_hz:.4g} ns ticks)")
-    proc = inst.open()
-    transport = PinReplayTransport(proc, chunks, initial_word=init_word)
+    pending = PendingOutput(output, [source], force=force, allow_stdout=False)
+    try:
+        proc = inst.open()
+        transport = PinReplayTransport(proc, chunks, initial_word=init_word)
+    except BaseException:
+        pending.discard()
+        raise
     try:
         instrument = session.Instrument(transport)
         identity = instrument.identify()
@@ -621,7 +634,7 @@ def replay_pins(source, output, pin_map=None, *, board="ecpix5", frames=None, sa
         meta = session.capture_metadata(identity, config, port="verilator (replay-pins)",
                                         extra={"replay": replay_meta})
         meta["instrument"].update(simulated=True, engine="verilator")
-        writer = capfile.CaptureWriter(output, meta, overwrite=overwrite)
+        writer = capfile.CaptureWriter(pending.path, meta, overwrite=True)
         deadline = _time.monotonic() + timeout
 
         def stop():
@@ -633,13 +646,16 @@ def replay_pins(source, output, pin_map=None, *, board="ecpix5", frames=None, sa
                 return f"replay timed out after {timeout:g} s"
             return None
         outcome = session.run_capture(instrument, writer, stop=stop)
+    except BaseException:
+        pending.discard()
+        raise
     finally:
         transport.close()
+    pending.commit()
     frames_n = 0
     if frames is not None:
-        cap = capfile.open_capture(output)
-        records, _ = cap.frames()
-        frames_n = len(records)
+        with capfile.open_capture(output) as cap:
+            frames_n = len(cap.frames()[0])
     return {"edges": stim.edges, "dropped_pulses": stim.dropped_pulses,
             "events": outcome.events, "frames": frames_n, "phy_clock": stim.phy_clock,
             "reason": outcome.reason, "exit_status": outcome.exit_status}

@@ -18,6 +18,7 @@ import zlib
 import numpy as np
 
 from latscope import LatscopeError, __version__
+from latscope.capture.capfile import CaptureWriteError
 from latscope.capture.stream import StreamDecoder
 from latscope.capture.transport import TransportClosed
 from latscope.gateware import protocol
@@ -504,6 +505,7 @@ def run_capture(instrument, writer, *, limits=None, rx_dv_channel=None, progress
     start = clock()
     armed = False
     error = None
+    write_error = None
     time_reset = False
 
     last_time = [None]
@@ -598,6 +600,11 @@ def run_capture(instrument, writer, *, limits=None, rx_dv_channel=None, progress
         out.reason = f"link lost: {exc}"
         out.exit_status = EXIT_LINK_LOST
         armed = False
+    except CaptureWriteError as exc:  # a full disk: the writer cut and finalised the file
+        out.reason = str(exc)
+        out.exit_status = EXIT_CRASH
+        out.events = exc.events         # what the file holds, not what was received
+        write_error = exc
     except LatscopeError as exc:
         out.reason = f"link failure: {exc}"
         out.exit_status = EXIT_LINK_LOST
@@ -634,10 +641,16 @@ def run_capture(instrument, writer, *, limits=None, rx_dv_channel=None, progress
     out.seconds = clock() - start
     out.bytes = instrument.bytes_received
     try:
-        writer.close(reason=out.reason, packets=out.packets, bytes=out.bytes,
-                     seconds=round(out.seconds, 6), frames_bad=out.frames_bad,
-                     bytes_skipped=out.bytes_skipped, exit_status=out.exit_status)
-        out.finalised = True
+        if write_error is not None:
+            out.finalised = write_error.finalised       # the writer is closed already
+        else:
+            writer.close(reason=out.reason, packets=out.packets, bytes=out.bytes,
+                         seconds=round(out.seconds, 6), frames_bad=out.frames_bad,
+                         bytes_skipped=out.bytes_skipped, exit_status=out.exit_status)
+            out.finalised = True
+    except CaptureWriteError as exc:     # no room for the NOTE: the file is cut back, readable
+        out.reason += f"; {exc}"
+        out.exit_status = EXIT_CRASH
     except OSError as exc:        # e.g. disk full: the chunks already written stay readable
         out.reason += f"; the file could not be finalised ({exc.strerror or exc})"
         out.exit_status = max(out.exit_status, EXIT_CRASH)

@@ -13,6 +13,7 @@ import numpy as np
 from scipy import special
 
 from latscope import LatscopeError
+from latscope.capture.outputs import replacing
 from latscope.capture.sim_profile import (
     BYTE_NS,
     FCS_BYTES,
@@ -141,11 +142,16 @@ class SimRun:
         from latscope.capture import capfile
         self.meta.update(extra_meta)
         target = capfile.truth_path(capture_path)
-        temp = target + ".tmp"
-        with open(temp, "wb") as f:
-            np.savez_compressed(f, **{f"simbench/{k}": v
-                                      for k, v in self.truth_arrays().items()})
-        os.replace(temp, target)
+        # complete or not at all: a full disk leaves no partial side file behind
+        try:
+            with replacing(target, [capture_path], force=True) as temp:
+                with open(temp, "wb") as f:
+                    np.savez_compressed(f, **{f"simbench/{k}": v
+                                              for k, v in self.truth_arrays().items()})
+        except OSError as error:
+            if error.filename is None:          # say which file (a full disk names none)
+                raise OSError(error.errno, error.strerror, target) from None
+            raise
         return target
 
 

@@ -19,7 +19,8 @@ from fractions import Fraction
 
 import numpy as np
 
-from latscope import LatscopeError, __version__
+from latscope import __version__
+from latscope.capture.outputs import open_output
 from latscope.capture.reimport import DESCRIPTOR_TAG, export_descriptor
 
 __all__ = ["choose_timescale", "vcd_identifier", "export_vcd"]
@@ -99,18 +100,23 @@ def _converter(per_tick, exact):
     return convert
 
 
-def export_vcd(window, output, *, overwrite=False):
+def export_vcd(window, output, *, force=False, overwrite=False):
     """Write a capture window as a VCD file.
 
     Parameters
     ----------
     window : latscope.capture.interop.Window
     output : str or os.PathLike
+        The file to write, under :mod:`latscope.capture.outputs`'s policy (``"-"``: standard
+        output).
+    force : bool
+        Replace an existing ``output`` (never the window's capture itself).
     overwrite : bool
+        The former name of ``force``.
 
     Returns
     -------
-    latscope.capture.sigrok.ExportSummary
+    latscope.capture.sigrok_write.ExportSummary
         ``hidden_edges`` counts edges that do not change their channel's level (a VCD has only
         levels) or that repeat a channel at the same time.
 
@@ -119,10 +125,8 @@ def export_vcd(window, output, *, overwrite=False):
     ``$dumpvars`` at the window start holds the level of each channel after every edge at or
     before the start; later changes follow in time order; a last timestamp marks the window end.
     """
-    from latscope.capture.sigrok import ExportSummary
+    from latscope.capture.sigrok_write import ExportSummary
     output = os.fspath(output)
-    if os.path.exists(output) and not overwrite:
-        raise LatscopeError(f"{output} exists; choose another name or pass --force")
     timescale, per_tick, exact = choose_timescale(window.tick_hz)
     convert = _converter(per_tick, exact)
     codes = [vcd_identifier(i) for i in range(len(window.names))]
@@ -134,18 +138,16 @@ def export_vcd(window, output, *, overwrite=False):
     rounding = ("exact: one tick is " + f"{per_tick} x {timescale}" if exact else
                 f"times rounded to the nearest fs (at most 0.5 fs); tick = "
                 f"round(time_fs * {window.tick_hz} / 1e15)")
-    try:
-        handle = open(output, "w", encoding="ascii", newline="\n")
-    except OSError as error:
-        raise LatscopeError(f"cannot create {output}: {error.strerror}") from None
-    with handle:
+    descriptor = export_descriptor(window, "export vcd")
+    with open_output(output, [window.capture.path], force=force or overwrite,
+                     encoding="ascii", newline="\n") as handle:
         handle.write(f"$date {datetime.datetime.now(datetime.timezone.utc).isoformat()} $end\n")
         handle.write(f"$version latscope {__version__} $end\n")
         handle.write(f"$comment tick_hz={window.tick_hz}; window ticks [{window.start}, "
                      f"{window.stop}) since the timestamp reset; {rounding} $end\n")
         # the capture's description (tick rate, roles, marker meanings) travels with the data
         handle.write(f"$comment {DESCRIPTOR_TAG} "
-                     f"{json.dumps(export_descriptor(window), sort_keys=True)} $end\n")
+                     f"{json.dumps(descriptor, sort_keys=True)} $end\n")
         handle.write(f"$timescale {timescale} $end\n$scope module latscope $end\n")
         for code, ref, name in zip(codes, refs, window.names, strict=True):
             comment = f" $comment role {name} $end" if ref != name else ""

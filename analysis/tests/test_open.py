@@ -16,6 +16,7 @@ from latscope.analysis.engine import analyze_events
 from latscope.analysis.frames import analyze_frames
 from latscope.analysis.sigrokref import write_sr
 from latscope.capture import capfile
+from latscope.capture.events import Events
 from latscope.capture.frames import capture_placement
 from latscope.capture.open import open_events
 from latscope.cli import main
@@ -95,7 +96,7 @@ def _whole_file(path):
         fa = None
         if cap.n_frames:
             records, _ = cap.frames()
-            placement = capture_placement(cap, capfile.Events(time, channel, rising))
+            placement = capture_placement(cap, Events(time, channel, rising))
             markers = {}
             for role, meaning in marker_map.markers.items():
                 ch = resolve_channel(role, cap.channel_names, marker_map.markers)

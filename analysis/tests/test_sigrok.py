@@ -9,6 +9,7 @@ from latscope.analysis.sigrokref import have_sigrok_cli, sigrok_jitter, write_sr
 
 simbench = pytest.importorskip("latscope.capture.simbench")
 sigrok = pytest.importorskip("latscope.capture.sigrok")
+sigrok_import = pytest.importorskip("latscope.capture.sigrok_import")
 
 # gem profile: m0 rx.isr, m1 rx.copy, m2 rx.udp, m3 tx.xmit, m4 tx.send (capture/profiles/gem.toml)
 PROBES = {0: "rx_dv", 1: "tx_en", 3: "m_isr", 4: "m_copy", 5: "m_udp", 6: "m_xmit", 7: "m_send"}
@@ -50,7 +51,7 @@ def test_sr_import_with_map_is_identical(gem, tmp_path):
              probes={ch: f"D{k}" for k, ch in enumerate(PROBES)})
     mapping = ",".join(f"{role}=D{k}" for k, role in enumerate(PROBES.values()))
     lsc = str(tmp_path / "anon.lsc")
-    sigrok.import_sr(anon, lsc, mapping)
+    sigrok_import.import_sr(anon, lsc, mapping)
     imported = api.load(lsc)
     assert imported.to_dict()["measurements"] == direct.to_dict()["measurements"]
     also = api.load(anon, mapping=mapping)

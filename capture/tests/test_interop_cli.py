@@ -19,6 +19,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+import latscope
 from latscope.capture.capfile import CaptureWriter, open_capture
 from latscope.cli import main
 
@@ -243,11 +244,18 @@ def test_export_csv(tmp_path, capsys):
     assert main(["export", str(path), "--format", "csv", "-o", "-"]) == 0
     out = capsys.readouterr().out
     # 320 MHz: a tick is 3.125 ns exactly; the first line describes the capture (tick rate,
-    # roles, marker meanings) so an import or analysis of the CSV measures the same things
+    # roles, marker meanings) so an import or analysis of the CSV measures the same things, and
+    # where its events came from (provenance: a measured capture of this latscope, exported once)
     first, *rest = out.splitlines()
+    tool = f"latscope {latscope.__version__}"
     assert json.loads(first.removeprefix("# latscope ")) == {
         "channels": {"0": "rx_dv", "1": "m_isr"}, "label": None, "markers": {},
-        "source_file": "c.lsc", "tick_hz": 320_000_000}
+        "source_file": "c.lsc", "tick_hz": 320_000_000,
+        "provenance": {"data": "measured", "simulated": False, "tool": tool,
+                       "command": "capture", "profile": None, "seed": None, "engine": None,
+                       "label": None, "dut": None, "scenario": None, "start_time": None,
+                       "source_file": None,
+                       "history": [{"step": "export csv", "from": "c.lsc", "tool": tool}]}}
     assert rest == ["time_ns,channel,edge", "0.000,rx_dv,rising",
                                 "3.125,m_isr,rising", "21.875,rx_dv,falling",
                                 "1000000003.125,m_isr,falling"]
@@ -329,7 +337,8 @@ def test_round_trip_of_any_window_is_exact(tmp_path_factory, seed, cut):
     """Any window [a, b) at the tick rate: importing the export gives exactly the events with
     a < t < b (an event at a only sets the initial level; see docs/sigrok.md)."""
     from latscope.capture.interop import make_window
-    from latscope.capture.sigrok import export_sr, import_sr
+    from latscope.capture.sigrok_import import import_sr
+    from latscope.capture.sigrok_write import export_sr
     tmp = tmp_path_factory.mktemp("rt")
     time, channel, rising = random_capture(tmp / "a.lsc", n=120, seed=seed, first=0)
     lo, hi = sorted(cut)

@@ -24,14 +24,12 @@ from latscope.capture.sigrok import (
     SigrokFileError,
     SrLimits,
     SrReader,
-    SrWriter,
     _changes,
-    _sample_index,
-    import_sr,
-    make_sparse_sr,
     parse_channel_map,
     parse_samplerate,
 )
+from latscope.capture.sigrok_import import import_sr
+from latscope.capture.sigrok_write import SrWriter, _sample_index, make_sparse_sr
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 FIXTURES = os.path.join(HERE, "..", "..", "fixtures", "sigrok")
@@ -285,7 +283,7 @@ def test_writer_validates(tmp_path, kwargs, message):
 
 def test_writer_refuses_to_overwrite(tmp_path):
     (tmp_path / "w.sr").write_bytes(b"keep")
-    with pytest.raises(LatscopeError, match="exists; choose another name or pass --force"):
+    with pytest.raises(LatscopeError, match="exists; choose another name or use --force"):
         SrWriter(tmp_path / "w.sr", 1000, ["a"])
     assert (tmp_path / "w.sr").read_bytes() == b"keep"
 
@@ -351,7 +349,8 @@ def test_import_of_1e9_samples_in_bounded_memory(tmp_path):
     sr_path, lsc_path = tmp_path / "big.sr", tmp_path / "big.lsc"
     make_sparse_sr(sr_path, samples)
     # VmHWM (peak RSS of this process image; ru_maxrss would carry the parent's over exec)
-    code = ("from latscope.capture.sigrok import import_sr, peak_rss\n"
+    code = ("from latscope.capture.sigrok_import import import_sr\n"
+            "from latscope.capture.sigrok_write import peak_rss\n"
             f"s = import_sr({str(sr_path)!r}, {str(lsc_path)!r}, 'a=D0')\n"
             "print(s.events, s.samples, peak_rss())")
     out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True,

@@ -157,6 +157,6 @@ def test_refuses_to_overwrite(tmp_path):
     random_capture(tmp_path / "c.lsc", 1000, n=4)
     (tmp_path / "c.vcd").write_text("keep")
     with open_capture(tmp_path / "c.lsc") as capture:
-        with pytest.raises(Exception, match="exists; choose another name or pass --force"):
+        with pytest.raises(Exception, match="exists; choose another name or use --force"):
             export_vcd(make_window(capture), tmp_path / "c.vcd")
     assert os.path.getsize(tmp_path / "c.vcd") == 4

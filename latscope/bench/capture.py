@@ -302,8 +302,8 @@ def run(quick=False):
     rows += _pty_rows(part, part_events)
     rows += _engine_rows(quick)
     rows += _memory_rows(quick)
-    from latscope.capture import sigrok
-    rows += sigrok.bench_import(quick)
+    from latscope.capture import sigrok_write
+    rows += sigrok_write.bench_import(quick)
     return rows
 
 

@@ -8,7 +8,7 @@ from latscope import LatscopeError
 from latscope.capture.capfile import open_capture
 from latscope.capture.interop import exact_rate, export_csv, make_window, parse_rate, parse_time
 from latscope.capture.pcapng import export_pcapng
-from latscope.capture.sigrok import export_sr
+from latscope.capture.sigrok_write import export_sr
 from latscope.capture.vcd import export_vcd
 from latscope.commands.output import FractionProgress, print_summary
 from latscope.userio import check_input, check_output
