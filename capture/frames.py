@@ -11,13 +11,7 @@ import dataclasses
 
 import numpy as np
 
-from latscope.gateware.codec import (
-    FLAGS,
-    FRAME_DTYPE,
-    # latscope/bench/framebench.py imports rule_command from here: drop it once it imports it
-    # from latscope.gateware.codec.
-    rule_command,  # noqa: F401
-)
+from latscope.gateware.codec import FLAGS, FRAME_DTYPE
 
 __all__ = ["frame_header", "FramePlacement", "place_frames", "frame_edge_times",
            "capture_placement", "direction_channels", "HOST_FRAME_DTYPE", "unwrap_frame_index"]

@@ -26,9 +26,6 @@ from latscope.gateware.codec import (
     HEARTBEAT_DTYPE,
     decode_counter_records,
     decode_frame_records,
-    # latscope/bench/gateware.py and framebench.py import encode_command from here: drop it once
-    # they import it from latscope.gateware.codec.
-    encode_command,  # noqa: F401
     layout_bytes,
     layout_dtype,
     layout_fields,

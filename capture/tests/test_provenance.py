@@ -174,7 +174,7 @@ def _pcapng_section_comments(data):
 
 
 def test_pcapng_says_where_its_frames_came_from(tmp_path):
-    from latscope.capture.frames import FLAGS, FRAME_DTYPE
+    from latscope.gateware.codec import FLAGS, FRAME_DTYPE
     from latscope.capture.pcapng import PROVENANCE_TAG, export_pcapng
     path = tmp_path / "frames.lsc"
     meta = {"tick_hz": 100_000_000, "channels": {"0": "rx_dv"}, "label": "sim-frames",

@@ -12,7 +12,7 @@ from latscope import LatscopeError
 from latscope.capture import capfile
 from latscope.capture.capfile import CaptureWriter, open_capture
 from latscope.capture.events import LossRecord
-from latscope.capture.frames import COUNTER_DTYPE, FLAGS, FRAME_DTYPE
+from latscope.gateware.codec import COUNTER_DTYPE, FLAGS, FRAME_DTYPE
 from latscope.capture.repair import repair
 
 META = {"tick_hz": 200e6, "channels": {"0": "rx_dv", "1": "tx_en"}, "label": "repair"}

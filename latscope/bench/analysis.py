@@ -26,7 +26,7 @@ import numpy as np
 
 from latscope.analysis.synth import synthetic_chunks
 from latscope.capture.capfile import CaptureWriter
-from latscope.capture.frames import FLAGS, FRAME_DTYPE, HEADER_MAX
+from latscope.gateware.codec import FLAGS, FRAME_DTYPE, HEADER_MAX
 
 SECTION = "analysis: pairing, statistics, sigrok comparison, start-up"
 

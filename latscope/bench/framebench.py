@@ -242,8 +242,8 @@ def _edge_channels():
 
 
 def _commands(record, edges=False):
-    from latscope.capture.frames import rule_command
-    from latscope.capture.stream import encode_command
+    from latscope.gateware.codec import rule_command
+    from latscope.gateware.codec import encode_command
     from latscope.gateware.protocol import Opcode
     # SET_EDGES's rising and falling masks (capture.session.Session.set_edges's layout); 0:
     # frames only
@@ -390,7 +390,7 @@ class _Checker:
         self.edges_lost = 0
 
     def feed(self, result):
-        from latscope.capture.frames import FLAGS
+        from latscope.gateware.codec import FLAGS
         for name in ("frames_bad", "frames_missing", "frames_unknown", "truncated"):
             value = getattr(result, name, 0)
             if value:

@@ -42,7 +42,7 @@ def arm_commands(channels=8):
     """Host bytes that arm the instrument with every edge enabled. The masks name only the
     design's channels: a bit above the last one is BAD_ARGUMENT, and the command then changes
     nothing (an earlier 0xFFFF mask was refused that way, unnoticed)."""
-    from latscope.capture.stream import encode_command
+    from latscope.gateware.codec import encode_command
     from latscope.gateware.protocol import Opcode
     mask = ((1 << channels) - 1).to_bytes(2, "little")
     return (encode_command(1, Opcode.SET_EDGES, mask * 2)
