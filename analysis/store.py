@@ -17,11 +17,12 @@ DuckDB answers the queries (embedded, one process); the files are plain Parquet 
 ``day=`` folders, so Spark, Polars or pyarrow read them unchanged.
 
 >>> import tempfile, numpy as np
->>> store = tempfile.mkdtemp()
->>> run = append_latencies(store, {"rx.udp": np.array([900.0, 1000.0, 1100.0])},
+>>> folder = tempfile.TemporaryDirectory()
+>>> run = append_latencies(folder.name, {"rx.udp": np.array([900.0, 1000.0, 1100.0])},
 ...                        labels={"commit": "abc"}, time="2026-11-26T12:00:00Z")
->>> select(store, where="commit='abc'").latencies["rx.udp"].tolist()
+>>> select(folder.name, where="commit='abc'").latencies["rx.udp"].tolist()
 [900.0, 1000.0, 1100.0]
+>>> folder.cleanup()
 """
 
 import dataclasses

@@ -7,7 +7,7 @@ import pytest
 
 MODULES = ["definitions", "pairing", "hdr", "stats", "engine", "compare", "report", "synth",
            "grouping", "units", "figures",
-           "frames", "api"]
+           "frames", "api", "store", "gate", "history"]
 
 
 @pytest.mark.parametrize("name", MODULES)
