@@ -40,22 +40,25 @@ __all__ = ["HistoryPoint", "ChangePoint", "History", "percentile_series", "criti
 
 @dataclasses.dataclass(frozen=True)
 class HistoryPoint:
-    """One run (or one label value's runs pooled): ``quantiles[p] = (value, lower, upper)`` ns."""
+    """One run (or one label value's runs pooled): ``quantiles[p] = (value, lower, upper)`` ns;
+    ``labels``: the user labels of its first run."""
     key: str
     time: str | None
     run_ids: tuple
     n: int
     quantiles: dict
+    labels: dict = dataclasses.field(default_factory=dict)
 
 
 @dataclasses.dataclass(frozen=True)
 class ChangePoint:
     """A change before point ``index`` (the first point of the new level): per percentile the
-    median level of the segment before and after, ns."""
+    median level of the segment before and after, ns; ``labels`` of that point's first run."""
     index: int
     key: str
     before_ns: dict
     after_ns: dict
+    labels: dict = dataclasses.field(default_factory=dict)
 
 
 @dataclasses.dataclass
@@ -81,11 +84,12 @@ class History:
             "confidence": self.confidence, "alpha": self.alpha, "resamples": self.resamples,
             "penalty": bound(self.penalty), "score": bound(self.score), "notes": self.notes,
             "points": [{"key": p.key, "time": p.time, "run_ids": list(p.run_ids), "n": p.n,
+                        "labels": dict(p.labels),
                         **{percentile_key(q) + "_ns": bound(v[0]) for q, v in p.quantiles.items()},
                         **{percentile_key(q) + "_ci_ns": [bound(v[1]), bound(v[2])]
                            for q, v in p.quantiles.items()}}
                        for p in self.points],
-            "changes": [{"index": c.index, "key": c.key,
+            "changes": [{"index": c.index, "key": c.key, "labels": dict(c.labels),
                          "before_ns": {f"{q:g}": v for q, v in c.before_ns.items()},
                          "after_ns": {f"{q:g}": v for q, v in c.after_ns.items()}}
                         for c in self.changes]}
@@ -161,7 +165,7 @@ def change_points(values, penalty):
     return [int(b) for b in bkps[:-1]]
 
 
-def history(samples, keys, *, times=None, run_ids=None, measure="latency", by="time",
+def history(samples, keys, *, times=None, run_ids=None, labels=None, measure="latency", by="time",
             percentiles=(50.0, 99.0), confidence=0.95, alpha=0.05, resamples=100, seed=0,
             max_changes=5):
     """The trend of one measurement (pure): ``samples`` one array of latencies (ns) per point,
@@ -173,11 +177,13 @@ def history(samples, keys, *, times=None, run_ids=None, measure="latency", by="t
     values, lower, upper = percentile_series(samples, percentiles, confidence)
     times = list(times) if times is not None else [None] * len(samples)
     run_ids = list(run_ids) if run_ids is not None else [()] * len(samples)
+    labels = list(labels) if labels is not None else [{}] * len(samples)
     points = [HistoryPoint(str(k), t, tuple(r), len(s),
                            {p: tuple(None if np.isnan(a[i, j]) else float(a[i, j])
                                      for a in (values, lower, upper))
-                            for j, p in enumerate(percentiles)})
-              for i, (k, t, r, s) in enumerate(zip(keys, times, run_ids, samples, strict=True))]
+                            for j, p in enumerate(percentiles)}, dict(lab))
+              for i, (k, t, r, s, lab) in enumerate(zip(keys, times, run_ids, samples, labels,
+                                                        strict=True))]
     notes = []
     empty = [p.key for p in points if p.n == 0]
     if empty:
@@ -202,7 +208,8 @@ def history(samples, keys, *, times=None, run_ids=None, measure="latency", by="t
                                        {p: float(np.median(before[:, j]))
                                         for j, p in enumerate(percentiles)},
                                        {p: float(np.median(after[:, j]))
-                                        for j, p in enumerate(percentiles)}))
+                                        for j, p in enumerate(percentiles)},
+                                       dict(points[cut].labels)))
     return History(measure, by, percentiles, points, changes, penalty, score, alpha, resamples,
                    confidence, notes)
 
@@ -238,7 +245,10 @@ def store_history(store, measure, *, by="time", where=None, **kwargs):
     keys = list(groups)
     times = [members[0]["time"].isoformat() for members in groups.values()]
     ids = [tuple(r["run_id"] for r in members) for members in groups.values()]
-    return history(samples, keys, times=times, run_ids=ids, measure=measure, by=by, **kwargs)
+    labels = [{k: members[0][k] for k in members[0].get("label_keys") or ()}
+              for members in groups.values()]
+    return history(samples, keys, times=times, run_ids=ids, labels=labels, measure=measure,
+                   by=by, **kwargs)
 
 
 def history_figure(hist, *, simulated=False):

@@ -36,12 +36,16 @@ import uuid
 import numpy as np
 
 from latscope import LatscopeError, __version__
-from latscope.analysis.definitions import default_definitions, parse_definitions
+from latscope.analysis.definitions import (
+    default_definitions,
+    load_definitions,
+    parse_definitions,
+)
 from latscope.analysis.pairing import OK, STATUS_NAMES
 
 __all__ = ["SCHEMA_VERSION", "RESERVED_COLUMNS", "PACKET_COLUMNS", "StoredRun", "Selection",
            "parse_labels", "run_record", "packet_columns", "append", "append_latencies",
-           "store_analysis", "connect", "runs", "select", "open_store"]
+           "store_analysis", "analysis_latencies", "connect", "runs", "select", "open_store"]
 
 #: Version of the layout and columns. A new nullable column keeps it; a change of meaning of
 #: a column or of the folder layout raises it, and the new version lives in its own ``vN`` folder.
@@ -378,15 +382,33 @@ def store_analysis(store, analysis, *, labels=None, definitions=None, time=None)
     store: what ``latscope analyze CAPTURE --store DIR --label k=v`` does. ``definitions`` are
     those the analysis used (its stages become rows too); default: the capture's own, else the
     standard ones."""
-    stored = analysis.metadata.get("definitions")
-    if definitions is None:
-        definitions = parse_definitions(stored) if stored else default_definitions()
+    definitions = _definitions_of(analysis, definitions)
     columns = packet_columns(analysis.result, definitions)
     record = run_record(analysis.metadata, labels=labels, definitions=definitions,
                         source=analysis.path, time=time)
     if record["config_label"] is None:
         record["config_label"] = analysis.label
     return append(store, columns, record)
+
+
+def _definitions_of(analysis, definitions):
+    """The definitions an analysis used: those given (object or TOML path), else the capture's
+    own, else the standard ones (as :func:`latscope.analysis.api.analyze_file` chooses)."""
+    if isinstance(definitions, (str, os.PathLike)):
+        return load_definitions(definitions)
+    if definitions is not None:
+        return definitions
+    stored = analysis.metadata.get("definitions")
+    return parse_definitions(stored) if stored else default_definitions()
+
+
+def analysis_latencies(analysis, definitions=None):
+    """Valid latencies (ns) per measurement and stage of an analysis loaded with
+    ``packets=True``, exactly the rows :func:`store_analysis` would store as ``ok``."""
+    cols = packet_columns(analysis.result, _definitions_of(analysis, definitions))
+    ok = cols["status"] == "ok"
+    return {str(name): cols["latency_ns"][ok & (cols["measure"] == name)]
+            for name in dict.fromkeys(cols["measure"][ok].tolist())}
 
 
 # --- queries -----------------------------------------------------------------------------------

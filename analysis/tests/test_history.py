@@ -82,6 +82,7 @@ def test_history_from_a_store_by_label_and_its_figure(tmp_path):
     assert [c.key for c in hist.changes] == ["k5"]
     data = hist.to_dict()
     assert data["changes"][0]["key"] == "k5" and data["points"][0]["p99_ns"] > 0
+    assert data["changes"][0]["labels"] == {"commit": "k5"}
     png = h.history_figure(hist)
     assert png[:8] == b"\x89PNG\r\n\x1a\n"
     with pytest.raises(LatscopeError, match="--by must be 'time' or a label of the store"):

@@ -53,6 +53,11 @@ def test_rows_hold_every_packet_of_the_analysis(tmp_path):
     stack = np.sort((truth["rx.udp"] - truth["rx.isr"]) * tick_ns)
     assert np.array_equal(np.sort(sel.latencies["rx.stack"]), stack)
     assert len(sel.latencies["rx.stack"]) == a.stages["rx.stack"].n
+    # what the gate reads from a capture is what the store holds of it
+    direct = store.analysis_latencies(a, defs)
+    assert sorted(direct) == sorted(sel.latencies)
+    for name, values in direct.items():
+        assert np.array_equal(np.sort(values), np.sort(sel.latencies[name]))
 
 
 def test_run_row_carries_build_info_and_labels(tmp_path):
