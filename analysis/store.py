@@ -321,23 +321,24 @@ def append(store, columns, record):
     record["stored_at"] = datetime.datetime.now(datetime.UTC)
     rows = len(columns["packet"])
     record["packets"] = rows
-    record["measures"] = sorted(set(columns["measure"].tolist())) if rows else []
     day = record["day"]
     paths = {}
     for table in ("packets", "runs"):
         folder = os.path.join(root, table, f"day={day}")
         os.makedirs(folder, exist_ok=True)
         paths[table] = os.path.join(folder, f"{run_id}.parquet")
+    measure = _dictionary(pa, columns["measure"])
+    record["measures"] = sorted(measure.dictionary.to_pylist())
     packets = pa.table({
         "run_id": pa.DictionaryArray.from_arrays(np.zeros(rows, np.int32), [run_id]),
-        "measure": pa.array(columns["measure"], pa.string()).dictionary_encode(),
-        "kind": pa.array(columns["kind"], pa.string()).dictionary_encode(),
-        "cls": pa.array(columns["cls"], pa.string()).dictionary_encode(),
+        "measure": measure,
+        "kind": _dictionary(pa, columns["kind"]),
+        "cls": _dictionary(pa, columns["cls"]),
         "packet": pa.array(columns["packet"], pa.int64()),
         "start_tick": pa.array(columns["start_tick"], pa.int64()),
         "latency_ns": pa.array(columns["latency_ns"], pa.float64(),
                                mask=np.isnan(columns["latency_ns"])),
-        "status": pa.array(columns["status"], pa.string()).dictionary_encode(),
+        "status": _dictionary(pa, columns["status"]),
     })
     meta = {b"latscope.schema_version": str(SCHEMA_VERSION).encode()}
     _write_table(pq, packets.replace_schema_metadata(meta), paths["packets"])
@@ -349,6 +350,15 @@ def append(store, columns, record):
                            for k, v in record.items() if k != "day"})   # day: the folder
     _write_table(pq, runs_table.replace_schema_metadata(meta), paths["runs"])
     return StoredRun(run_id, paths["packets"], paths["runs"], rows)
+
+
+def _dictionary(pa, values):
+    """A dictionary-encoded string array of an object array with few distinct values (None =
+    null), hashed once rather than converted string by string."""
+    import pandas as pd  # heavy: only when a store is written
+    codes, uniques = pd.factorize(np.asarray(values, dtype=object), use_na_sentinel=True)
+    return pa.DictionaryArray.from_arrays(pa.array(codes.astype(np.int32), mask=codes < 0),
+                                          pa.array(list(uniques), pa.string()))
 
 
 def _write_table(pq, table, path):

@@ -198,3 +198,13 @@ def test_spark_reads_the_same_answer_as_duckdb(tmp_path):
     finally:
         spark.stop()
     assert np.array_equal(np.sort([row[0] for row in rows]), duck)
+
+
+@pytest.mark.slow
+def test_store_bench_quick_rows():
+    from latscope.analysis import store_bench
+    rows = {r[0]: r for r in store_bench.run(quick=True)}
+    size = rows["dataset size per packet row"]
+    # latency (8-byte double) plus identity columns, zstd: well under the raw 8 bytes
+    assert 0 < size[1] < 8 and size[2] == "bytes"
+    assert all(r[1] > 0 for r in rows.values())
