@@ -215,7 +215,7 @@ def write_junit(outcomes, path):
 @pytest.fixture
 def latscope_run(request, tmp_path):
     """A capture around the test; at its end the run is stored and gated (see the module)."""
-    from latscope.analysis.store import parse_labels  # light, but only when asked for
+    from latscope.analysis.store import parse_labels  # numpy: not in every pytest session
     config = request.config
     marker = request.node.get_closest_marker("latscope")
     spec = dict(marker.kwargs) if marker else {}
