@@ -208,3 +208,32 @@ def test_store_bench_quick_rows():
     # latency (8-byte double) plus identity columns, zstd: well under the raw 8 bytes
     assert 0 < size[1] < 8 and size[2] == "bytes"
     assert all(r[1] > 0 for r in rows.values())
+
+
+@pytest.mark.parametrize("fixture", ["bench/gem-64.lsc", "under-load/fast-track-64-bg60.lsc"])
+def test_a_stored_capture_gives_the_analysis_own_percentiles(fixture, tmp_path):
+    """Every stored run reproduces its analysis exactly: per measurement, stage and frame class,
+    the count and the order-statistic p50/p99 with their intervals (``==``: same values)."""
+    from latscope.analysis.stats import quantile_of_sorted
+    path = os.path.join(api.repository_root() or "", "fixtures", fixture)
+    if not os.path.exists(path):
+        pytest.skip(f"needs the source tree's fixtures/{fixture}")
+    a = api.analyze_file(path, packets=True)
+    store.store_analysis(tmp_path, a, labels={"commit": "x"})
+    sel = store.select(tmp_path, where="commit = 'x'")
+    every = {**a.stats, **a.stages}
+    assert sorted(sel.latencies) == sorted(k for k, s in every.items() if s.n)
+    for name, values in sel.latencies.items():
+        s = every[name]
+        assert len(values) == s.n
+        for p in (50.0, 99.0):
+            q = s.quantiles[p]
+            assert quantile_of_sorted(np.sort(values), p / 100) == (q.value_ns, q.lower_ns,
+                                                                    q.upper_ns), (name, p)
+    (row,) = store.runs(tmp_path)
+    assert row["simulated"] is True and row["capture_id"].startswith(os.path.basename(path))
+    if "under-load" in fixture:
+        with store.connect(tmp_path) as con:
+            classes = con.execute("SELECT DISTINCT cls FROM packets WHERE kind = 'frame'"
+                                  ).fetchall()
+        assert classes and all(c[0] for c in classes)

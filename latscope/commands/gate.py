@@ -71,8 +71,8 @@ def _sides(args):
     for path in files:
         if not os.path.exists(path):
             raise LatscopeError(f"{path}: no such file")
-        a = api.analyze_file(path, definitions=args.definitions, measures=args.measure,
-                             packets=True)
+        # every measurement and stage; --measure then picks among them (it may name a stage)
+        a = api.analyze_file(path, definitions=args.definitions, packets=True)
         sides.append(store.analysis_latencies(a, args.definitions))
     return sides[0], sides[1], files[0], files[1]
 

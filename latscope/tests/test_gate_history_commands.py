@@ -54,6 +54,15 @@ def test_gate_on_two_captures(tmp_path, capsys):
     root = ET.parse(junit).getroot()
     assert int(root.get("failures")) == sum(c["status"] == "regression" for c in data["checks"])
     assert md.read_text().startswith("### latscope gate: **REGRESSION**")
+    # --measure may name a stage (rx.udp - rx.isr here), judged like a measurement
+    defs = tmp_path / "defs.toml"
+    defs.write_text('[measurement."rx.isr"]\nspan = "rx_dv falling -> m_isr rising"\n'
+                    '[measurement."rx.udp"]\nspan = "rx_dv falling -> m_udp rising"\n'
+                    '[stage."rx.stack"]\nspan = "rx.isr -> rx.udp"\n')
+    status = gate_cmd.run(_parse(gate_cmd, [base, slow, "--definitions", str(defs),
+                                            "--measure", "rx.stack", "--json"]))
+    data = json.loads(capsys.readouterr().out)
+    assert status == 1 and {c["measure"] for c in data["checks"]} == {"rx.stack"}
 
 
 def test_gate_on_store_selections_with_a_budget(tmp_path, capsys):
