@@ -237,3 +237,14 @@ def test_a_stored_capture_gives_the_analysis_own_percentiles(fixture, tmp_path):
             classes = con.execute("SELECT DISTINCT cls FROM packets WHERE kind = 'frame'"
                                   ).fetchall()
         assert classes and all(c[0] for c in classes)
+
+
+def test_runs_with_different_labels_share_the_store(tmp_path):
+    store.append_latencies(tmp_path, {"rx.udp": [1.0]}, labels={"commit": "a"},
+                           time="2026-11-26T10:00:00Z")
+    store.append_latencies(tmp_path, {"rx.udp": [2.0]}, labels={"commit": "b", "mac": "gem"},
+                           time="2026-11-26T11:00:00Z")
+    rows = store.runs(tmp_path)
+    assert [(r["commit"], r["mac"]) for r in rows] == [("a", None), ("b", "gem")]
+    assert store.select(tmp_path, where="mac = 'gem'").latencies["rx.udp"].tolist() == [2.0]
+    assert store.select(tmp_path, where="mac IS NULL").latencies["rx.udp"].tolist() == [1.0]
