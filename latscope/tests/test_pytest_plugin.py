@@ -8,12 +8,18 @@ import subprocess
 import sys
 import xml.etree.ElementTree as ET
 
+import numpy as np
 import pytest
+
+from latscope import LatscopeError
 
 pytest.importorskip("duckdb", reason="the results store needs duckdb")
 
 MEASURED_TEST = '''
+import numpy as np
 import pytest
+
+from latscope import LatscopeError
 
 @pytest.mark.latscope(packets=1500, measures=["rx.udp"])
 def test_echo(latscope_run):
@@ -81,3 +87,40 @@ def test_fixture_captures_stores_and_gates(tmp_path):
     assert slower.returncode == 1, slower.stdout + slower.stderr
     assert "latency regression" in slower.stdout and "FAIL rx.udp" in slower.stdout
     assert int(ET.parse(junit).getroot().get("failures")) >= 1
+
+
+@pytest.mark.slow
+def test_live_source_runs_latscope_capture_for_the_tests_length(tmp_path):
+    """The instrument path: ``latscope capture --port`` on the simulated bench's pseudo-terminal
+    (reference-model engine), stopped with SIGINT once every simulated event has arrived."""
+    import time
+
+    from latscope.analysis import api
+    from latscope.capture import capfile
+    from latscope.capture.ptyserve import PtyServer
+    from latscope.capture.simbench import open_engine, simulate
+    from latscope.pytest_plugin import LiveSource
+
+    run = simulate("gem-64", 500, seed=3)
+    config = tmp_path / "capture.toml"
+    config.write_text("[markers]\n" + "".join(f'{k} = "{v}"\n'
+                                              for k, v in run.meta["markers"].items()))
+    path = str(tmp_path / "live.lsc")
+    with PtyServer(open_engine(run, "model")) as server:
+        source = LiveSource(server.path, str(config))
+        source.start(path)
+        deadline = time.monotonic() + 120
+        events = 0
+        while events < run.n_events and time.monotonic() < deadline:
+            time.sleep(0.5)
+            if os.path.exists(path):
+                try:
+                    with capfile.open_capture(path) as cap:
+                        events = cap.n_events
+                except (LatscopeError, OSError):      # the header may not be written yet
+                    events = 0
+        assert source.stop() == path
+    a = api.analyze_file(path, packets=True)
+    assert a.stats["rx.udp"].n == 500
+    truth = np.sort(run.truth["ticks/rx.udp"]) * (1e9 / run.meta["tick_hz"])
+    assert np.array_equal(np.sort(a.latencies_ns("rx.udp")), truth)
