@@ -75,6 +75,11 @@ class History:
     resamples: int
     confidence: float
     notes: list = dataclasses.field(default_factory=list)
+    #: Per percentile: the median absolute change from one point to the next (the run-to-run
+    #: spread the change-point rule scales by) and the median half-width of a point's interval
+    #: (what the packets alone explain), ns.
+    step_ns: dict = dataclasses.field(default_factory=dict)
+    half_width_ns: dict = dataclasses.field(default_factory=dict)
 
     def to_dict(self):
         def bound(v):
@@ -83,6 +88,8 @@ class History:
             "measure": self.measure, "by": self.by, "percentiles": list(self.percentiles),
             "confidence": self.confidence, "alpha": self.alpha, "resamples": self.resamples,
             "penalty": bound(self.penalty), "score": bound(self.score), "notes": self.notes,
+            "step_ns": {f"{q:g}": bound(v) for q, v in self.step_ns.items()},
+            "half_width_ns": {f"{q:g}": bound(v) for q, v in self.half_width_ns.items()},
             "points": [{"key": p.key, "time": p.time, "run_ids": list(p.run_ids), "n": p.n,
                         "labels": dict(p.labels),
                         **{percentile_key(q) + "_ns": bound(v[0]) for q, v in p.quantiles.items()},
@@ -185,6 +192,14 @@ def history(samples, keys, *, times=None, run_ids=None, labels=None, measure="la
               for i, (k, t, r, s, lab) in enumerate(zip(keys, times, run_ids, samples, labels,
                                                         strict=True))]
     notes = []
+    spread = {}
+    if len(points) > 1:
+        spread["step_ns"] = {p: float(np.median(np.abs(np.diff(values[:, j]))))
+                             for j, p in enumerate(percentiles)}
+    with np.errstate(invalid="ignore"):
+        half = (upper - lower) / 2
+    spread["half_width_ns"] = {p: float(np.nanmedian(half[:, j])) if np.isfinite(half[:, j]).any()
+                               else math.nan for j, p in enumerate(percentiles)}
     empty = [p.key for p in points if p.n == 0]
     if empty:
         raise LatscopeError(f"history needs packets in every point, not none in "
@@ -192,7 +207,7 @@ def history(samples, keys, *, times=None, run_ids=None, labels=None, measure="la
     if len(points) < 4:
         notes.append(f"{len(points)} points: change points need at least 4")
         return History(measure, by, percentiles, points, [], None, None, alpha, resamples,
-                       confidence, notes)
+                       confidence, notes, **spread)
     penalty = calibrate_penalty(samples, percentiles, alpha=alpha, resamples=resamples,
                                 seed=seed, max_changes=max_changes)
     scaled = _scaled(values)
@@ -211,7 +226,7 @@ def history(samples, keys, *, times=None, run_ids=None, labels=None, measure="la
                                         for j, p in enumerate(percentiles)},
                                        dict(points[cut].labels)))
     return History(measure, by, percentiles, points, changes, penalty, score, alpha, resamples,
-                   confidence, notes)
+                   confidence, notes, **spread)
 
 
 def store_history(store, measure, *, by="time", where=None, **kwargs):

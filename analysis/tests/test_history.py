@@ -1,6 +1,8 @@
 """The trend: percentiles per run equal the analysis' own, change points at planted steps, the
 calibrated rule's false-alarm rate on series without change, the figure and the store path."""
 
+import math
+
 import numpy as np
 import pytest
 
@@ -31,6 +33,9 @@ def test_points_hold_each_runs_percentiles_and_intervals():
         assert point.quantiles[50.0] == quantile_of_sorted(np.sort(run), 0.5)
         assert point.n == 3000
     assert hist.points[0].quantiles[99.9][2] is None        # 3000 < 3688: no upper bound
+    p50 = [p.quantiles[50.0][0] for p in hist.points]
+    assert hist.step_ns[50.0] == np.median(np.abs(np.diff(p50)))
+    assert math.isnan(hist.half_width_ns[99.9])             # no point has a finite interval
 
 
 def test_a_step_is_found_where_it_was_planted():

@@ -85,6 +85,11 @@ def render_text(hist):
     if hist.penalty is not None:
         lines.append(f"change points: {len(hist.changes)} (score {hist.score:.3g} against the "
                      f"penalty {hist.penalty:.3g}, calibrated for a {hist.alpha * 100:g} % "
-                     f"false-alarm rate on {hist.resamples} resamples of the runs' packets)")
+                     f"false-alarm rate\n  on {hist.resamples} resamples of the runs' packets)")
+    if hist.step_ns:
+        lines.append("run-to-run step / a point's interval half-width (medians): "
+                     + ", ".join(f"p{q:g} {unit.fmt(hist.step_ns[q])} / "
+                                 f"{unit.fmt(hist.half_width_ns.get(q))} {unit.name}"
+                                 for q in hist.percentiles))
     lines += [f"note: {n}" for n in hist.notes]
     return "\n".join(lines)
