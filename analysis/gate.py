@@ -307,6 +307,12 @@ def gate(baseline, candidate, budget=DEFAULT_BUDGET, *, baseline_label="baseline
     absolute_only = sorted({r.measure for r in budget.rules if r.kind == "absolute"}
                            - set(names))
     notes = []
+    if not budget.measures:
+        for side, own, other in (("baseline", baseline, candidate),
+                                 ("candidate", candidate, baseline)):
+            alone = sorted(set(own) - set(other))
+            if alone:
+                notes.append(f"only the {side} has {', '.join(alone)} (not judged)")
     for side, data in (("baseline", baseline), ("candidate", candidate)):
         missing = [n for n in names if n not in data or len(data[n]) < 2]
         if missing:

@@ -151,7 +151,13 @@ def run_record(metadata, *, labels=None, definitions=None, source=None, time=Non
         check_label_key(key)
     instrument = metadata.get("instrument") if isinstance(metadata.get("instrument"), dict) \
         else {}
-    when = _utc(time if time is not None else metadata.get("start_time"))
+    if time is None:
+        try:
+            when = _utc(metadata.get("start_time"))
+        except LatscopeError:       # a capture's own odd time: the run is stored as of now
+            when = _utc(None)
+    else:
+        when = _utc(time)
     major, minor = instrument.get("gateware_major"), instrument.get("gateware_minor")
     software = metadata.get("software") if isinstance(metadata.get("software"), dict) else {}
     sim = bool(instrument.get("simulated") or metadata.get("simbench")

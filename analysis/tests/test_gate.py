@@ -114,6 +114,14 @@ def test_false_alarm_rate_under_no_change():
     assert alarms <= 13
 
 
+def test_measurements_on_one_side_only_are_named():
+    r = g.gate({"a": _sample(100, 1), "b": _sample(100, 2)}, {"a": _sample(100, 3),
+                                                              "c": _sample(100, 4)})
+    assert {c.measure for c in r.checks} == {"a"}
+    assert r.notes == ["only the baseline has b (not judged)",
+                       "only the candidate has c (not judged)"]
+
+
 def test_exit_status_is_a_pure_function_of_the_verdict():
     assert [g.exit_status(v) for v in ("pass", "regression", "usage", "undecidable")] == [
         0, 1, 2, 3]
