@@ -248,3 +248,31 @@ def test_runs_with_different_labels_share_the_store(tmp_path):
     assert [(r["commit"], r["mac"]) for r in rows] == [("a", None), ("b", "gem")]
     assert store.select(tmp_path, where="mac = 'gem'").latencies["rx.udp"].tolist() == [2.0]
     assert store.select(tmp_path, where="mac IS NULL").latencies["rx.udp"].tolist() == [1.0]
+
+
+def _spec_columns(section):
+    """Column names of the table under ``## <section>`` in docs/results-store.md."""
+    root = api.repository_root()
+    if root is None:
+        pytest.skip("needs the source tree's docs/")
+    with open(os.path.join(root, "docs", "results-store.md"), encoding="utf-8") as f:
+        text = f.read()
+    body = text.split(f"## {section}", 1)[1].split("\n## ", 1)[0]
+    names = []
+    for line in body.splitlines():
+        if line.startswith("| `"):
+            cell = line.split("|")[1]
+            names += [c.strip("` ") for c in cell.split(",") if c.strip().startswith("`")]
+    return names
+
+
+def test_the_spec_names_every_column_the_files_have(tmp_path):
+    import pyarrow.parquet as pq
+    run = store.append_latencies(tmp_path, {"rx.udp": [1.0]}, labels={"commit": "a"})
+    packets = pq.read_schema(run.packets_path)
+    runs = pq.read_schema(run.runs_path)
+    assert _spec_columns("`packets`") == list(store.PACKET_COLUMNS) == packets.names
+    documented = _spec_columns("`runs`")
+    assert sorted(documented) == sorted(set(store.RESERVED_COLUMNS) - {"day"})
+    assert sorted(runs.names) == sorted(documented + ["commit"])     # plus the label
+    assert packets.metadata[b"latscope.schema_version"] == str(store.SCHEMA_VERSION).encode()
