@@ -44,8 +44,9 @@ from latscope.analysis.definitions import (
 from latscope.analysis.pairing import OK, STATUS_NAMES
 
 __all__ = ["SCHEMA_VERSION", "RESERVED_COLUMNS", "PACKET_COLUMNS", "StoredRun", "Selection",
-           "parse_labels", "run_record", "packet_columns", "append", "append_latencies",
-           "store_analysis", "analysis_latencies", "connect", "runs", "select", "open_store"]
+           "parse_labels", "check_label_key", "run_record", "packet_columns", "concat_rows",
+           "append", "append_latencies", "store_analysis", "analysis_latencies", "connect",
+           "runs", "select", "open_store"]
 
 #: Version of the layout and columns. A new nullable column keeps it; a change of meaning of
 #: a column or of the folder layout raises it, and the new version lives in its own ``vN`` folder.
@@ -240,7 +241,7 @@ def packet_columns(result, definitions=None):
             good = both & (diff >= 0)
             parts.append((stage.name, "stage", None, index, start, _ns(diff, good, tick_ns),
                           names))
-    return _concat(parts)
+    return concat_rows(parts)
 
 
 def _ns(ticks, valid, tick_ns):
@@ -254,7 +255,10 @@ def _status_names(status):
     return lookup[np.asarray(status, dtype=np.uint8)]
 
 
-def _concat(parts):
+def concat_rows(parts):
+    """Packet columns (as :func:`packet_columns` returns) from parts, one per measurement:
+    ``(measure, kind, cls, packet, start_tick, latency_ns, status)``, the last four arrays of one
+    length per part."""
     sizes = [len(p[3]) for p in parts]
     cols = {
         "measure": np.repeat(np.array([p[0] for p in parts], dtype=object), sizes),
@@ -390,7 +394,7 @@ def append_latencies(store, latencies, *, labels=None, metadata=None, time=None,
         parts.append((name, "frame" if m else "measurement", m["cls"] if m else None, idx,
                       np.full(v.size, -1, np.int64), v, np.full(v.size, "ok", dtype=object)))
     record = run_record(metadata or {}, labels=labels, time=time, source=source)
-    return append(store, _concat(parts), record)
+    return append(store, concat_rows(parts), record)
 
 
 def store_analysis(store, analysis, *, labels=None, definitions=None, time=None):

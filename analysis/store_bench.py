@@ -35,18 +35,7 @@ def _columns(rows, seed):
         ticks = shift + np.round(rng.gamma(shape, scale, per))
         parts.append((name, "measurement", None, np.arange(per, dtype=np.int64), start,
                       ticks * _TICK_NS, np.full(per, "ok", dtype=object)))
-    return _concat(parts)
-
-
-def _concat(parts):
-    sizes = [len(p[3]) for p in parts]
-    return {"measure": np.repeat(np.array([p[0] for p in parts], dtype=object), sizes),
-            "kind": np.repeat(np.array([p[1] for p in parts], dtype=object), sizes),
-            "cls": np.repeat(np.array([p[2] for p in parts], dtype=object), sizes),
-            "packet": np.concatenate([p[3] for p in parts]),
-            "start_tick": np.concatenate([p[4] for p in parts]),
-            "latency_ns": np.concatenate([p[5] for p in parts]),
-            "status": np.concatenate([p[6] for p in parts])}
+    return store.concat_rows(parts)
 
 
 def _bytes(folder):
@@ -56,6 +45,8 @@ def _bytes(folder):
 
 def run(quick):
     """Benchmark rows ``(figure, value, unit, note)``."""
+    import pandas  # noqa: F401  (heavy) imported before timing: appends time writing only
+    import pyarrow.parquet  # noqa: F401
     runs, per_run = 10, 3 * 33_334 if quick else 3 * 333_334   # three measurements a packet
     total = 0
     append_s = 0.0
