@@ -310,7 +310,7 @@ def gate(baseline, candidate, budget=DEFAULT_BUDGET, *, baseline_label="baseline
     if not budget.measures:
         for side, own, other in (("baseline", baseline, candidate),
                                  ("candidate", candidate, baseline)):
-            alone = sorted(set(own) - set(other))
+            alone = sorted(set(own) - set(other) - set(absolute_only))
             if alone:
                 notes.append(f"only the {side} has {', '.join(alone)} (not judged)")
     for side, data in (("baseline", baseline), ("candidate", candidate)):
@@ -333,10 +333,14 @@ def gate(baseline, candidate, budget=DEFAULT_BUDGET, *, baseline_label="baseline
             if rule.kind == "absolute":
                 checks.append(_absolute(name, rule, c, len(b), conf))
             elif comparison is None:
+                sizes = {"baseline": len(b), "candidate": len(c)}
+                needed = (_needed(rule.percent / 100, math.sqrt(conf), sizes)
+                          if rule.percent is not None else
+                          {k: 2 for k, n in sizes.items() if n < 2})
                 checks.append(Check(name, rule.text, rule.kind, rule.percent, UNDECIDABLE,
-                                    None, None, None, None, None, len(b), len(c),
-                                    {"baseline": 2, "candidate": 2},
-                                    "needs at least 2 packets on each side"))
+                                    None, None, None, None, None, len(b), len(c), needed,
+                                    "cannot be judged: it needs " + " and ".join(
+                                        f"{v:,} {k} packets" for k, v in needed.items())))
             elif rule.kind == "shift":
                 checks.append(_shift(name, rule, comparison, conf))
             else:

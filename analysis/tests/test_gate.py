@@ -120,6 +120,13 @@ def test_measurements_on_one_side_only_are_named():
     assert {c.measure for c in r.checks} == {"a"}
     assert r.notes == ["only the baseline has b (not judged)",
                        "only the candidate has c (not judged)"]
+    r = g.gate({"a": _sample(5000, 1)}, {"a": _sample(5000, 2), "c": _sample(5000, 4)},
+               g.parse_budget({"relative": ["+5 % at p99"], "absolute": ["c p50 <= 1 ms"]}))
+    assert r.notes == [] and {c.measure for c in r.checks} == {"a", "c"}
+    r = g.gate({"a": _sample(1, 1)}, {"a": _sample(5000, 2)},
+               g.parse_budget({"relative": ["+5 % at p99"]}))
+    assert r.checks[0].status == "undecidable"
+    assert r.checks[0].needed == {"baseline": n_required(0.99, math.sqrt(0.95))}
 
 
 def test_exit_status_is_a_pure_function_of_the_verdict():
