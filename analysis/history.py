@@ -149,7 +149,8 @@ def calibrate_penalty(samples, percentiles, *, alpha=0.05, resamples=100, seed=0
     if resamples < 1 / alpha:
         raise LatscopeError(f"resamples must be at least 1/alpha = {math.ceil(1 / alpha)}, "
                             f"not {resamples!r}")
-    pool = np.concatenate([np.asarray(s, dtype=np.float64) for s in samples])
+    # sorted: the same packets in any order (a store returns rows unordered) give one penalty
+    pool = np.sort(np.concatenate([np.asarray(s, dtype=np.float64) for s in samples]))
     sizes = [len(s) for s in samples]
     rng = np.random.default_rng(seed)
     qs = np.array(percentiles) / 100
