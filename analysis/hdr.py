@@ -8,6 +8,8 @@ relative error of any figure read from the histogram is below :data:`RELATIVE_ER
 The counts array has exactly HdrHistogram's indexing, so exporting is a copy.
 
 >>> import numpy as np
+
+from latscope import LatscopeError
 >>> h = LogLinearHistogram()
 >>> h.record(np.array([1, 2, 3, 1000, 5000]))
 >>> h.total, h.value_at_rank(4), h.lowest_equivalent(5000), h.highest_equivalent(5000)
@@ -19,7 +21,9 @@ import math
 
 import numpy as np
 
-__all__ = ["LogLinearHistogram", "RELATIVE_ERROR", "write_hlog", "read_hlog"]
+from latscope import LatscopeError
+
+__all__ = ["LogLinearHistogram", "RELATIVE_ERROR", "write_hlog", "read_hlog", "write_hlog_for"]
 
 SIGNIFICANT_FIGURES = 3
 _SUB_BUCKET_COUNT = 2 ** math.ceil(math.log2(2 * 10 ** SIGNIFICANT_FIGURES))   # 2048
@@ -191,3 +195,16 @@ def read_hlog(path):
     finally:
         reader.close()
     return out
+
+
+def write_hlog_for(analysis, path):
+    """Write every measurement's histogram of an :class:`api.Analysis` (made with
+    ``ns_histograms=True``) to an ``.hlog`` file."""
+    r = analysis.result
+    if any(s.n and s.ns_histogram is None for s in r.stats.values()):
+        raise LatscopeError("the analysis kept no histograms in ns; analyse with "
+                            "ns_histograms=True to write an .hlog")
+    hists = [(name, 0.0, max(r.duration_s, 1e-3), s.ns_histogram.to_hdrh())
+             for name, s in r.stats.items() if s.n]
+    write_hlog(path, hists, comment=f"latscope {analysis.label}: values in ns, one interval per "
+                                    f"measurement (tag), resolution {r.resolution_ns:.3f} ns")

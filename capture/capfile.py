@@ -32,7 +32,7 @@ __all__ = [
     "MAGIC", "FORMAT_MAJOR", "FORMAT_MINOR", "HEADER_SIZE", "CHUNK_HEADER_SIZE", "CRC_SIZE",
     "LossRecord", "Events", "Chunk", "CaptureWriter", "Capture", "open_capture", "truth_path",
     "LOSS_DTYPE", "HEARTBEAT_DTYPE", "CaptureFileError", "scan_chunks", "verify",
-    "write_synthetic", "measure_read_memory", "Damage", "damage_summary",
+    "write_synthetic", "Damage", "damage_summary",
 ]
 
 #: First 8 bytes of every capture file. The high byte, CR LF and Ctrl-Z catch text-mode
@@ -837,17 +837,6 @@ def verify(path):
     return _verify(path)
 
 
-def _rss_anon():
-    try:
-        with open("/proc/self/status") as f:
-            for line in f:
-                if line.startswith("RssAnon:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return 0
-
-
 def write_synthetic(path, n_events, *, chunk_events=1 << 20, seed=0):
     """Write a capture of ``n_events`` random events chunk by chunk (bounded memory), for
     benchmarks and tests of large files. Returns the file size in bytes."""
@@ -862,39 +851,3 @@ def write_synthetic(path, n_events, *, chunk_events=1 << 20, seed=0):
             writer.append_events(time, rng.integers(0, 8, n, dtype=np.uint8),
                                  rng.integers(0, 2, n, dtype=np.uint8))
     return os.path.getsize(path)
-
-
-def measure_read_memory(path):
-    """Read every event of a capture chunk by chunk (per-channel counts and the time span, so
-    every byte is touched) and measure the memory it took.
-
-    Returns
-    -------
-    dict
-        ``events``, ``file_bytes``, ``seconds``, ``heap_peak_bytes`` (largest Python/NumPy
-        allocation footprint during the read, from ``tracemalloc``) and ``anon_rss_growth_bytes``
-        (growth of the process's anonymous resident memory, sampled after every chunk; pages of
-        the memory-mapped file are page cache, not counted).
-    """
-    import tracemalloc
-    tracemalloc.start()
-    base_rss = peak_rss = _rss_anon()
-    begin = _time.perf_counter()
-    counts = np.zeros(256, np.int64)
-    first = last = None
-    with open_capture(path) as cap:
-        for chunk in cap.iter_chunks():
-            counts += np.bincount(chunk.channel, minlength=256)
-            if len(chunk.time):
-                first = int(chunk.time[0]) if first is None else first
-                last = int(chunk.time[-1])
-            del chunk
-            peak_rss = max(peak_rss, _rss_anon())
-        n, size = cap.n_events, cap.size
-    seconds = _time.perf_counter() - begin
-    _, heap_peak = tracemalloc.get_traced_memory()
-    tracemalloc.stop()
-    if int(counts.sum()) != n:
-        raise AssertionError("chunk walk lost events")
-    return {"events": n, "file_bytes": size, "seconds": seconds, "heap_peak_bytes": heap_peak,
-            "anon_rss_growth_bytes": peak_rss - base_rss, "span_ticks": (last or 0) - (first or 0)}

@@ -23,19 +23,27 @@ an :class:`~latscope.capture.session.Instrument`. ``--sim`` runs the real gatewa
 """
 
 import dataclasses
-import json
 import random
-import sys
 import time as _time
 
 import numpy as np
 
 from latscope import LatscopeError
-from latscope.gateware import protocol
+from latscope.capture import session
+from latscope.capture.ptyserve import PtyServer
+from latscope.capture.selftest import (
+    analyse_loopback,
+    check_pattern,
+    run_selftest,
+    trim_to_complete,
+)
+from latscope.capture.selftest_bench import SelftestBenchEngine
+from latscope.capture.transport import DEFAULT_BAUD, SerialTransport
+from latscope.gateware import lane_order, protocol
 from latscope.gateware.model_stream import GATEWARE_VERSION  # what IDENTIFY should report
 
 __all__ = ["Step", "Verdict", "judge_identity", "judge_channels", "judge_loopback", "judge_soak",
-           "run_doctor", "DoctorBenchEngine", "open_doctor_bench", "register", "cmd_doctor",
+           "run_doctor", "DoctorBenchEngine", "open_doctor_bench", "doctor",
            "GATEWARE_VERSION", "DEFAULT_SOAK_S"]
 
 DEFAULT_SOAK_S = 60.0
@@ -121,8 +129,6 @@ def judge_loopback(time, channel, rising, *, wired, high_ticks, low_ticks, lanes
     """Step ``loop-back``: lane order and high/low times on each ``wired`` channel, and one
     pin-to-timestamp offset for all of them (each channel's first rising edge against the first
     wired channel's, modulo the pattern period)."""
-    from latscope.capture.selftest import analyse_loopback
-    from latscope.gateware import lane_order
     period = high_ticks + low_ticks
     per = {}
     swapped, dead, bad = [], [], []
@@ -235,7 +241,6 @@ def _soak(instrument, identity, *, seconds, clock=_time.monotonic):
 def _collect(instrument, identity, *, wired, high, low, edges, timeout, clock=_time.monotonic):
     """The loop-back run: the self-test pattern on the output pin only (no channel takes the
     internal pattern), both edges enabled on the ``wired`` channels, until each has ``edges``."""
-    from latscope.capture.selftest import trim_to_complete
     mask = sum(1 << c for c in wired)
     instrument.disarm()
     instrument.set_edges(mask, mask)
@@ -286,7 +291,6 @@ def run_doctor(instrument, *, loopback=(), soak_s=DEFAULT_SOAK_S, engine=None, e
     edges : int
         Edges per channel collected by the channel and loop-back steps.
     """
-    from latscope.capture.selftest import check_pattern, run_selftest
     steps = []
     try:
         identity = instrument.identify()
@@ -333,7 +337,7 @@ def run_doctor(instrument, *, loopback=(), soak_s=DEFAULT_SOAK_S, engine=None, e
 # --- the simulated instrument with a loop-back cable and faults ----------------------------------
 
 class DoctorBenchEngine:
-    """The self-test bench (:class:`~latscope.capture.selftest.SelftestBenchEngine`: the real
+    """The self-test bench (:class:`~latscope.capture.selftest_bench.SelftestBenchEngine`: the real
     gateware in Verilator) with a simulated loop-back cable and injectable faults.
 
     The cable: while :meth:`loopback` is on, the wired channels' input pins carry the pattern
@@ -349,7 +353,6 @@ class DoctorBenchEngine:
     """
 
     def __init__(self, *, swap_lanes=False, dead_channel=None, lossy_link=0, seed=1):
-        from latscope.capture.selftest import SelftestBenchEngine
         self._inner = SelftestBenchEngine()
         self._v = self._inner._v
         self.name = "verilator"
@@ -448,102 +451,41 @@ def _idle_width(identity):
 
 def open_doctor_bench(**faults):
     """Start :class:`DoctorBenchEngine` on a pseudo-terminal; returns (path, engine, handle)."""
-    from latscope.capture.ptyserve import PtyServer
     engine = DoctorBenchEngine(**faults)
     server = PtyServer(engine)
     return server.path, engine, server
 
 
-# --- the command ---------------------------------------------------------------------------------
+# --- a run on an instrument ----------------------------------------------------------------------
 
-def register(subparsers):
-    """Add ``latscope doctor`` to ``subparsers``."""
-    p = subparsers.add_parser(
-        "doctor", help="bring up a new board: identify, self-test, loop-back, link soak",
-        description="Check an instrument step by step and print a verdict with the next step "
-                    "for each failure: IDENTIFY and versions; the internal self-test pattern on "
-                    "every channel; with --loopback, the DDR lane order and the "
-                    "pin-to-timestamp offset through a cable from the self-test pin; a link "
-                    "soak at the highest event rate (bad CRCs and lost frames must be zero).",
-        epilog="exit status: 0 every step passed (skipped steps say why); 1 a step failed; "
-               "2 error (bad option or port). Documentation: docs/boards.md (bring-up).")
-    src = p.add_mutually_exclusive_group(required=True)
-    src.add_argument("--port", metavar="DEVICE", help="serial device of the instrument")
-    src.add_argument("--sim", action="store_true",
-                     help="the simulated instrument (real gateware in Verilator) with a "
-                          "simulated loop-back cable")
-    p.add_argument("--baud", type=int, default=12_000_000,
-                   help="serial rate in bit/s (default 12000000)")
-    p.add_argument("--loopback", metavar="LIST",
-                   help="channels wired to the self-test output pin, e.g. 3 or 0-7 (a fan-out "
-                        "cable); 'all' for every channel")
-    p.add_argument("--soak", type=float, default=DEFAULT_SOAK_S, metavar="S",
-                   help=f"link soak duration in seconds (default {DEFAULT_SOAK_S:g}; 0 skips)")
-    p.add_argument("--fault", action="append", default=[],
-                   choices=("swap-lanes", "dead-channel", "lossy-link"),
-                   help="with --sim: inject a fault (dead-channel kills channel 5), to see how "
-                        "the doctor names it")
-    p.add_argument("--json", action="store_true", help="print the verdict as JSON")
-    p.set_defaults(func=cmd_doctor)
+def doctor(port=None, *, simulated=False, faults=(), baud=DEFAULT_BAUD, loopback=(),
+           soak_s=DEFAULT_SOAK_S):
+    """Check the instrument on ``port`` (or, with ``simulated``, the doctor's bench with its
+    simulated loop-back cable and the named ``faults``: ``swap-lanes``, ``dead-channel``,
+    ``lossy-link``) step by step; returns the :class:`Verdict`.
 
-
-def _wired(text):
-    from latscope.capture.selftest import _channel_list
-    if text is None:
-        return []
-    if text.strip().lower() == "all":
-        return list(range(protocol.NUM_CHANNELS))
-    return _channel_list(text)
-
-
-def doctor(args):
-    """Run ``latscope doctor`` with parsed ``args``; returns the :class:`Verdict`."""
-    from latscope.capture import session
-    from latscope.capture.transport import SerialTransport
-    if args.soak < 0:
-        raise LatscopeError(f"--soak must be 0 or more seconds, not {args.soak:g}")
-    wired = _wired(args.loopback)
-    if args.fault and not args.sim:
+    ``loopback``: channels wired to the self-test output pin; ``soak_s``: link soak duration,
+    seconds (0 skips it).
+    """
+    if soak_s < 0:
+        raise LatscopeError(f"--soak must be 0 or more seconds, not {soak_s:g}")
+    if faults and not simulated:
         raise LatscopeError("--fault needs --sim")
     engine = server = None
-    port = args.port
-    if args.sim:
-        faults = {"swap_lanes": "swap-lanes" in args.fault,
-                  "dead_channel": 5 if "dead-channel" in args.fault else None,
-                  "lossy_link": 2000 if "lossy-link" in args.fault else 0}
-        port, engine, server = open_doctor_bench(**faults)
+    if simulated:
+        port, engine, server = open_doctor_bench(
+            swap_lanes="swap-lanes" in faults,
+            dead_channel=5 if "dead-channel" in faults else None,
+            lossy_link=2000 if "lossy-link" in faults else 0)
     transport = None
     try:
-        transport = SerialTransport(port, args.baud)
+        transport = SerialTransport(port, baud)
         # The simulator cannot skip time while the simulated cable toggles, and on a loaded
         # machine it answers slower than a board: give it longer per reply.
-        instrument = session.Instrument(transport, reply_timeout=5.0 if args.sim else 0.5)
-        return run_doctor(instrument, loopback=wired, soak_s=args.soak, engine=engine)
+        instrument = session.Instrument(transport, reply_timeout=5.0 if simulated else 0.5)
+        return run_doctor(instrument, loopback=loopback, soak_s=soak_s, engine=engine)
     finally:
         if transport is not None:
             transport.close()
         if server is not None:
             server.close()
-
-
-def format_verdict(verdict):
-    marks = {True: "PASS", False: "FAIL", None: "skip"}
-    lines = []
-    for s in verdict.steps:
-        lines.append(f"{marks[s.ok]:<5} {s.name:<10} {s.detail}")
-        if s.ok is False and s.next_step:
-            lines.append(f"      next: {s.next_step}")
-    lines.append("")
-    lines.append("verdict: " + ("PASS" if verdict.ok else "FAIL"))
-    return "\n".join(lines)
-
-
-def cmd_doctor(args):
-    """Handler of ``latscope doctor``: 0 pass, 1 a step failed."""
-    verdict = doctor(args)
-    if args.json:
-        print(json.dumps(verdict.to_dict(), default=str, sort_keys=True))
-    else:
-        print(format_verdict(verdict))
-    sys.stdout.flush()
-    return 0 if verdict.ok else 1

@@ -1,5 +1,5 @@
-"""``latscope import`` (sigrok ``.sr`` to a capture) and ``latscope export`` (a capture window to
-sigrok ``.sr``, VCD or CSV), and the window logic the exporters share.
+"""The window of a capture that the exporters (sigrok ``.sr``, VCD, CSV) share, the CSV exporter,
+and the time and rate parsers of ``latscope import`` and ``latscope export``.
 
 See ``docs/sigrok.md`` for the conventions (which sample an edge lands on, initial levels, what an
 exported file cannot show) and the checks made on hostile input.
@@ -10,15 +10,13 @@ import json
 import os
 import re
 import sys
-import time as _time
 from fractions import Fraction
 
 import numpy as np
 
 from latscope import LatscopeError
-from latscope.userio import check_input, check_output
 
-__all__ = ["Window", "make_window", "parse_time", "parse_rate", "export_csv", "register"]
+__all__ = ["Window", "make_window", "parse_time", "parse_rate", "export_csv", "exact_rate"]
 
 _TIME = re.compile(r"\s*((?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][-+]?[0-9]+)?)\s*"
                    r"(s|ms|us|µs|ns|ps)?\s*")
@@ -64,7 +62,7 @@ def parse_rate(text):
     return int(value)
 
 
-def _exact_rate(value):
+def exact_rate(value):
     """``tick_hz`` from metadata (int or float) as an exact Fraction (a float by its shortest
     decimal form, which is what a person wrote)."""
     return Fraction(value) if isinstance(value, int) else Fraction(repr(float(value)))
@@ -147,7 +145,7 @@ def make_window(capture, start=None, stop=None, channels=None):
     -------
     Window
     """
-    tick_hz = _exact_rate(capture.metadata["tick_hz"])
+    tick_hz = exact_rate(capture.metadata["tick_hz"])
     first, last = capture.first_time, capture.last_time
     if start is None:
         start = max(0, first - 1) if first is not None else 0
@@ -287,256 +285,3 @@ def export_csv(window, output, *, overwrite=False):
                          stop_tick=window.stop, events=count, samples=None, samplerate=None,
                          channels=list(window.names), hidden_edges=0,
                          warnings=list(window.warnings))
-
-
-# --- command line --------------------------------------------------------------------------------
-class _Progress:
-    """``done / total`` as a percentage on stderr, when stderr is a terminal, 4 times a second."""
-
-    def __init__(self, label):
-        self.label = label
-        self.enabled = sys.stderr.isatty()
-        self.last = 0.0
-        self.drawn = False
-
-    def __call__(self, done, total):
-        now = _time.monotonic()
-        if not self.enabled or now - self.last < 0.25 or not total:
-            return
-        self.last = now
-        sys.stderr.write(f"\r\x1b[K{self.label}: {100 * done / total:5.1f} % "
-                         f"({done:,} of {total:,})")
-        sys.stderr.flush()
-        self.drawn = True
-
-    def done(self):
-        if self.drawn:
-            sys.stderr.write("\r\x1b[K")
-            sys.stderr.flush()
-
-
-def register(subparsers):
-    p = subparsers.add_parser(
-        "import", help="turn a sigrok .sr capture (or a latscope .vcd/.csv export) into a "
-                       "latscope capture",
-        description="Import a sigrok session file (.sr, from any analyzer sigrok or PulseView "
-                    "supports) as a latscope capture: one tick per sample (tick_hz = the file's "
-                    "sample rate), one event per edge of each mapped probe. Streams in bounded "
-                    "memory (a few tens of MB for any file size). The metadata is read as "
-                    "libsigrok reads it (version-1 files, any key order, 'samplerate=2 mHz' is "
-                    "2 MHz). Files without logic data (analog only), sample rates outside 1 Hz "
-                    "to 10^12 Hz, and malformed or hostile files (zip bombs, unsafe member names, "
-                    "inconsistent metadata, truncated chunks) are refused with a message and "
-                    "exit status 2. A latscope export (.vcd, .csv, or .sr) comes back with its "
-                    "tick rate, channel roles and marker meanings.")
-    p.add_argument("file", metavar="FILE.sr", help="sigrok session file")
-    p.add_argument("-o", "--output", metavar="FILE", required=True,
-                   help="capture file to create (.lsc)")
-    p.add_argument("--map", metavar="ROLE=PROBE,...",
-                   help="probes to import and their roles, e.g. rx_dv=D0,m_isr=D1; PROBE is a "
-                        "probe name or an index (0 = probe1, bit 0). Unmapped probes are "
-                        "ignored. Default: every named probe under its own name")
-    p.add_argument("--samplerate", metavar="HZ", type=parse_rate,
-                   help="sample rate to use instead of the file's (e.g. 100MHz; 1 Hz to "
-                        "10^12 Hz); required when the file has none")
-    p.add_argument("--allow-truncated", action="store_true",
-                   help="import a file whose last chunk ends with a partial sample, dropping "
-                        "that sample (default: refuse the file)")
-    p.add_argument("--max-bytes", metavar="N", type=int, default=64 << 30,
-                   help="refuse files whose logic data exceeds N bytes uncompressed "
-                        "(default 64 GiB)")
-    p.add_argument("--no-offset", action="store_true",
-                   help="ignore the time offset latscope writes into its own exports (events "
-                        "then start at sample 0)")
-    p.add_argument("--force", action="store_true", help="replace an existing output file")
-    p.add_argument("--json", action="store_true", help="print the summary as JSON")
-    p.set_defaults(func=cmd_import)
-
-    p = subparsers.add_parser(
-        "export", help="write a capture window as sigrok .sr, VCD or CSV, or its frames as "
-                       "pcapng",
-        description="Export a time window of a capture for other tools: 'sr' for PulseView and "
-                    "sigrok-cli (sampled at --samplerate; every edge lands on the first sample "
-                    "at or after it), 'vcd' for GTKWave and Surfer (exact times, one wire per "
-                    "channel), 'csv' with columns time_ns,channel,edge, 'pcapng' for "
-                    "Wireshark (the recorded frames of frame-aware capture whose first edge is "
-                    "in the window, ps timestamps at that edge, direction in epb_flags, the "
-                    "frame bytes kept by a --header-bytes build). Times are since the "
-                    "instrument's timestamp reset.")
-    p.add_argument("file", metavar="CAPTURE", help="capture file (.lsc)")
-    p.add_argument("--format", choices=("sr", "vcd", "csv", "pcapng"),
-                   help="output format (default: from the output file's suffix)")
-    p.add_argument("-o", "--output", metavar="FILE",
-                   help="file to write ('-' for standard output, csv only); default: the "
-                        "capture's name with the format's suffix")
-    p.add_argument("--from", dest="start", metavar="TIME", type=parse_time,
-                   help="window start, e.g. 1.5ms, 200us, 250ns or 0.1 (seconds); default: one "
-                        "tick before the first event")
-    p.add_argument("--to", dest="stop", metavar="TIME", type=parse_time,
-                   help="window end (exclusive), same units; default: one tick after the last "
-                        "event")
-    p.add_argument("--channels", metavar="LIST",
-                   help="channels to export, by role or index, in this order (default: all)")
-    p.add_argument("--samplerate", metavar="HZ", type=parse_rate,
-                   help="sr only: samples per second, e.g. 200MHz (default: the capture's tick "
-                        "rate, which keeps every edge exact)")
-    p.add_argument("--tsresol", choices=("ps", "ns"),
-                   help="pcapng only: timestamp unit (default ns, the nearest ns, which every "
-                        "Wireshark reads; ps is exact for the ECP5 builds' 1.25 and 3.125 ns "
-                        "ticks, but Wireshark 4.0 misreads ps stamps past 18.4 ms into a second)")
-    p.add_argument("--max-samples", metavar="N", type=int, default=10**9,
-                   help="sr only: refuse windows needing more samples (default 1e9; PulseView "
-                        "holds about 1.07 x samples x unitsize bytes in memory)")
-    p.add_argument("--force", action="store_true", help="replace an existing output file")
-    p.add_argument("--json", action="store_true", help="print the summary as JSON")
-    p.set_defaults(func=cmd_export)
-
-
-def _print_summary(args, record, lines, warnings):
-    if args.json:
-        print(json.dumps(record, sort_keys=True, default=str))
-    else:
-        for line in lines:
-            print(line)
-    for warning in warnings:
-        print(f"latscope {args.command}: warning: {warning}", file=sys.stderr)
-
-
-def cmd_import(args):
-    from latscope.capture.sigrok import SrLimits, import_sr
-    if args.max_bytes < 1:
-        raise LatscopeError(f"--max-bytes must be positive, not {args.max_bytes}")
-    check_input(args.file, "file to import")
-    check_output(args.output, force=args.force)
-    if args.file.lower().endswith((".vcd", ".csv")):
-        return _import_export(args)
-    progress = _Progress("importing")
-    try:
-        summary = import_sr(args.file, args.output, args.map,
-                            limits=SrLimits(max_total_bytes=args.max_bytes),
-                            samplerate=args.samplerate, allow_truncated=args.allow_truncated,
-                            overwrite=args.force, use_offset=not args.no_offset,
-                            progress=progress)
-    finally:
-        progress.done()
-    record = dataclasses.asdict(summary)
-    channels = ", ".join(f"{i}={role}" for i, role in summary.channels.items())
-    _print_summary(args, record, [
-        f"imported {summary.samples:,} samples at {summary.samplerate:,} Hz from "
-        f"{summary.source}",
-        f"wrote {summary.events:,} events on channels {channels} to {summary.output} "
-        f"({summary.seconds:.2f} s)"], summary.warnings)
-    return 0
-
-
-def _import_export(args):
-    """``latscope import`` of a latscope VCD or CSV export (its descriptor gives the tick rate,
-    roles and marker meanings; --samplerate supplies the tick rate of a foreign file)."""
-    from latscope.capture.reimport import import_export
-    if args.map:
-        raise LatscopeError("--map applies to .sr files; VCD and CSV signals keep their names")
-    started = _time.monotonic()
-    events = import_export(args.file, args.output, tick_hz=args.samplerate,
-                           overwrite=args.force)
-    channels = ", ".join(f"{i}={role}" for i, role in events.channel_names.items())
-    markers = ", ".join(f"{k}={v}" for k, v in (events.markers or {}).items()) or \
-        "none stored"
-    record = {"source": args.file, "output": args.output, "tick_hz": events.tick_hz,
-              "events": int(len(events.time)), "channels": events.channel_names,
-              "markers": events.markers, "seconds": round(_time.monotonic() - started, 3)}
-    _print_summary(args, record, [
-        f"imported {len(events.time):,} events at {events.tick_hz:,} ticks/s from {args.file}",
-        f"wrote channels {channels} (markers: {markers}) to {args.output}"], [])
-    return 0
-
-
-_SUFFIXES = {"sr": ".sr", "vcd": ".vcd", "csv": ".csv", "pcapng": ".pcapng"}
-
-
-def _ceil(value):
-    return -(-value.numerator // value.denominator)
-
-
-def _export_pcapng(args, output):
-    from latscope.capture.capfile import open_capture
-    from latscope.capture.pcapng import export_pcapng
-    if args.channels:
-        raise LatscopeError("--format pcapng writes frames, not channels: --channels does not "
-                            "apply")
-    with open_capture(args.file) as capture:
-        tick_hz = _exact_rate(capture.metadata["tick_hz"])
-        # the window holds the frames whose first edge t has from <= t / tick_hz < to
-        start = None if args.start is None else _ceil(args.start * tick_hz)
-        stop = None if args.stop is None else _ceil(args.stop * tick_hz)
-        if start is not None and stop is not None and stop <= start:
-            raise LatscopeError("--to must be later than --from")
-        summary = export_pcapng(capture, output, overwrite=args.force, start_tick=start,
-                                stop_tick=stop, resolution=args.tsresol or "ns")
-    window = (f" ({summary.outside_window:,} outside --from/--to)"
-              if summary.outside_window else "")
-    _print_summary(args, dataclasses.asdict(summary), [
-        f"wrote {summary.output} (pcapng): {summary.packets:,} frames{window}"],
-        summary.warnings)
-    return 0
-
-
-def cmd_export(args):
-    from latscope.capture.capfile import open_capture
-    from latscope.capture.sigrok import export_sr
-    from latscope.capture.vcd import export_vcd
-    fmt = args.format
-    if fmt is None:
-        suffix = os.path.splitext(args.output or "")[1].lower()
-        fmt = next((f for f, s in _SUFFIXES.items() if s == suffix), None)
-        if fmt is None:
-            raise LatscopeError("give --format sr, vcd, csv or pcapng (or an output name "
-                                "ending in .sr, .vcd, .csv or .pcapng)")
-    output = args.output or os.path.splitext(args.file)[0] + _SUFFIXES[fmt]
-    if output == "-" and fmt != "csv":
-        raise LatscopeError(f"--format {fmt} cannot be written to standard output")
-    if output == "-" and args.json:
-        raise LatscopeError("--json cannot be combined with -o - (both use standard output)")
-    if args.samplerate is not None and fmt != "sr":
-        raise LatscopeError("--samplerate applies to --format sr only")
-    if args.tsresol is not None and fmt != "pcapng":
-        raise LatscopeError("--tsresol applies to --format pcapng only")
-    if os.path.abspath(output) == os.path.abspath(args.file):
-        raise LatscopeError("the output file would replace the capture")
-    check_input(args.file, "capture file")
-    check_output(output, force=args.force)
-    if fmt == "pcapng":
-        return _export_pcapng(args, output)
-    with open_capture(args.file) as capture:
-        tick_hz = _exact_rate(capture.metadata["tick_hz"])
-        # the window holds the ticks t with from <= t / tick_hz < to
-        start = None if args.start is None else _ceil(args.start * tick_hz)
-        stop = None if args.stop is None else _ceil(args.stop * tick_hz)
-        window = make_window(capture, start, stop, args.channels)
-        progress = _Progress("exporting")
-        try:
-            if fmt == "sr":
-                samplerate = args.samplerate
-                if samplerate is None:
-                    if tick_hz.denominator != 1:
-                        raise LatscopeError(f"the capture's tick rate {float(tick_hz)} Hz is not "
-                                            f"a whole number of Hz; give --samplerate")
-                    samplerate = int(tick_hz)
-                if args.max_samples < 1:
-                    raise LatscopeError(f"--max-samples must be positive, not "
-                                        f"{args.max_samples}")
-                summary = export_sr(window, output, samplerate, max_samples=args.max_samples,
-                                    overwrite=args.force, progress=progress)
-            elif fmt == "vcd":
-                summary = export_vcd(window, output, overwrite=args.force)
-            else:
-                summary = export_csv(window, output, overwrite=args.force)
-        finally:
-            progress.done()
-    record = dataclasses.asdict(summary)
-    lines = [] if output == "-" else [
-        f"wrote {summary.output} ({fmt}): {len(summary.channels)} channel(s) "
-        f"{', '.join(summary.channels)}, ticks {summary.start_tick:,} to {summary.stop_tick:,}"
-        + (f", {summary.samples:,} samples at {summary.samplerate:,} Hz"
-           if summary.samples is not None else f", {summary.events:,} events")]
-    _print_summary(args, record, lines, summary.warnings)
-    return 0

@@ -1,5 +1,5 @@
-"""``latscope run EXPERIMENT.toml``: a matrix of paths x sizes x configurations, one capture per
-cell, plus a summary. A commented example ships as ``docs/experiment.toml``.
+"""An experiment (``latscope run EXPERIMENT.toml``): a matrix of paths x sizes x configurations,
+one capture per cell, plus a summary. A commented example ships as ``docs/experiment.toml``.
 
 EXPERIMENT.toml::
 
@@ -42,6 +42,14 @@ import time
 from pathlib import Path
 
 from latscope import LatscopeError
+from latscope.capture import session
+from latscope.capture import traffic as traffic_mod
+from latscope.capture.progress import CaptureProgress
+from latscope.capture.record import record
+from latscope.capture.rules import frames_toml, rules_from_dict
+from latscope.capture.sim_load import load_scenario
+from latscope.capture.sim_port import SimulatedSource
+from latscope.userio import read_toml
 
 CTRL_MAGIC = b"LC"
 CTRL_VERSION = 1
@@ -131,7 +139,6 @@ class ControlClient:
 
 def load_experiment(path):
     """Read and check EXPERIMENT.toml; returns a dict with every key filled."""
-    from latscope.userio import read_toml
     exp = read_toml(path, "experiment")
     exp.setdefault("name", Path(path).stem)
     exp.setdefault("configurations", ["default"])
@@ -152,13 +159,11 @@ def load_experiment(path):
     if not isinstance(exp["packets"], int) or not 1 <= exp["packets"] <= 10_000_000:
         raise LatscopeError(f"{path}: packets must be an integer from 1 to 10,000,000")
     if "frames" in exp:     # frame classes for every capture (docs/capture-format.md)
-        from latscope.capture.rules import rules_from_dict
         rules_from_dict(exp["frames"], str(path))
     if "load" in exp:       # sim only: background load beside the measured stream
         if exp["target"] != "sim":
             raise LatscopeError(f"{path}: load is for the simulated bench (target = \"sim\"); "
                                 f"on hardware, send the background with your own generator")
-        from latscope.capture.sim_load import load_scenario
         load_scenario(exp["load"])
     if exp["target"] != "sim":
         bad = [p for p in exp["paths"] if p not in PATHS]
@@ -167,11 +172,6 @@ def load_experiment(path):
         if "instrument" not in exp:
             raise LatscopeError(f"{path}: hardware target needs instrument = \"/dev/...\"")
     return exp
-
-
-def _capture(argv):
-    from latscope.cli import main
-    return main(["capture", *argv])
 
 
 #: UDP + IPv4 + Ethernet header and FCS bytes between a UDP payload and the frame size.
@@ -205,18 +205,29 @@ def dut_capture_config(info):
     return "\n".join(lines) + "\n"
 
 
-def _hardware_cell(exp, path, size, argv, capture, file, settle=0.2):
-    """Capture and traffic of one hardware cell, concurrently. Returns (status, traffic)."""
-    from latscope.capture import traffic as traffic_mod
+def _record_cell(capture, source, file, config, limits, progress):
+    """One cell's capture; returns ``(exit status, error message or None)``. An error the user
+    can act on (bad port, incompatible instrument) fails the cell, not the whole run."""
+    try:
+        outcome = capture(source, str(file), config=config, limits=limits, overwrite=True,
+                          progress=progress)
+    except LatscopeError as error:
+        return 2, str(error)
+    return outcome.exit_status, None
 
+
+def _hardware_cell(exp, path, size, file, record_cell, settle=0.2):
+    """Capture and traffic of one hardware cell, concurrently.
+
+    ``record_cell(duration)`` records the cell's capture, bounded by ``duration`` seconds.
+    Returns ``(status, error, traffic)``."""
     packets, rate = exp["packets"], exp.get("rate")
     # Bound the capture: the traffic's own duration plus margin (one-in-flight: 1 s/packet max).
     seconds = packets / rate if rate else packets * 1.0
-    argv = argv + ["--duration", f"{seconds + 5:.1f}"]
     result = {}
 
     def run_capture():
-        result["status"] = capture(argv)
+        result["status"] = record_cell(round(seconds + 5, 1))
 
     thread = threading.Thread(target=run_capture, name="latscope-capture", daemon=True)
     thread.start()
@@ -230,10 +241,11 @@ def _hardware_cell(exp, path, size, argv, capture, file, settle=0.2):
     thread.join(seconds + 30)
     if thread.is_alive():
         raise LatscopeError(f"capture of cell {file.stem} did not end")
-    return result.get("status", 1), sent
+    status, error = result.get("status", (1, None))
+    return status, error, sent
 
 
-def run_experiment(exp, out_dir, *, capture=_capture, quiet=True):
+def run_experiment(exp, out_dir, *, capture=record, quiet=True):
     """Run every cell; return the summary dict (also written to ``out_dir/summary.json``).
 
     Parameters
@@ -243,16 +255,17 @@ def run_experiment(exp, out_dir, *, capture=_capture, quiet=True):
     out_dir : str or Path
         Folder for the captures and ``summary.json``.
     capture : callable
-        ``capture(argv) -> exit status``, the ``latscope capture`` command (replaceable in
-        tests). On hardware it runs in a thread while the traffic is sent.
+        :func:`latscope.capture.record.record` or a stand-in with its parameters (``source``,
+        ``output``, ``config``, ``limits``, ``overwrite``, ``progress``), returning a
+        :class:`~latscope.capture.session.CaptureOutcome`. On hardware it runs in a thread while
+        the traffic is sent.
     quiet : bool
-        Pass ``--quiet`` to every capture.
+        No progress line for the captures.
     """
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     frames_text = ""
     if "frames" in exp:
-        from latscope.capture.rules import frames_toml
         frames_text = "\n" + frames_toml(exp["frames"], exp["name"])
     cells = []
     client = None
@@ -270,28 +283,41 @@ def run_experiment(exp, out_dir, *, capture=_capture, quiet=True):
                 for size in exp["sizes"]:
                     name = f"{config}-{path}-{size}"
                     file = out / f"{name}.lsc"
-                    argv = ["-o", str(file), "--packets", str(exp["packets"]), "--force",
-                            "--label", name]
-                    argv += ["--quiet"] if quiet else []
+                    progress = None if quiet else CaptureProgress()
                     if client is None:
-                        argv += ["--sim", f"{path}-{size}", "--sim-engine", exp["engine"],
-                                 "--sim-seed", str(exp["seed"])]
-                        if "load" in exp:
-                            argv += ["--sim-load", str(exp["load"])]
+                        capture_config = session.CaptureConfig()
                         if frames_text:
                             (out / "frames.toml").write_text(frames_text)
-                            argv += ["--config", str(out / "frames.toml")]
-                        status, sent = capture(argv), None
+                            capture_config = session.load_config(out / "frames.toml")
+                        capture_config.label = name
+                        source = SimulatedSource(f"{path}-{size}", packets=exp["packets"],
+                                                 seed=exp["seed"], load=exp.get("load"),
+                                                 engine=exp["engine"])
+                        status, error = _record_cell(
+                            capture, source, file, capture_config,
+                            session.Limits(packets=exp["packets"]), progress)
+                        sent = None
                     else:
                         client.set_path(path)
                         client.set_sizes([size - FRAME_OVERHEAD])
                         dut_toml = out / "dut-markers.toml"
                         dut_toml.write_text(dut_capture_config(info) + frames_text)
-                        argv += ["--port", exp["instrument"], "--config", str(dut_toml)]
-                        status, sent = _hardware_cell(exp, path, size, argv, capture, file)
+                        capture_config = session.load_config(dut_toml)
+                        capture_config.label = name
+
+                        def record_cell(duration, capture_config=capture_config, file=file,
+                                        progress=progress):
+                            return _record_cell(
+                                capture, exp["instrument"], file, capture_config,
+                                session.Limits(duration=duration, packets=exp["packets"]),
+                                progress)
+                        status, error, sent = _hardware_cell(exp, path, size, file,
+                                                             record_cell)
                     cell = {"configuration": config, "path": path, "size": size,
                             "capture": file.name, "exit_status": status,
                             "ok": status == 0 and file.exists()}
+                    if error is not None:
+                        cell["error"] = error
                     if sent is not None:
                         cell["traffic"] = {"file": file.with_suffix(".sent.jsonl").name,
                                            **sent.summary()}
@@ -304,30 +330,3 @@ def run_experiment(exp, out_dir, *, capture=_capture, quiet=True):
                "ok": all(c["ok"] for c in cells)}
     (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
     return summary
-
-
-def register(subparsers):
-    p = subparsers.add_parser(
-        "run", help="run an experiment matrix (paths x sizes x configurations)",
-        description="Run EXPERIMENT.toml: one capture per cell of paths x sizes (Ethernet frame "
-                    "bytes) x configurations, against the simulated bench (target = \"sim\") or "
-                    "a DUT (target = its address, selected over its control port), and write "
-                    "OUT/summary.json listing every cell's capture file.")
-    p.add_argument("experiment", metavar="EXPERIMENT.toml")
-    p.add_argument("-o", "--output", metavar="DIR", help="output folder (default: ./NAME)")
-    p.add_argument("--json", action="store_true", help="print the summary as JSON")
-    p.set_defaults(func=_main)
-
-
-def _main(args):
-    from latscope.userio import check_input, check_output
-    check_input(args.experiment, "experiment file")
-    exp = load_experiment(args.experiment)
-    check_output(args.output or exp["name"], directory=True)
-    summary = run_experiment(exp, args.output or exp["name"])
-    if args.json:
-        print(json.dumps(summary))
-    else:
-        good = sum(c["ok"] for c in summary["cells"])
-        print(f"{exp['name']}: {good}/{len(summary['cells'])} cells captured")
-    return 0 if summary["ok"] else 1

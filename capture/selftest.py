@@ -1,4 +1,4 @@
-"""``latscope selftest``: check and calibrate the instrument without a device under test.
+"""Check and calibrate the instrument without a device under test (``latscope selftest``).
 
 The gateware has a self-test generator (``Opcode.SELFTEST``, ``gateware/capture.py``): a pattern
 ``high`` ticks high and ``low`` ticks low, repeating, injected into the selected channels right
@@ -11,29 +11,27 @@ the board's self-test output pin for a loop-back cable. This module runs it and 
 * :func:`analyse_loopback` (arrays in, :class:`LoopbackCheck` out): the pattern as it came back
   through a cable on one channel: pin-to-pin delay against the internal pattern, high and low
   durations, and the DDR lane-order verdict of :func:`latscope.gateware.lane_order.check_loopback`.
-* :func:`run_selftest` drives an :class:`~latscope.capture.session.Instrument`; :func:`register`
-  adds the command. ``--sim`` runs the real gateware compiled by Verilator
-  (:class:`SelftestBenchEngine`), idle (no DUT traffic), served on a pseudo-terminal so the
-  hardware code path runs unchanged.
+* :func:`run_selftest` drives an :class:`~latscope.capture.session.Instrument`; :func:`selftest`
+  and :func:`calibrate` open the instrument (or the simulated one of
+  :mod:`latscope.capture.selftest_bench`), run it and judge the result.
 
 The user documentation is ``docs/selftest.md``.
 """
 
 import dataclasses
-import json
-import sys
-import threading
 import time as _time
 
 import numpy as np
 
 from latscope import LatscopeError
-from latscope.gateware import protocol
+from latscope.capture import calibration, session
+from latscope.capture.selftest_bench import open_simulated_instrument
+from latscope.capture.transport import DEFAULT_BAUD, TransportClosed, open_port
+from latscope.gateware import lane_order, protocol
 
 __all__ = [
     "ChannelCheck", "PatternCheck", "LoopbackCheck", "check_pattern", "analyse_loopback",
-    "trim_to_complete", "SelftestCapture", "run_selftest", "SelftestBenchEngine",
-    "open_simulated_instrument", "register", "cmd_selftest",
+    "trim_to_complete", "SelftestCapture", "run_selftest", "selftest", "calibrate",
     "DEFAULT_HIGH", "DEFAULT_LOW", "DEFAULT_EDGES",
 ]
 
@@ -419,7 +417,6 @@ def analyse_loopback(time, channel, rising, *, loop_channel, high_ticks, low_tic
     -------
     LoopbackCheck
     """
-    from latscope.gateware import lane_order
     time, channel, rising = _events(time, channel, rising)
     loop = _check_channel("Loop-back channel", loop_channel)
     if reference is not None:
@@ -521,7 +518,6 @@ def run_selftest(instrument, identity, *, channels, high_ticks, low_ticks, loopb
     -------
     SelftestCapture
     """
-    from latscope.capture.transport import TransportClosed
     chans = sorted(set(channels))
     n = int(identity.get("channels") or protocol.NUM_CHANNELS)
     if loopback is None:
@@ -606,254 +602,26 @@ def run_selftest(instrument, identity, *, channels, high_ticks, low_ticks, loopb
                            frames_bad=frames_bad, seconds=seconds, reason=reason)
 
 
-# --- the simulated instrument --------------------------------------------------------------------
+# --- runs on an instrument ----------------------------------------------------------------------
 
-class SelftestBenchEngine:
-    """The simulated instrument for self-test: the real gateware (``LatscopeCore`` compiled by
-    :mod:`latscope.gateware.verilator`, with the simulated bench's parameters), idle pins (no DUT
-    traffic), for :class:`latscope.capture.ptyserve.PtyServer`.
+def calibrate(output, port=None, *, simulated=False, engine="auto", cable=None,
+              baud=DEFAULT_BAUD, channels, high_ticks=DEFAULT_HIGH, low_ticks=DEFAULT_LOW,
+              edges=DEFAULT_EDGES, duration=None, timeout=30.0):
+    """Measure per-channel timing offsets through a fan-out cable from the self-test output pin
+    to every channel of ``channels`` and write them to ``output`` (for
+    ``latscope capture --calibration``); returns a JSON-ready result dict.
 
-    Time advances in steps of ``step_cycles`` capture cycles, a new step only once the simulator
-    has finished the previous one (it reports its cycle count after each), so host commands are
-    answered within one step however slowly the simulator runs. (The simulated bench's own engine
-    lets time run at wall-clock pace, which the simulator can follow only while the core
-    fast-forwards; with the self-test on it never does.)
-
-    ``cable`` (channel -> ticks) fits a simulated fan-out cable (the harness's CABLE command): each
-    listed channel sees the self-test output pin that many ticks late, in place of its idle pin,
-    so ``--calibrate`` can run; without it no channel is connected to ``selftest_out``.
+    ``port``: the instrument's serial device or ``udp://HOST[:PORT]``; with ``simulated``, the
+    self-test bench on ``engine`` with the simulated ``cable`` (channel -> extra delay, ticks;
+    default: every channel of ``channels``, no extra delay). ``edges`` per channel, or run for
+    ``duration`` seconds (``edges=None``); give up after ``timeout`` seconds.
     """
-    name = "verilator"
-
-    def __init__(self, *, step_cycles=1 << 15, cable=None):
-        from latscope.capture import simbench
-        from latscope.gateware import verilator
-        if isinstance(step_cycles, bool) or not isinstance(step_cycles, int) or step_cycles < 1:
-            raise ValueError(f"Step must be a positive number of cycles, not {step_cycles!r}")
-        self._v = verilator
-        self.timing = simbench.InstrumentTiming()
-        self.step_cycles = step_cycles
-        self.command_cycles = simbench.COMMAND_CYCLES
-        instrument = verilator.VerilatorInstrument(
-            capture_hz=int(self.timing.capture_hz), lanes=self.timing.lanes,
-            channel_names=simbench.CHANNEL_ROLES, **simbench.CORE_PARAMS)
-        self.proc = instrument.open()
-        self.cable = dict(cable or {})
-        if self.cable:
-            self.proc.write(verilator.Commands().cable(
-                self.cable, channels=simbench.CORE_PARAMS["channels"], lanes=self.timing.lanes))
-        self._lock = threading.Lock()
-        self._requested = 0
-        self.started = False
-        self.finished = False
-
-    def metadata(self):
-        meta = {"simulated": True, "engine": self.name, "traffic": "none (self-test bench)"}
-        if self.cable:
-            meta["cable_delay_ticks"] = {str(ch): d for ch, d in sorted(self.cable.items())}
-        return meta
-
-    def host_bytes(self, data):
-        with self._lock:
-            self._requested += self.command_cycles
-            self.proc.write(self._v.Commands().rx(data).run(self.command_cycles).stats())
-
-    def read(self, max_bytes, timeout=0.0):
-        data = self.proc.read_bytes(max_bytes, timeout=timeout)
-        if not data:
-            with self._lock:
-                done = self.proc.stats.get("total_cycles", 0)
-                if done >= self._requested:
-                    self._requested = done + self.step_cycles
-                    self.proc.write(self._v.Commands().run(self.step_cycles).stats())
-        return data
-
-    def close(self):
-        try:
-            self.proc.close_input()
-        except OSError:
-            pass
-        try:
-            self.proc.__exit__(None, None, None)
-        except Exception:   # noqa: BLE001 - shutting down
-            pass
-
-
-class _SimHandle:
-    def __init__(self, engine, server):
-        self.engine, self.server, self.path = engine, server, server.path
-
-    def close(self):
-        self.server.close()
-
-
-def open_simulated_instrument(engine="auto", *, cable=None):
-    """Start the self-test bench (:class:`SelftestBenchEngine`) on a pseudo-terminal.
-
-    Parameters
-    ----------
-    engine : {"auto", "verilator"}
-        The simulated bench's reference-model engine cannot serve: its capture model
-        (``capture_entries_fast``) does not model the self-test generator.
-    cable : dict, optional
-        A simulated fan-out cable, channel -> delay in ticks (:class:`SelftestBenchEngine`).
-
-    Returns
-    -------
-    (str, handle)
-        The pty path, and a handle to ``close()`` afterwards.
-    """
-    from latscope.capture.ptyserve import PtyServer
-    if engine not in ("auto", "verilator"):
-        raise LatscopeError(f"self-test on the simulated bench needs the verilator engine (the "
-                            f"reference-model engine does not model the self-test generator); "
-                            f"not {engine!r}")
+    handle = None
+    if simulated:   # the simulated instrument with a simulated fan-out cable on the channels
+        port, handle = open_simulated_instrument(
+            engine, cable=dict.fromkeys(channels, 0) if cable is None else cable)
     try:
-        bench = SelftestBenchEngine(cable=cable)
-    except ImportError as error:
-        raise LatscopeError(f"the simulated instrument needs Verilator: {error}") from None
-    server = PtyServer(bench)
-    return server.path, _SimHandle(bench, server)
-
-
-# --- the command ---------------------------------------------------------------------------------
-
-EPILOG = """\
-exit status: 0 pass; 1 fail (the table says which channel and why); 2 error (bad option, port,
-incompatible instrument). Times are in ticks of the instrument (1 / (capture_hz * lanes): 1.25 ns
-on the ECPIX-5, 3.125 ns on its x1 build, 10.417 ns on the iCEBreaker). On 4-lane instruments
---high and --low must be at least 4 ticks. Documentation: docs/selftest.md."""
-
-
-def _channel_list(text):
-    out = set()
-    for part in text.split(","):
-        part = part.strip()
-        lo, sep, hi = part.partition("-")
-        try:
-            values = range(int(lo), int(hi) + 1) if sep else [int(lo)]
-        except ValueError:
-            raise LatscopeError(f"--channels takes numbers and ranges such as 0-3,5, not "
-                                f"{text!r}") from None
-        for v in values:
-            if not 0 <= v < protocol.NUM_CHANNELS:
-                raise LatscopeError(f"--channels: channel {v} is outside "
-                                    f"0..{protocol.NUM_CHANNELS - 1}")
-            out.add(v)
-    if not out:
-        raise LatscopeError("--channels names no channel")
-    return sorted(out)
-
-
-def register(subparsers):
-    """Add ``latscope selftest`` to ``subparsers``."""
-    p = subparsers.add_parser(
-        "selftest", help="check the instrument with its internal pattern (no DUT needed)",
-        description="Run the instrument's self-test pattern generator (high TICKS, low TICKS, "
-                    "repeating) on the selected channels and check that every channel saw only "
-                    "the pattern's edges, exactly spaced, all channels at the same tick, with "
-                    "nothing lost. With --loopback, also drive the self-test output pin and "
-                    "measure the pattern coming back through a cable: pin-to-pin delay, "
-                    "high/low durations and the DDR lane order.",
-        epilog=EPILOG)
-    src = p.add_mutually_exclusive_group(required=True)
-    src.add_argument("--port", metavar="DEVICE",
-                     help="serial device of the instrument, e.g. /dev/ttyUSB1, or "
-                          "udp://HOST[:PORT] for the ECPIX-5's Ethernet link")
-    src.add_argument("--sim", action="store_true",
-                     help="the simulated instrument: the real gateware compiled by Verilator, "
-                          "with idle pins (no DUT traffic) and no loop-back cable")
-    p.add_argument("--sim-engine", choices=("auto", "verilator"), default="auto",
-                   help="simulator for --sim (default auto = verilator; the reference-model "
-                        "engine does not model the self-test generator)")
-    p.add_argument("--baud", type=int, default=12_000_000,
-                   help="serial rate in bit/s (default 12000000; ignored by ptys)")
-    p.add_argument("--channels", default=None, metavar="LIST",
-                   help="channels that take the internal pattern, e.g. 0-3,6 (default: all; "
-                        "with --loopback, all but the loop-back channel)")
-    p.add_argument("--high", type=int, default=DEFAULT_HIGH, metavar="TICKS",
-                   help=f"pattern high time in ticks, 2..65535 (default {DEFAULT_HIGH})")
-    p.add_argument("--low", type=int, default=DEFAULT_LOW, metavar="TICKS",
-                   help=f"pattern low time in ticks, 2..65535 (default {DEFAULT_LOW}); keep at "
-                        "least one of --high/--low odd so edges fall on both DDR lanes")
-    limit = p.add_mutually_exclusive_group()
-    limit.add_argument("--edges", type=int, metavar="N",
-                       help=f"check N edges per channel (default {DEFAULT_EDGES})")
-    limit.add_argument("--duration", type=float, metavar="S",
-                       help="run for S seconds of host wall time instead")
-    p.add_argument("--timeout", type=float, default=30.0, metavar="S",
-                   help="give up waiting for --edges after S seconds (default 30)")
-    p.add_argument("--loopback", type=int, metavar="CHANNEL",
-                   help="drive the self-test output pin and measure it on CHANNEL, wired to it "
-                        "by a short cable (docs/selftest.md)")
-    p.add_argument("--reference", type=int, metavar="CHANNEL",
-                   help="channel whose internal pattern the loop-back delay is measured against "
-                        "(default: the lowest pattern channel)")
-    p.add_argument("--calibrate", metavar="FILE",
-                   help="measure per-channel timing offsets with the self-test output pin wired "
-                        "to every --channels input at once (equal-length fan-out cable) and write "
-                        "them to FILE for `latscope capture --calibration FILE`")
-    p.add_argument("--sim-skew", metavar="TICKS,...",
-                   help="with --sim --calibrate: the simulated fan-out cable's extra delay per "
-                        "channel of --channels, in ticks (0..1000, default all 0), to emulate "
-                        "channel skew")
-    p.add_argument("--json", action="store_true", help="print the result as JSON on stdout")
-    p.set_defaults(func=cmd_selftest)
-
-
-def _plan(args):
-    """Validated (pattern channels, loop-back channel, reference) from the options."""
-    for name in ("high", "low"):
-        value = getattr(args, name)
-        if not 2 <= value <= 0xFFFF:
-            raise LatscopeError(f"--{name} must be 2..65535 ticks, not {value}")
-    if args.high % 2 == 0 and args.low % 2 == 0:
-        print("latscope selftest: warning: --high and --low are both even, so every edge falls "
-              "on one DDR lane and a lane swap would not show", file=sys.stderr)
-    if args.edges is not None and args.edges < 4:
-        raise LatscopeError(f"--edges must be at least 4, not {args.edges}")
-    if args.duration is not None and not args.duration > 0:
-        raise LatscopeError(f"--duration must be positive, not {args.duration}")
-    loop = args.loopback
-    if loop is not None and not 0 <= loop < protocol.NUM_CHANNELS:
-        raise LatscopeError(f"--loopback: channel {loop} is outside 0..{protocol.NUM_CHANNELS - 1}")
-    chans = _channel_list(args.channels) if args.channels else list(range(protocol.NUM_CHANNELS))
-    if loop is not None:
-        if args.channels and loop in chans:
-            raise LatscopeError(f"--loopback channel {loop} must not be in --channels: it takes "
-                                f"its pin, not the internal pattern")
-        chans = [c for c in chans if c != loop]
-    reference = args.reference
-    if reference is not None:
-        if loop is None:
-            raise LatscopeError("--reference needs --loopback")
-        if reference not in chans:
-            raise LatscopeError(f"--reference {reference} must be one of the pattern channels "
-                                f"{chans}")
-    elif loop is not None and chans:
-        reference = chans[0]
-    if not chans:
-        raise LatscopeError("no channel left for the internal pattern")
-    return chans, loop, reference
-
-
-def _calibrate(args):
-    """``latscope selftest --calibrate FILE``: per-channel offsets through a fan-out cable."""
-    from latscope.capture import calibration, session
-    from latscope.capture.transport import open_port
-    if args.loopback is not None:
-        raise LatscopeError("--calibrate and --loopback are separate runs: use one of them")
-    chans = _channel_list(args.channels) if args.channels else list(range(protocol.NUM_CHANNELS))
-    edges = args.edges if args.duration is None and args.edges is not None else \
-        (DEFAULT_EDGES if args.duration is None else None)
-    port, handle = args.port, None
-    if args.sim:   # the simulated instrument with a simulated fan-out cable on --channels
-        port, handle = open_simulated_instrument(args.sim_engine,
-                                                 cable=_sim_cable(args.sim_skew, chans))
-    elif args.sim_skew is not None:
-        raise LatscopeError("--sim-skew needs --sim")
-    try:
-        transport = open_port(port, args.baud)
+        transport = open_port(port, baud)
     except BaseException:
         if handle is not None:
             handle.close()
@@ -861,91 +629,74 @@ def _calibrate(args):
     try:
         instrument = session.Instrument(transport)
         identity = instrument.identify()
-        cap = run_selftest(instrument, identity, channels=[], high_ticks=args.high,
-                           low_ticks=args.low, loopback=chans, edges=edges,
-                           duration=args.duration, timeout=args.timeout)
+        cap = run_selftest(instrument, identity, channels=[], high_ticks=high_ticks,
+                           low_ticks=low_ticks, loopback=channels, edges=edges,
+                           duration=duration, timeout=timeout)
     finally:
         transport.close()
         if handle is not None:
             handle.close()
-    measured = calibration.measure_offsets(cap.time, cap.channel, cap.rising, channels=chans)
-    calibration.write_calibration(args.calibrate, measured, identity=identity)
-    return {"instrument": dict(identity), "simulated": bool(args.sim), "port": port,
-            "stopped": cap.reason, "calibration": measured.to_dict(), "file": args.calibrate,
+    measured = calibration.measure_offsets(cap.time, cap.channel, cap.rising, channels=channels)
+    calibration.write_calibration(output, measured, identity=identity)
+    return {"instrument": dict(identity), "simulated": bool(simulated), "port": port,
+            "stopped": cap.reason, "calibration": measured.to_dict(), "file": output,
             "ok": True}
 
 
-def _sim_cable(text, chans):
-    """The simulated cable for ``--sim-skew``: channel -> delay ticks over ``chans``."""
-    if text is None:
-        return dict.fromkeys(chans, 0)
-    try:
-        delays = [int(part) for part in text.split(",")]
-    except ValueError:
-        raise LatscopeError(f"--sim-skew must be comma-separated tick counts, not {text!r}") \
-            from None
-    if len(delays) != len(chans):
-        raise LatscopeError(f"--sim-skew lists {len(delays)} delays for {len(chans)} channels "
-                            f"{chans}")
-    if any(not 0 <= d <= 1000 for d in delays):
-        raise LatscopeError(f"--sim-skew delays must be 0..1000 ticks, not {text!r}")
-    return dict(zip(chans, delays, strict=True))
+def selftest(port=None, *, simulated=False, engine="auto", baud=DEFAULT_BAUD, channels,
+             high_ticks=DEFAULT_HIGH, low_ticks=DEFAULT_LOW, loopback=None, reference=None,
+             edges=DEFAULT_EDGES, duration=None, timeout=30.0, warn=None):
+    """Run the self-test pattern on ``channels`` (and, with ``loopback``, through a cable from
+    the self-test output pin to that channel) and judge it; returns a JSON-ready result dict
+    (``ok``, ``pattern``, ``loopback``, the instrument's identity).
 
-
-def selftest(args):
-    """Run ``latscope selftest`` with parsed ``args``; returns a JSON-ready result dict."""
-    from latscope.capture import session
-    from latscope.capture.transport import open_port
-    if getattr(args, "calibrate", None):
-        return _calibrate(args)
-    if getattr(args, "sim_skew", None) is not None:
-        raise LatscopeError("--sim-skew needs --sim --calibrate")
-    chans, loop, reference = _plan(args)
-    if args.sim and loop is not None:
+    ``port``: the instrument's serial device or ``udp://HOST[:PORT]``; with ``simulated``, the
+    self-test bench on ``engine`` (no loop-back cable). ``reference``: the pattern channel the
+    loop-back delay is measured against. ``edges`` per channel, or run for ``duration`` seconds
+    (``edges=None``); give up after ``timeout`` seconds. ``warn`` is called with a line when
+    the pattern makes more events than the link carries.
+    """
+    if simulated and loopback is not None:
         raise LatscopeError("--loopback needs a cable from the self-test output pin to a channel "
                             "input, and the simulated bench has none (its simulator does not "
                             "connect selftest_out to an input); run --sim without --loopback, or "
                             "on a board with the cable fitted")
-    edges = args.edges if args.duration is None and args.edges is not None else \
-        (DEFAULT_EDGES if args.duration is None else None)
     handle = None
-    port = args.port
-    if args.sim:
-        port, handle = open_simulated_instrument(args.sim_engine)
+    if simulated:
+        port, handle = open_simulated_instrument(engine)
     transport = None
     try:
-        transport = open_port(port, args.baud)
+        transport = open_port(port, baud)
         instrument = session.Instrument(transport)
         identity = instrument.identify()
         tick_hz = identity["tick_hz"]
         least = max(2, int(identity.get("lanes") or 1))   # model_capture.selftest_min_ticks
-        if min(args.high, args.low) < least:
+        if min(high_ticks, low_ticks) < least:
             raise LatscopeError(f"--high and --low must be at least {least} ticks on this "
-                                f"{identity.get('lanes')}-lane instrument, not {args.high} and "
-                                f"{args.low}")
-        involved = len(chans) + (loop is not None)
-        rate = 2 * involved * tick_hz / (args.high + args.low)
-        capacity = args.baud / 10 / BYTES_PER_EVENT
+                                f"{identity.get('lanes')}-lane instrument, not {high_ticks} and "
+                                f"{low_ticks}")
+        involved = len(channels) + (loopback is not None)
+        rate = 2 * involved * tick_hz / (high_ticks + low_ticks)
+        capacity = baud / 10 / BYTES_PER_EVENT
         if str(port).startswith("udp://"):
             capacity = 119e6 / BYTES_PER_EVENT       # 1000BASE-T UDP payload, bytes/s
-        if not args.sim and rate > 0.5 * capacity:
-            print(f"latscope selftest: warning: the pattern makes {rate:,.0f} events/s, more "
-                  f"than half of what the link carries (~{capacity:,.0f}/s); "
-                  f"expect FIFO overflow, use longer --high/--low", file=sys.stderr)
-        cap = run_selftest(instrument, identity, channels=chans, high_ticks=args.high,
-                           low_ticks=args.low, loopback=loop, edges=edges,
-                           duration=args.duration, timeout=args.timeout)
+        if not simulated and rate > 0.5 * capacity and warn is not None:
+            warn(f"the pattern makes {rate:,.0f} events/s, more than half of what the link "
+                 f"carries (~{capacity:,.0f}/s); expect FIFO overflow, use longer --high/--low")
+        cap = run_selftest(instrument, identity, channels=channels, high_ticks=high_ticks,
+                           low_ticks=low_ticks, loopback=loopback, edges=edges,
+                           duration=duration, timeout=timeout)
     finally:
         if transport is not None:
             transport.close()
         if handle is not None:
             handle.close()
     check = check_pattern(cap.time, cap.channel, cap.rising,
-                          channels=chans, high_ticks=args.high, low_ticks=args.low,
+                          channels=channels, high_ticks=high_ticks, low_ticks=low_ticks,
                           losses=cap.losses, min_edges=max(4, edges or 4))
     result = {
         "instrument": {k: v for k, v in identity.items()},
-        "simulated": bool(args.sim),
+        "simulated": bool(simulated),
         "port": port,
         "stopped": cap.reason,
         "seconds": round(cap.seconds, 3),
@@ -954,90 +705,11 @@ def selftest(args):
         "loopback": None,
     }
     ok = check.ok
-    if loop is not None:
-        lb = analyse_loopback(cap.time, cap.channel, cap.rising, loop_channel=loop,
+    if loopback is not None:
+        lb = analyse_loopback(cap.time, cap.channel, cap.rising, loop_channel=loopback,
                               lanes=int(identity.get("lanes") or 2),
-                              high_ticks=args.high, low_ticks=args.low, reference=reference)
+                              high_ticks=high_ticks, low_ticks=low_ticks, reference=reference)
         result["loopback"] = lb.to_dict()
         ok = ok and lb.ok
     result["ok"] = ok
     return result
-
-
-def _range(lo, hi):
-    if lo is None:
-        return "-"
-    return f"{lo}" if lo == hi else f"{lo}..{hi}"
-
-
-def format_report(result):
-    """The human-readable report of a :func:`selftest` result."""
-    ident = result["instrument"]
-    if "calibration" in result:
-        c = result["calibration"]
-        tick_ns = 1e9 / ident["tick_hz"]
-        lines = [f"calibration {c['edges']} edges per channel; offsets (ticks late against the "
-                 f"median channel; {tick_ns:.3f} ns each):"]
-        for ch, off, spread in zip(c["channels"], c["offsets_ticks"], c["spread_ticks"],
-                                   strict=True):
-            lines.append(f"  channel {ch}: {off:+d} ticks (spread {spread})")
-        lines.append(f"written to {result['file']}")
-        return "\n".join(lines)
-    pat = result["pattern"]
-    tick_ns = 1e9 / ident["tick_hz"]
-    names = ident.get("channel_names") or []
-    high, low = pat["high_ticks"], pat["low_ticks"]
-    lines = [
-        f"instrument  {ident.get('board', '?')}{' (simulated)' if result['simulated'] else ''}, "
-        f"tick {tick_ns:.3f} ns, protocol {ident.get('protocol_version', '?')}",
-        f"pattern     {high} ticks high ({high * tick_ns / 1e3:.3f} µs), {low} ticks low "
-        f"({low * tick_ns / 1e3:.3f} µs); stopped: {result['stopped']}",
-        "",
-        f"{'channel':>7}  {'role':<7} {'edges':>6}  {'high':>13}  {'low':>13}  {'errors':>6}  "
-        f"verdict",
-    ]
-    for c in pat["channels"]:
-        role = names[c["channel"]] if c["channel"] < len(names) else ""
-        lines.append(f"{c['channel']:>7}  {role:<7} {c['edges']:>6}  "
-                     f"{_range(c['high_min'], c['high_max']):>13}  "
-                     f"{_range(c['low_min'], c['low_max']):>13}  {c['errors']:>6}  "
-                     f"{'PASS' if c['ok'] else 'FAIL: ' + '; '.join(c['problems'])}")
-    lost = ", ".join(f"{x['lost']} {x['cause']}" for x in pat["losses"]) or "none"
-    lines.append(f"\nlost        {lost}")
-    for problem in pat["problems"]:
-        lines.append(f"FAIL        {problem}")
-    lb = result.get("loopback")
-    if lb:
-        lo = lb["lane_order"]
-        if lb["delay_ticks"] is not None:
-            delay = f"{lb['delay_ticks']} ticks ({lb['delay_ticks'] * tick_ns:.3f} ns)"
-        elif lb["delay_rising"] is None and lb["delay_falling"] is None:
-            delay = "not measured"
-        else:
-            delay = (f"not constant: rising {_range(*(lb['delay_rising'] or (None, None)))}, "
-                     f"falling {_range(*(lb['delay_falling'] or (None, None)))} ticks")
-        lines += [
-            "",
-            f"loop-back   channel {lb['channel']}, {lb['edges']} edges"
-            + (f", delay vs channel {lb['reference']}: {delay} (modulo the {high + low}-tick "
-               f"period)" if lb["reference"] is not None else ""),
-            f"            high {_range(lb['high_min'], lb['high_max'])} ticks, low "
-            f"{_range(lb['low_min'], lb['low_max'])} ticks, {lb['exact']:.0%} exact",
-            f"lane order  {lo['order']}: {lo['reason']} (edges per lane "
-            f"{'/'.join(str(n) for n in lo['edges_per_lane'])})",
-        ]
-        for problem in lb["problems"]:
-            lines.append(f"FAIL        {problem}")
-    lines.append("")
-    lines.append("PASS" if result["ok"] else "FAIL")
-    return "\n".join(lines)
-
-
-def cmd_selftest(args):
-    """Handler of ``latscope selftest``: 0 pass, 1 fail."""
-    result = selftest(args)
-    if args.json:
-        print(json.dumps(result, sort_keys=True, default=str))
-    else:
-        print(format_report(result))
-    return 0 if result["ok"] else 1

@@ -1,47 +1,24 @@
-"""``latscope capture --sim``: the simulated bench served on a pseudo-terminal or UDP.
+"""The simulated bench served on a pseudo-terminal or UDP, as a capture source
+(``latscope capture --sim``).
 
 Part of :mod:`latscope.capture.simbench` (import from there).
 """
 
-from latscope.capture.sim_dut import simulate
-from latscope.capture.sim_engines import ENGINES, open_engine
-from latscope.capture.sim_profile import list_profiles
+import dataclasses
+import sys
 
-# --- `latscope capture --sim` --------------------------------------------------------------------
+from latscope import LatscopeError
+from latscope.capture.ptyserve import PtyServer
+from latscope.capture.sim_dut import simulate
+from latscope.capture.sim_engines import open_engine
+from latscope.capture.sim_load import default_frames_config, simulate_load
+from latscope.capture.udp import UdpServer
 
 #: Packets simulated by ``latscope capture --sim`` when ``--packets`` is not given.
 DEFAULT_PACKETS = 1_000
-
-
-def add_sim_arguments(parser):
-    """Add the simulated-bench options to a ``latscope capture`` parser: ``--sim PROFILE``,
-    ``--sim-engine``, ``--sim-seed``, ``--sim-rate``."""
-    parser.add_argument(
-        "--sim", metavar="PROFILE",
-        help="capture from the simulated bench instead of a port: a DUT model with PROFILE's "
-             f"latencies (one of {', '.join(list_profiles())}, or FILE.toml[:SIZE]) drives the "
-             "real gateware in simulation, served on a pseudo-terminal; --packets N (default "
-             f"{DEFAULT_PACKETS:,}) echoed packets are simulated and all their events captured; "
-             "the ground truth is written beside the capture (FILE.truth.npz)")
-    parser.add_argument("--sim-engine", choices=("auto",) + ENGINES, default="auto",
-                        help="simulator for --sim (default auto: Verilator, else the reference "
-                             "models)")
-    parser.add_argument("--sim-seed", type=int, default=0,
-                        help="random seed of the DUT model for --sim (default 0)")
-    parser.add_argument("--sim-link", choices=("pty", "udp"), default="pty",
-                        help="serve --sim on a pseudo-terminal (the UART path, default) or as "
-                             "the ECPIX-5's UDP datagrams on 127.0.0.1 (the Ethernet path)")
-    parser.add_argument("--sim-load", metavar="SCENARIO", default=None,
-                        help="put the measured stream beside background traffic on a real wire "
-                             "(frames with FCS, nibble by nibble; FRAME/COUNTERS records from "
-                             "the sniffers' reference model): a scenario of "
-                             "capture/profiles/under-load.toml (bg0, bg30, bg60, bg90, "
-                             "bg60-coalesce), FILE.toml:NAME, or a share of the line rate such "
-                             "as 0.6; frames to/from UDP port 5000 are class hp (recorded), "
-                             "other IPv4 bg (counted) unless --config has a [frames] table")
-    parser.add_argument("--sim-rate", type=float, default=None, metavar="BYTES_PER_S",
-                        help="serve the simulated instrument's bytes at most this fast (default: "
-                             "as fast as the capture reads; 1.2e6 is the boards' 12 Mbaud link)")
+#: How the simulated instrument's bytes are served: a pseudo-terminal (the UART path) or UDP
+#: datagrams on 127.0.0.1 (the ECPIX-5's Ethernet path).
+LINKS = ("pty", "udp")
 
 
 class SimulatedPort:
@@ -64,7 +41,6 @@ class SimulatedPort:
         self.frames = None
         scenario = getattr(run, "scenario", None)
         if scenario is not None:
-            from latscope.capture.sim_load import default_frames_config
             self.frames = default_frames_config()
             self.label = f"{run.profile.name}-{scenario.name}"
             self.scenario = (f"paced {scenario.probe_rate_pps:g}/s, {run.n_packets} x "
@@ -83,53 +59,85 @@ class SimulatedPort:
                                     tick_offset=self.engine.tick_offset)
 
 
-def open_simulated_port(args):
-    """Start the simulated bench for ``latscope capture --sim PROFILE``.
+def open_simulated_port(profile, *, packets=DEFAULT_PACKETS, output=None, seed=0, load=None,
+                        engine="auto", link="pty", rate=None, log=None):
+    """Start the simulated bench: a DUT model with ``profile``'s latencies drives the gateware
+    (or its reference models) and the instrument's bytes are served for a capture to read.
 
-    Reads ``args.sim`` (profile), ``args.packets`` (default :data:`DEFAULT_PACKETS`),
-    ``args.output`` (the capture file: the ground truth goes to ``capfile.truth_path`` beside it)
-    and the options of :func:`add_sim_arguments`. So that the capture holds every event of the
-    simulated packets, it sets ``args.events`` to the expected event count and ``args.packets``
-    to ``None`` (a packet limit would stop at the last ``RX_DV`` fall, before that packet's
-    markers and echo).
+    Parameters
+    ----------
+    profile : str
+        A shipped profile name or ``FILE.toml[:SIZE]`` (:func:`~latscope.capture.simbench.
+        load_profile`).
+    packets : int
+        Echoed packets to simulate.
+    output : str or None
+        The capture file: the ground truth goes beside it (``capfile.truth_path``).
+    seed : int
+        Random seed of the DUT model.
+    load : str, float or None
+        Background traffic on a simulated wire (:func:`~latscope.capture.sim_load.
+        load_scenario`); runs on the model engine only.
+    engine : str
+        ``"auto"`` or one of :data:`~latscope.capture.sim_engines.ENGINES`.
+    link : str
+        One of :data:`LINKS`.
+    rate : float or None
+        Serve at most this many bytes per second (``None``: as fast as they are read).
+    log : callable or None
+        Called with each line the engine reports (default: print to stderr).
 
     Returns
     -------
-    (str, SimulatedPort)
-        The pty path to open as a serial port (``udp://127.0.0.1:PORT`` with ``--sim-link udp``),
-        and the handle (``close()`` it after the capture).
+    SimulatedPort
+        Its ``path`` is the pty path to open as a serial port (``udp://127.0.0.1:PORT`` with
+        ``link="udp"``); ``close()`` it after the capture.
     """
-    import sys
-
-    from latscope import LatscopeError
-    from latscope.capture.ptyserve import PtyServer
-    packets = getattr(args, "packets", None) or DEFAULT_PACKETS
-    seed = getattr(args, "sim_seed", 0) or 0
-    load = getattr(args, "sim_load", None)
-    engine_name = getattr(args, "sim_engine", "auto") or "auto"
+    if link not in LINKS:
+        raise LatscopeError(f"Simulated link must be one of {', '.join(LINKS)}, not {link!r}")
     if load is not None:
-        from latscope.capture.sim_load import simulate_load
-        if engine_name not in ("auto", "model"):
-            raise LatscopeError(f"--sim-load runs on the model engine only (the {engine_name} "
+        if engine not in ("auto", "model"):
+            raise LatscopeError(f"--sim-load runs on the model engine only (the {engine} "
                                 f"engine has no PHY clock domains for the sniffers yet)")
-        engine_name = "model"
-        run = simulate_load(args.sim, int(packets), load, seed=seed)
+        engine = "model"
+        run = simulate_load(profile, int(packets), load, seed=seed)
     else:
-        run = simulate(args.sim, int(packets), seed=seed)
-    output = getattr(args, "output", None) or getattr(args, "out", None)
+        run = simulate(profile, int(packets), seed=seed)
     if output:
         run.save_truth(output)
-
-    def log(message):
-        print(message, file=sys.stderr, flush=True)
-    engine = open_engine(run, engine_name, log=log)
-    if getattr(args, "sim_link", "pty") == "udp":
-        from latscope.capture.udp import UdpServer
-        server = UdpServer(engine, rate=getattr(args, "sim_rate", None))
+    if log is None:
+        def log(message):
+            print(message, file=sys.stderr, flush=True)
+    opened = open_engine(run, engine, log=log)
+    if link == "udp":
+        server = UdpServer(opened, rate=rate)
         server.path = server.url
     else:
-        server = PtyServer(engine, rate=getattr(args, "sim_rate", None))
-    if getattr(args, "events", None) is None:
-        args.events = run.n_events
-        args.packets = None
-    return server.path, SimulatedPort(run, engine, server, output)
+        server = PtyServer(opened, rate=rate)
+    return SimulatedPort(run, opened, server, output)
+
+
+@dataclasses.dataclass
+class SimulatedSource:
+    """The simulated bench as a source for :func:`latscope.capture.record.record`: what to
+    simulate, started by :meth:`open` once the capture's output is known.
+
+    The fields are the parameters of :func:`open_simulated_port`. After :meth:`open`, ``port``
+    is the running :class:`SimulatedPort`; its ``run`` is the simulation the capture recorded,
+    whose ``truth`` is the ground truth of that capture.
+    """
+    profile: str
+    packets: int = DEFAULT_PACKETS
+    seed: int = 0
+    load: object = None
+    engine: str = "auto"
+    link: str = "pty"
+    rate: float = None
+    port: SimulatedPort = dataclasses.field(default=None, init=False, repr=False)
+
+    def open(self, output=None, log=None):
+        """Start the simulation (its ground truth beside ``output``); returns the port."""
+        self.port = open_simulated_port(self.profile, packets=self.packets, output=output,
+                                        seed=self.seed, load=self.load, engine=self.engine,
+                                        link=self.link, rate=self.rate, log=log)
+        return self.port

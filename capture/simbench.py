@@ -55,8 +55,9 @@ from latscope.capture.sim_engines import (  # noqa: F401 - re-exported
 )
 from latscope.capture.sim_port import (  # noqa: F401 - re-exported
     DEFAULT_PACKETS,
+    LINKS,
     SimulatedPort,
-    add_sim_arguments,
+    SimulatedSource,
     open_simulated_port,
 )
 from latscope.capture.sim_profile import (  # noqa: F401 - re-exported
@@ -88,5 +89,5 @@ __all__ = [
     "ProfileError", "StageSpec", "TailSpec", "Profile", "Traffic", "InstrumentTiming",
     "Stimulus", "SimRun", "list_profiles", "load_profile", "simulate", "compare_to_truth",
     "CHANNEL_ROLES", "MII_CLOCK_NS", "PREAMBLE_SFD_BYTES", "FCS_BYTES", "IFG_NS",
-    "ENGINES", "open_engine", "open_simulated_port",
+    "ENGINES", "open_engine", "open_simulated_port", "SimulatedSource",
 ]

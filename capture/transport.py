@@ -65,6 +65,10 @@ class Transport(abc.ABC):
         self.close()
 
 
+#: The boards' serial rate in bit/s (the FT2232H's 12 Mbaud).
+DEFAULT_BAUD = 12_000_000
+
+
 class SerialTransport(Transport):
     """A serial port through pyserial; also opens a pseudo-terminal's slave path.
 
@@ -77,7 +81,7 @@ class SerialTransport(Transport):
         pseudo-terminals.
     """
 
-    def __init__(self, path, baud=12_000_000):
+    def __init__(self, path, baud=DEFAULT_BAUD):
         import serial
         if not isinstance(baud, int) or baud <= 0:
             raise ValueError(f"Baud rate must be a positive integer, not {baud!r}")
@@ -130,7 +134,7 @@ class SerialTransport(Transport):
             self._port = None
 
 
-def open_port(port, baud=12_000_000):
+def open_port(port, baud=DEFAULT_BAUD):
     """The transport for a ``--port`` value: ``udp://HOST[:PORT]`` opens the Ethernet link
     (:class:`latscope.capture.udp.UdpTransport`), anything else a serial device or pty."""
     if isinstance(port, str) and port.startswith("udp://"):

@@ -354,3 +354,17 @@ def format_summary(summary):
         lines.append(f"resources   {key:<14} {r['used']:>6} / {r['available']}")
     lines.append(f"bitstream   {summary['bitstream']}  ({summary['build_seconds']} s)")
     return "\n".join(lines)
+
+
+def frame_build_options(frames, header_bytes):
+    """``LatscopeCore`` overrides of ``--frames`` and ``--header-bytes`` (checked: one clear
+    line for a bad value, before any synthesis)."""
+    from latscope.gateware.sniffer import MAX_HEADER_BYTES  # amaranth: only a frame build
+    if header_bytes is not None and not frames:
+        raise LatscopeError("--header-bytes needs --frames mii or --frames rmii (the header "
+                            "bytes are kept by the frame sniffers)")
+    if header_bytes is not None and not 0 <= header_bytes <= MAX_HEADER_BYTES:
+        raise LatscopeError(f"--header-bytes must be 0 to {MAX_HEADER_BYTES}, not {header_bytes}")
+    if not frames:
+        return {}
+    return {"sniffer": frames, "frame_options": {"header_bytes": header_bytes or 0}}

@@ -1,6 +1,5 @@
-"""The ``latscope`` command. Each part contributes its subcommands through a
-``register(subparsers)`` function in one of its modules, so adding a command touches only that
-part."""
+"""The ``latscope`` command: one table of subcommands, each one module of
+:mod:`latscope.commands` with ``add_arguments(parser)`` and ``run(args) -> int``."""
 
 import argparse
 import importlib
@@ -8,22 +7,6 @@ import os
 import sys
 
 from latscope import LatscopeError, Terminated, __version__
-
-#: Modules that contribute subcommands, in the order their commands are listed in ``--help``.
-PART_CLI_MODULES = (
-    "latscope.capture.demo",      # demo
-    "latscope.capture.cli",       # capture, info, verify
-    "latscope.capture.interop",   # import (sigrok), export (sigrok, VCD, CSV)
-    "latscope.capture.replay",    # replay-pins
-    "latscope.capture.traffic",   # traffic
-    "latscope.capture.runner",    # run
-    "latscope.analysis.cli",      # analyze, compare, report
-    "latscope.capture.selftest",  # selftest
-    "latscope.capture.doctor",    # doctor
-    "latscope.gateware.cli",      # gateware build, program, verilog, boards
-    "latscope.bench",             # bench
-)
-
 
 EXIT_EPILOG = """\
 exit status (every command; a command's own help may add meanings): 0 success; 1 a check
@@ -33,60 +16,50 @@ line; set LATSCOPE_DEBUG=1 for the traceback); 130 interrupted by Ctrl-C; 143 st
 SIGTERM. capture stops cleanly on Ctrl-C and SIGTERM, finalises its file and exits 0."""
 
 
-#: Every command's module and one-line help, so that ``latscope --help`` and ``--version`` list
-#: them without importing any part (importing them all costs ~2 s of scipy, pandas, amaranth) and
-#: ``latscope CMD`` imports only CMD's module. ``latscope/tests/test_cli_startup.py`` checks this
-#: against what the modules register. A command missing here still works (its module is imported,
-#: as before), only more slowly.
-COMMAND_INDEX = {
-    "demo": ("latscope.capture.demo",
+#: Every command: its module and its one-line help, in the order ``--help`` lists them. The
+#: listing needs no module (importing them all costs ~2 s of scipy, pandas, amaranth), and
+#: ``latscope CMD`` imports only CMD's module.
+COMMANDS = {
+    "demo": ("latscope.commands.demo",
              "capture the 2018 paper's configurations on the simulated bench and compare"),
-    "capture": ("latscope.capture.cli", "record events from the instrument into a capture file"),
-    "info": ("latscope.capture.cli", "describe a capture file"),
-    "verify": ("latscope.capture.cli", "check a capture file's integrity and report its gaps"),
-    "import": ("latscope.capture.interop",
+    "capture": ("latscope.commands.capture",
+                "record events from the instrument into a capture file"),
+    "info": ("latscope.commands.info", "describe a capture file"),
+    "verify": ("latscope.commands.verify",
+               "check a capture file's integrity and report its gaps"),
+    "import": ("latscope.commands.import_",
                "turn a sigrok .sr capture (or a latscope .vcd/.csv export) into a latscope "
                "capture"),
-    "export": ("latscope.capture.interop",
+    "export": ("latscope.commands.export",
                "write a capture window as sigrok .sr, VCD or CSV, or its frames as pcapng"),
-    "replay-pins": ("latscope.capture.replay",
+    "replay-pins": ("latscope.commands.replay_pins",
                     "play recorded pin activity (.vcd/.sr) through the real gateware "
                     "(Verilator) into a capture file"),
-    "traffic": ("latscope.capture.traffic",
+    "traffic": ("latscope.commands.traffic",
                 "send paced UDP test frames to the DUT and record the echoes"),
-    "run": ("latscope.capture.runner", "run an experiment matrix (paths x sizes x configurations)"),
-    "analyze": ("latscope.analysis.cli", "per-packet latencies and statistics of a capture"),
-    "compare": ("latscope.analysis.cli", "compare captures or configurations"),
-    "report": ("latscope.analysis.cli", "write an HTML and Markdown report of captures"),
-    "selftest": ("latscope.capture.selftest",
+    "run": ("latscope.commands.run", "run an experiment matrix (paths x sizes x configurations)"),
+    "analyze": ("latscope.commands.analyze", "per-packet latencies and statistics of a capture"),
+    "compare": ("latscope.commands.compare", "compare captures or configurations"),
+    "report": ("latscope.commands.report", "write an HTML and Markdown report of captures"),
+    "selftest": ("latscope.commands.selftest",
                  "check the instrument with its internal pattern (no DUT needed)"),
-    "doctor": ("latscope.capture.doctor",
+    "doctor": ("latscope.commands.doctor",
                "bring up a new board: identify, self-test, loop-back, link soak"),
-    "gateware": ("latscope.gateware.cli",
+    "gateware": ("latscope.commands.gateware",
                  "build and program the FPGA gateware, export Verilog, show pin maps"),
-    "bench": ("latscope.bench", "run the benchmarks and print a table of figures"),
+    "bench": ("latscope.commands.bench", "run the benchmarks and print a table of figures"),
 }
 
 _ALL = object()
 
 
-def _register(subparsers, name):
-    try:
-        module = importlib.import_module(name)
-    except ModuleNotFoundError as error:
-        if error.name != name:   # a real missing dependency, not a part not written yet
-            raise
-        return
-    module.register(subparsers)
-
-
 def build_parser(command=_ALL):
     """The ``latscope`` argument parser.
 
-    ``command``: by default every part's module is imported and registers its commands in full.
-    With the name of the command about to run (or ``None`` for no command: ``--help``,
-    ``--version``), only the module that command needs is imported; the other commands appear
-    by name and help text from :data:`COMMAND_INDEX`.
+    ``command``: by default every command's module is imported and adds its arguments. With
+    the name of the command about to run, only that command's module is imported; with
+    ``None`` (no command: ``--help``, ``--version``) or an unknown name, none is, and the
+    commands appear by name and help line only.
     """
     parser = argparse.ArgumentParser(
         prog="latscope",
@@ -95,23 +68,16 @@ def build_parser(command=_ALL):
         epilog=EXIT_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action="version", version=f"latscope {__version__}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
-    indexed = {module for module, _ in COMMAND_INDEX.values()}
-    if command is _ALL or (command is not None and command not in COMMAND_INDEX):
-        needed = PART_CLI_MODULES
-    else:
-        needed = [m for m in PART_CLI_MODULES if m not in indexed]
-        if command is not None:
-            needed.insert(0, COMMAND_INDEX[command][0])
-    for name in needed:
-        _register(subparsers, name)
-    registered = set(subparsers.choices)
-    for name, (module, text) in COMMAND_INDEX.items():
-        # listed for --help only (each parser costs argparse's gettext lookups): a command
-        # that runs needs no sibling, an unknown one took the full path above
-        if command is None and name not in registered and module in PART_CLI_MODULES:
+    # a command that runs needs no sibling (each parser costs argparse's gettext lookups)
+    listing = command is None or (command is not _ALL and command not in COMMANDS)
+    for name, (module_name, text) in COMMANDS.items():
+        if command is _ALL or command == name:
+            module = importlib.import_module(module_name)
+            sub = subparsers.add_parser(name, help=text)
+            module.add_arguments(sub)
+            sub.set_defaults(func=module.run)
+        elif listing:
             subparsers.add_parser(name, help=text)
-    order = {name: k for k, name in enumerate(COMMAND_INDEX)}
-    subparsers._choices_actions.sort(key=lambda a: order.get(a.dest, len(order)))
     return parser
 
 

@@ -73,8 +73,7 @@ packets[packets.group == "rx_dv falling"].head()
 import os
 import tempfile
 
-from latscope.analysis.cli import write_hlog_for
-from latscope.analysis.hdr import read_hlog
+from latscope.analysis.hdr import read_hlog, write_hlog_for
 
 hlog = os.path.join(tempfile.mkdtemp(), "gem-64.hlog")
 write_hlog_for(a, hlog)

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from latscope import LatscopeError
+from latscope.bench.capture import measure_read_memory
 from latscope.capture import capfile
 from latscope.capture.capfile import (
     HEARTBEAT_DTYPE,
@@ -338,7 +339,7 @@ def test_reading_a_large_file_takes_bounded_memory(tmp_path):
     path = tmp_path / "big.lsc"
     size = capfile.write_synthetic(path, 2_000_000, chunk_events=1 << 18)
     assert size > 20_000_000                       # 10 bytes per event plus chunk overhead
-    result = capfile.measure_read_memory(path)
+    result = measure_read_memory(path)
     assert result["events"] == 2_000_000
     # Bound: one chunk's worth of temporaries (2.6 MB at 10 B/event), far below the 20 MB file.
     assert result["heap_peak_bytes"] < 5_000_000, result

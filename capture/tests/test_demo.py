@@ -1,4 +1,4 @@
-"""Tests of ``latscope demo`` (capture/demo.py)."""
+"""Tests of ``latscope demo`` (capture/demo.py, capture/demo_load.py, latscope/commands/demo.py)."""
 
 import json
 import os
@@ -8,6 +8,7 @@ import pytest
 
 from latscope import LatscopeError, cli
 from latscope.capture import capfile, demo, simbench
+from latscope.commands import demo as demo_command
 
 
 def test_demo_captures_compares_and_checks_truth(tmp_path, capsys):
@@ -154,7 +155,7 @@ def test_table_format():
              "three_sigma_us": 0.349, "p50_us": 7.45, "p99_us": 7.9, "p999_us": 9.2,
              "max_us": 12.0, "paper": "7.48 ± 0.35", "resolution_ns": 3.125,
              "source": "analysis"}]
-    text = demo.format_table(rows)
+    text = demo_command.format_table(rows)
     lines = text.splitlines()
     assert lines[0].split() == ["config", "stage", "n", "mean", "±", "3σ", "p50", "p99",
                                 "p99.9", "max", "paper"]
@@ -167,7 +168,7 @@ def test_demo_under_load_per_class(tmp_path):
     stack. Expected from the profiles: rx.fast 1.51 µs against rx.udp 2.95 µs at 64 B (paper,
     Table I and the fast-track text), so the p50s differ by more than 1 µs."""
     from latscope.capture import demo_load
-    rows = demo_load.run_under_load(str(tmp_path), packets=150, jobs=1)
+    rows = demo_command.under_load_rows(str(tmp_path), packets=150, jobs=1)
     assert [r["profile"] for r in rows] == list(demo_load.PROFILES)
     for r in rows:
         assert r["check"]["ok"], r["check"]
@@ -175,5 +176,5 @@ def test_demo_under_load_per_class(tmp_path):
         assert r["e2e"]["n"] == r["replied"] == 150 - r["dropped"]
     stack, fast = rows
     assert stack["deliver"]["p50"] - fast["deliver"]["p50"] > 1.0
-    table = demo_load.format_load_table(rows)
+    table = demo_command.format_load_table(rows)
     assert "fast-track-64" in table and " hp " in table and "earlier than the stack" in table

@@ -284,7 +284,7 @@ def test_header_bytes_reach_pcapng(tmp_path, capsys):
 
 def test_header_bytes_option_errors(tmp_path):
     """--header-bytes without --frames, or outside 0..64: one line, exit 2, nothing written
-    (the build's own check, gateware.cli.frame_build_options)."""
+    (the build's own check, gateware.build.frame_build_options)."""
     path = tmp_path / "pins.vcd"
     write_vcd(path)
     for args, text in ((["--header-bytes", "32"], "--header-bytes needs --frames"),

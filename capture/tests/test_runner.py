@@ -8,6 +8,7 @@ import pytest
 
 from latscope import LatscopeError
 from latscope.capture import runner
+from latscope.capture.session import CaptureOutcome
 
 VECTORS = Path(__file__).parents[2] / "zephyr-app/lib/latscope_core/tests/control_vectors.txt"
 
@@ -142,18 +143,18 @@ def test_hardware_matrix_runs_capture_alongside_traffic(tmp_path):
     dut = _FakeDut()
     spans = []
 
-    def fake_capture(argv):
+    def fake_capture(source, output, *, limits, **options):
         start = time.monotonic()
-        out = Path(argv[argv.index("-o") + 1])
+        out = Path(output)
         deadline = start + 5
-        want = int(argv[argv.index("--packets") + 1])
+        want = limits.packets
         while time.monotonic() < deadline:   # a real capture ends after --packets packets
             if sum(1 for e in dut.echoed if e[2] >= start) >= want:
                 break
             time.sleep(0.01)
-        spans.append((start, time.monotonic(), argv))
+        spans.append((start, time.monotonic(), (source, limits)))
         out.write_bytes(b"capture")
-        return 0
+        return CaptureOutcome(reason="packet limit reached", exit_status=0)
 
     try:
         exp = {"name": "hw", "target": "127.0.0.1", "paths": ["socket", "fast"],
@@ -168,9 +169,9 @@ def test_hardware_matrix_runs_capture_alongside_traffic(tmp_path):
     # SET_PATH (2) then SET_SIZES (4) per cell, payload = frame - 46 bytes (64 -> 18).
     set_sizes = [body for op, body in dut.requests if op == 4]
     assert set_sizes == [b"\x01\x00\x12", b"\x01\x00\xd2"] * 2
-    for cell, (start, end, argv) in zip(summary["cells"], spans, strict=True):
+    for cell, (start, end, (source, limits)) in zip(summary["cells"], spans, strict=True):
         assert cell["traffic"]["sent"] == cell["traffic"]["received"] == 5
-        assert argv[argv.index("--port") + 1] == "/dev/null" and "--duration" in argv
+        assert source == "/dev/null" and limits.duration is not None
         # Every echo of this cell happened while its capture was running.
         size = cell["size"] - runner.FRAME_OVERHEAD
         times = [t for p, n, t in dut.echoed if p == cell["path"] and n == size]
@@ -193,17 +194,17 @@ def test_shipped_example_experiment_parses_and_names_real_profiles(tmp_path):
             assert simbench.load_profile(f"{path}-{size}").size == size
     calls = []
 
-    def fake_capture(argv):
-        calls.append(argv)
-        Path(argv[argv.index("-o") + 1]).write_bytes(b"")
-        return 0
+    def fake_capture(source, output, *, limits, **options):
+        calls.append((source, limits))
+        Path(output).write_bytes(b"")
+        return CaptureOutcome(reason="packet limit reached", exit_status=0)
 
     summary = runner.run_experiment(exp, tmp_path, capture=fake_capture)
     cells = len(exp["paths"]) * len(exp["sizes"]) * len(exp["configurations"])
     assert len(calls) == len(summary["cells"]) == cells and summary["ok"]
-    sims = {argv[argv.index("--sim") + 1] for argv in calls}
+    sims = {source.profile for source, _ in calls}
     assert sims == {f"{p}-{s}" for p in exp["paths"] for s in exp["sizes"]}
-    assert all(argv[argv.index("--packets") + 1] == str(exp["packets"]) for argv in calls)
+    assert all(source.packets == limits.packets == exp["packets"] for source, limits in calls)
 
 
 def test_shipped_example_experiment_hardware_block_is_valid(tmp_path):

@@ -174,11 +174,11 @@ def test_signal_before_recording_is_one_line(tmp_path, sig, status, word):
     out = tmp_path / "early.lsc"
     term = Terminal([sys.executable, "-c",
                      "import time, sys\n"
-                     "from latscope.capture import simbench\n"
+                     "from latscope.capture import sim_port\n"
                      "def slow(*a, **k):\n"
                      "    print('starting', flush=True)\n"
                      "    time.sleep(60)\n"
-                     "simbench.open_simulated_port = slow\n"
+                     "sim_port.open_simulated_port = slow\n"
                      "from latscope.cli import main\n"
                      f"sys.exit(main(['capture', '--sim', 'gem-64', '-o', {str(out)!r}]))\n"],
                     tmp_path)

@@ -153,7 +153,7 @@ def test_latscope_selftest_over_udp_port(capsys):
     if shutil.which("g++") is None:
         pytest.skip("needs a C++ compiler (g++) for the Verilator model")
     from latscope import cli
-    from latscope.capture.selftest import SelftestBenchEngine
+    from latscope.capture.selftest_bench import SelftestBenchEngine
     server = UdpServer(SelftestBenchEngine())
     try:
         status = cli.main(["selftest", "--port", server.url, "--high", "101", "--low", "99",

@@ -8,7 +8,7 @@ import pytest
 from latscope import LatscopeError
 from latscope.cli import main
 from latscope.gateware import build
-from latscope.gateware.cli import programmer_command
+from latscope.gateware.programming import programmer_command
 
 # Trimmed from a real nextpnr-ecp5 0.11 `--report` of an ECPIX-5 build (capture and link clocks
 # as nextpnr names them, constraints derived by nextpnr from the EHXPLLL parameters).

@@ -1,4 +1,4 @@
-"""``latscope gateware`` command line (gateware/cli.py): the build's ``--frames`` and
+"""``latscope gateware`` command line (latscope/commands/gateware.py): the build's ``--frames`` and
 ``--header-bytes`` options reach the core and the summary without running a build (the bitstream
 builds themselves are in test_build.py)."""
 
@@ -11,7 +11,7 @@ from latscope import LatscopeError
 from latscope.cli import main
 from latscope.gateware import build
 from latscope.gateware.boards import BoardTop
-from latscope.gateware.cli import frame_build_options
+from latscope.gateware.build import frame_build_options
 from latscope.gateware.protocol import FrameRecord
 
 

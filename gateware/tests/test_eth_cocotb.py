@@ -44,7 +44,7 @@ def test_rgmii_round_trips_with_cocotbext_eth(tmp_path, monkeypatch):
     monkeypatch.syspath_prepend(str(here))
     results = runner.test(hdl_toplevel="eth_sim_top", hdl_toplevel_lang="verilog",
                           test_module="eth_cocotb_bench",
-                          test_dir=here, build_dir=tmp_path / "build",
+                          test_dir=tmp_path, build_dir=tmp_path / "build",
                           extra_env={"PYTHONWARNINGS": "default"})
     total, failed = get_results(results)
     assert total == 1 and failed == 0, f"cocotb: {failed} of {total} failed (see {results})"

@@ -1,7 +1,7 @@
 """The RMII path checked by tools nobody here wrote (issue 10 item 7; cocotbext-eth has no RMII
 model): random scapy traffic (runts, bad FCSs, 802.1Q tags, IPv6, IPv4 UDP with the traffic
 payload, non-IP) goes back to back with the minimum gap through the RMII serialiser of the
-frame bench harness (``gateware/framebench.cpp``, with CRS_DV's end-of-frame toggling on
+frame bench harness (``latscope/bench/framebench.cpp``, with CRS_DV's end-of-frame toggling on
 receive) into the ECPIX-5 frame-capture core's RMII sniffers in Verilator. The dibits the
 harness drove are reassembled into bytes here and must be each frame exactly (FCS against
 ``zlib.crc32``); every FRAME record the host decoder reads must hold what scapy parses from the
@@ -146,7 +146,7 @@ def test_python_rmii_serialiser_reassembles_to_the_frames():
 def test_rmii_serialiser_and_sniffer_against_scapy_and_zlib(tmp_path):
     if shutil.which("g++") is None:
         pytest.skip("g++ is needed to build the Verilator model")
-    from latscope.gateware import framebench as fb
+    from latscope.bench import framebench as fb
     rng = random.Random(10)
     frames, kinds = random_traffic(rng, 120)
     early = [rng.randrange(0, 4) for _ in frames]

@@ -183,7 +183,7 @@ def test_cable_command_encoding_and_validation(probe):
 
 
 def test_bench_periodic_stimulus():
-    from latscope.gateware.bench import periodic_stimulus
+    from latscope.bench.gateware import periodic_stimulus
     ticks, values = periodic_stimulus(5, 6, start=100, channels=(0, 3))
     assert ticks.tolist() == [100, 105, 110, 115, 120, 125]
     # Channels 0 and 3 toggle in turn: 0b1, 0b1001, 0b1000, 0b0, 0b1, 0b1001.
@@ -193,7 +193,7 @@ def test_bench_periodic_stimulus():
 @pytest.mark.slow
 def test_bench_quick_rows():
     pytest.importorskip("latscope.gateware.top", reason="needs the gateware core")
-    from latscope.gateware import bench
+    from latscope.bench import gateware as bench
     rows = {figure: (value, unit, note) for figure, value, unit, note in bench.run(quick=True)}
     assert rows["ecpix5: resolution"][:2] == ("1.250", "ns")
     assert rows["ecpix5-x1: resolution"][:2] == ("3.125", "ns")

@@ -1,5 +1,5 @@
 """`latscope --help` and `--version` start without importing any heavy library, and the command
-index that makes this possible agrees with what every part registers.
+table that makes this possible agrees with what every command registers.
 
 Not a timed test (a shared machine's load would make it flaky): it asserts which modules were
 imported, in a fresh interpreter. `latscope bench --only analysis` times the start-up."""
@@ -50,25 +50,47 @@ def _commands(parser):
     return sub, {a.dest: a.help for a in sub._choices_actions}
 
 
-def test_command_index_matches_the_parts():
-    """Names, help lines and modules in COMMAND_INDEX are exactly what the parts register."""
+def test_command_table_matches_the_commands():
+    """Names, help lines and modules in COMMANDS are exactly what the full parser registers."""
     full_sub, full = _commands(cli.build_parser())
-    indexed = {name: text for name, (module, text) in cli.COMMAND_INDEX.items()}
+    indexed = {name: text for name, (module, text) in cli.COMMANDS.items()}
     assert indexed == {k: v for k, v in full.items() if k in indexed}
     missing = sorted(set(full) - set(indexed))
-    assert not missing, f"add {missing} to latscope.cli.COMMAND_INDEX for a fast --help"
+    assert not missing, f"add {missing} to latscope.cli.COMMANDS"
     _, listing = _commands(cli.build_parser(None))
     assert list(listing.items()) == list(full.items())      # --help: same listing and order
-    for name, (module, _) in cli.COMMAND_INDEX.items():
+    for name, (module, _) in cli.COMMANDS.items():
         lazy_sub, lazy = _commands(cli.build_parser(name))
         assert name in lazy and set(lazy) <= set(full)
         real, full_parser = lazy_sub.choices[name], full_sub.choices[name]
         assert [a.option_strings for a in real._actions] == \
             [a.option_strings for a in full_parser._actions], name
         func = real.get_default("func")
-        if func is not None:                        # "gateware" dispatches to its own subparsers
-            assert func.__module__ == full_parser.get_default("func").__module__ == module, name
-            assert func.__qualname__ == full_parser.get_default("func").__qualname__, name
+        assert func.__module__ == full_parser.get_default("func").__module__ == module, name
+        assert func.__qualname__ == full_parser.get_default("func").__qualname__ == "run", name
+
+
+_MODULES = r"""
+import json, sys
+from latscope import cli
+try:
+    cli.main(sys.argv[1:])
+except SystemExit:
+    pass
+print("\n" + json.dumps(sorted(m for m in sys.modules if m.startswith("latscope.commands."))))
+"""
+
+
+@pytest.mark.parametrize("name", ["info", "verify", "analyze"])
+def test_a_command_imports_no_other_command_module(name):
+    """``latscope CMD`` imports CMD's module (and the modules it shares with its siblings),
+    never the other commands'."""
+    out = subprocess.run([sys.executable, "-c", _MODULES, name, "--help"], capture_output=True,
+                         text=True, check=True).stdout
+    imported = set(json.loads(out.strip().splitlines()[-1]))
+    own = cli.COMMANDS[name][0]
+    others = {module for command, (module, _) in cli.COMMANDS.items() if module != own}
+    assert own in imported and not imported & others, sorted(imported)
 
 
 def test_lazy_parser_runs_commands_like_the_full_one(tmp_path, capsys):
@@ -81,7 +103,7 @@ def test_top_level_help_lists_every_command_whatever_follows(capsys):
     with pytest.raises(SystemExit):
         cli.main(["-h", "analyze"])
     text = capsys.readouterr().out
-    assert all(name in text for name in cli.COMMAND_INDEX)
+    assert all(name in text for name in cli.COMMANDS)
 
 
 _THREADS = r"""

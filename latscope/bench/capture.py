@@ -11,13 +11,16 @@ import subprocess
 import sys
 import tempfile
 import time
+import tracemalloc
 import zlib
 
 import numpy as np
 
+from latscope.capture import capfile
+
 SECTION = "capture: stream decoding, capture through a pseudo-terminal, capture files, import"
 
-__all__ = ["SECTION", "run", "realistic_stream"]
+__all__ = ["SECTION", "run", "realistic_stream", "measure_read_memory"]
 
 
 def _base_stream(packets, seed=0):
@@ -214,7 +217,6 @@ print(n, time.perf_counter() - t, status('VmHWM'), base, anon)
 
 
 def _memory_rows(quick):
-    from latscope.capture import capfile
     n = 10**7 if quick else 10**8
     block = 1 << 20
     with tempfile.TemporaryDirectory() as tmp:
@@ -300,11 +302,52 @@ def run(quick=False):
     rows += _pty_rows(part, part_events)
     rows += _engine_rows(quick)
     rows += _memory_rows(quick)
-    try:
-        from latscope.capture import sigrok
-        bench_import = getattr(sigrok, "bench_import", None)
-    except ImportError:
-        bench_import = None
-    if bench_import is not None:
-        rows += bench_import(quick)
+    from latscope.capture import sigrok
+    rows += sigrok.bench_import(quick)
     return rows
+
+
+def _rss_anon():
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("RssAnon:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0
+
+
+def measure_read_memory(path):
+    """Read every event of a capture chunk by chunk (per-channel counts and the time span, so
+    every byte is touched) and measure the memory it took.
+
+    Returns
+    -------
+    dict
+        ``events``, ``file_bytes``, ``seconds``, ``heap_peak_bytes`` (largest Python/NumPy
+        allocation footprint during the read, from ``tracemalloc``) and ``anon_rss_growth_bytes``
+        (growth of the process's anonymous resident memory, sampled after every chunk; pages of
+        the memory-mapped file are page cache, not counted).
+    """
+    tracemalloc.start()
+    base_rss = peak_rss = _rss_anon()
+    begin = time.perf_counter()
+    counts = np.zeros(256, np.int64)
+    first = last = None
+    with capfile.open_capture(path) as cap:
+        for chunk in cap.iter_chunks():
+            counts += np.bincount(chunk.channel, minlength=256)
+            if len(chunk.time):
+                first = int(chunk.time[0]) if first is None else first
+                last = int(chunk.time[-1])
+            del chunk
+            peak_rss = max(peak_rss, _rss_anon())
+        n, size = cap.n_events, cap.size
+    seconds = time.perf_counter() - begin
+    _, heap_peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    if int(counts.sum()) != n:
+        raise AssertionError("chunk walk lost events")
+    return {"events": n, "file_bytes": size, "seconds": seconds, "heap_peak_bytes": heap_peak,
+            "anon_rss_growth_bytes": peak_rss - base_rss, "span_ticks": (last or 0) - (first or 0)}

@@ -1,4 +1,4 @@
-"""The frame line-rate bench (``gateware/framebench.py``): its stimulus checked by independent
+"""The frame line-rate bench (``latscope/bench/framebench.py``): its stimulus checked by independent
 tools (scapy parses every template, ``zlib.crc32`` its FCS), its accounting shown to catch a lost
 frame, and (slow) short runs of the real ECPIX-5 frame-capture gateware in Verilator at 100 Mb/s
 line rate with every frame accounted for."""
@@ -9,9 +9,9 @@ import zlib
 import numpy as np
 import pytest
 
+from latscope.bench import framebench as fb
+from latscope.bench import framebench_edges as fe
 from latscope.capture.frames import COUNTER_DTYPE
-from latscope.gateware import framebench as fb
-from latscope.gateware import framebench_edges as fe
 
 scapy_all = pytest.importorskip("scapy.all", reason="scapy builds the bench's frames")
 

@@ -1,4 +1,4 @@
-// latscope: Verilator harness of the frame line-rate bench (gateware/framebench.py).
+// latscope: Verilator harness of the frame line-rate bench (latscope/bench/framebench.py).
 //
 // The frame-capture core (LatscopeCore with sniffer="mii"|"rmii", the ECPIX-5's parameters) in its
 // four clock domains, each with its own period: capture, sync (link), phy_rx and phy_tx (on RMII

@@ -9,7 +9,7 @@ Figures, per board where they depend on it:
   (``el-dm-64`` profile, back-to-back requests) played through the real gateware in Verilator,
   counting every byte on the wire (frame headers, CRCs, heartbeats);
 - the sustained event rate the 12 Mbaud link carries, computed from the bytes per event (the
-  measured rates of the UART and Ethernet links are in :mod:`latscope.gateware.linkbench`);
+  measured rates of the UART and Ethernet links are in :mod:`latscope.bench.linkbench`);
 - the burst the capture FIFO absorbs at full input rate (an edge on every tick of one channel, so
   one FIFO entry per capture cycle): events accepted before the first overflow record.
 

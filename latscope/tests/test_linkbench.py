@@ -4,8 +4,8 @@ rate, the host UDP path on 127.0.0.1 (small, fast cases; the figures come from `
 import numpy as np
 import pytest
 
+from latscope.bench import linkbench
 from latscope.capture.transport import encode_frame
-from latscope.gateware import linkbench
 from latscope.gateware.model_stream import Entry, LinkModel
 
 
@@ -89,7 +89,7 @@ def test_play_refuses_a_stimulus_for_other_lanes():
 
 
 def _ecpix5_instrument():
-    from latscope.gateware.bench import _sim_instrument
+    from latscope.bench.gateware import _sim_instrument
     from latscope.gateware.boards import BOARDS
     board = BOARDS["ecpix5"]
     inst = _sim_instrument(board)

@@ -1,4 +1,4 @@
-"""The frame bench's edge check (:mod:`~latscope.gateware.framebench`, ``edges=True``):
+"""The frame bench's edge check (:mod:`~latscope.bench.framebench`, ``edges=True``):
 the RX_DV/TX_EN edges the capture front end timestamped against the level changes the harness
 made, and the FRAME records against their frames' edges.
 

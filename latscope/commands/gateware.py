@@ -1,4 +1,7 @@
-"""``latscope gateware``: build bitstreams, program boards, export Verilog, list board pin maps."""
+"""``latscope gateware``: build bitstreams, program boards, export Verilog, list board pin maps.
+
+Its subcommands (build, program, verilog, boards) each set ``subcommand``, which :func:`run`
+calls."""
 
 import json
 import subprocess
@@ -6,20 +9,20 @@ import sys
 from pathlib import Path
 
 from latscope import LatscopeError
+from latscope.gateware import build, programming
 from latscope.gateware.boards import BOARDS, CHANNEL_ROLES, board_pin_table, get_board
 from latscope.gateware.programming import programmer_command
+from latscope.gateware.top import LatscopeCore
+from latscope.gateware.verilator import export_verilog
+from latscope.userio import check_output
 
-__all__ = ["register", "programmer_command"]
 
-
-def register(subparsers):
-    """Add the ``gateware`` command and its subcommands to ``subparsers``."""
-    parser = subparsers.add_parser(
-        "gateware", help="build and program the FPGA gateware, export Verilog, show pin maps",
-        description="Build the instrument's bitstream with the pip-installed YoWASP toolchain, "
-                    "program a board, export the core as Verilog, or list each board's pins.")
+def add_arguments(parser):
+    parser.description = ("Build the instrument's bitstream with the pip-installed YoWASP "
+                          "toolchain, program a board, export the core as Verilog, or list each "
+                          "board's pins.")
     sub = parser.add_subparsers(dest="gateware_command", metavar="SUBCOMMAND")
-    parser.set_defaults(func=lambda args: (parser.print_help(), 2)[1])
+    parser.set_defaults(subcommand=None, gateware_help=parser.print_help)
     names = sorted(BOARDS)
 
     p = sub.add_parser(
@@ -47,7 +50,7 @@ def register(subparsers):
                    help="with --frames: keep each frame's first N bytes (0 to 64, default 0) in "
                         "its FRAME record, so pcapng exports show them in Wireshark; every "
                         "record grows by N bytes on the link (docs/stream-format.md section 8)")
-    p.set_defaults(func=_cmd_build)
+    p.set_defaults(subcommand=_cmd_build)
 
     p = sub.add_parser(
         "program", help="load a bitstream into a board with openFPGALoader or iceprog",
@@ -67,7 +70,7 @@ def register(subparsers):
                    help="ECPIX-5 revision: early (FT2232H) or r03 (FT4232H); default auto: "
                         "detect it from the USB IDs of the attached FTDI chip")
     p.add_argument("--dry-run", action="store_true", help="print the command, do not run it")
-    p.set_defaults(func=_cmd_program)
+    p.set_defaults(subcommand=_cmd_program)
 
     p = sub.add_parser(
         "verilog", help="export the instrument core as Verilog",
@@ -79,56 +82,46 @@ def register(subparsers):
                         "fast-forward port used by the Verilator harness)")
     p.add_argument("-o", "--output", metavar="FILE", type=Path,
                    help="output file (default: stdout)")
-    p.set_defaults(func=_cmd_verilog)
+    p.set_defaults(subcommand=_cmd_verilog)
 
     p = sub.add_parser(
         "boards", help="list the supported boards, their clocks and channel pins",
         description="Print each board's channel-to-pin map (connector pin and FPGA ball), the "
                     "capture clock and the timestamp resolution in ns.")
     p.add_argument("--json", action="store_true", help="print as JSON")
-    p.set_defaults(func=_cmd_boards)
+    p.set_defaults(subcommand=_cmd_boards)
+
+
+def run(args):
+    if args.subcommand is None:
+        args.gateware_help()
+        return 2
+    return args.subcommand(args)
 
 
 def _cmd_build(args):
-    from latscope.gateware.build import build_bitstream, format_summary
     if args.out is not None:     # before minutes of synthesis, not after
-        from latscope.userio import check_output
         check_output(args.out, directory=True)
-    extra = frame_build_options(args.frames, args.header_bytes)
-    summary = build_bitstream(args.board, args.out, timing_allow_fail=args.timing_allow_fail,
-                              seed=args.seed, **extra)
+    extra = build.frame_build_options(args.frames, args.header_bytes)
+    summary = build.build_bitstream(args.board, args.out,
+                                    timing_allow_fail=args.timing_allow_fail, seed=args.seed,
+                                    **extra)
     if args.json:
         print(json.dumps(summary, indent=2))
     else:
-        print(format_summary(summary))
+        print(build.format_summary(summary))
     return 0 if summary["timing_met"] else 1
 
 
-def frame_build_options(frames, header_bytes):
-    """``LatscopeCore`` overrides of ``--frames`` and ``--header-bytes`` (checked: one clear
-    line for a bad value, before any synthesis)."""
-    from latscope import LatscopeError
-    from latscope.gateware.sniffer import MAX_HEADER_BYTES
-    if header_bytes is not None and not frames:
-        raise LatscopeError("--header-bytes needs --frames mii or --frames rmii (the header "
-                            "bytes are kept by the frame sniffers)")
-    if header_bytes is not None and not 0 <= header_bytes <= MAX_HEADER_BYTES:
-        raise LatscopeError(f"--header-bytes must be 0 to {MAX_HEADER_BYTES}, not {header_bytes}")
-    if not frames:
-        return {}
-    return {"sniffer": frames, "frame_options": {"header_bytes": header_bytes or 0}}
-
-
 def _cmd_program(args):
-    from latscope.gateware.build import _BITSTREAM, default_build_dir
     board = get_board(args.board)
-    bitstream = args.bitstream or default_build_dir(board.name) / _BITSTREAM[board.family]
+    bitstream = args.bitstream or \
+        build.default_build_dir(board.name) / build._BITSTREAM[board.family]
     if Path(bitstream).is_dir():
         raise LatscopeError(f"{bitstream}: is a directory; --bitstream names a bitstream file")
     if not Path(bitstream).exists():
         raise LatscopeError(f"No bitstream at {bitstream}; run `latscope gateware build "
                             f"--board {board.name}` first or pass --bitstream")
-    from latscope.gateware import programming
     ports = programming.list_usb_serial()
     revision = None
     if board.name == "ecpix5":
@@ -149,8 +142,6 @@ def _cmd_program(args):
 
 
 def _cmd_verilog(args):
-    from latscope.gateware.top import LatscopeCore
-    from latscope.gateware.verilator import export_verilog
     if args.board == "sim":
         params = dict(capture_hz=48_000_000, board="sim", channel_names=CHANNEL_ROLES,
                       async_fifo=False, fast_forward=True)

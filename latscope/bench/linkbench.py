@@ -2,7 +2,7 @@
 same way on the same stimuli, simulated.
 
 The real gateware runs in Verilator (the ECPIX-5's parameters in the single-clock simulation
-core; :mod:`latscope.gateware.bench`); a link is modelled by the byte rate its transmitter
+core; :mod:`latscope.bench.gateware`); a link is modelled by the byte rate its transmitter
 accepts from the framer:
 
 - **UART**: 12 Mbaud 8N1, 1.2 MB/s: one byte per ``capture_hz / 1.2e6`` cycles.
@@ -55,7 +55,7 @@ def _buffer_events(board, per_event):
 
 def periodic(rate, duration_s, tick_hz):
     """Worst case: every ``tick_hz / rate`` ticks the next of 8 channels toggles."""
-    from latscope.gateware.bench import periodic_stimulus
+    from latscope.bench.gateware import periodic_stimulus
     period = max(1, round(tick_hz / rate))
     count = max(16, int(duration_s * tick_hz / period))
     return periodic_stimulus(period, count, channels=range(8))
@@ -95,7 +95,7 @@ def play(inst, ticks, values, throttle, tick_hz, lanes):
     answered OK (the bench's own set-up is checked, not assumed). ``lanes`` must be the core's:
     ticks map to capture cycles and sample-word lanes by it (a 2-lane stimulus on the 4-lane
     core leaves lanes 2-3 low, so every high level becomes a pulse train)."""
-    from latscope.gateware.bench import run_stimulus
+    from latscope.bench.gateware import run_stimulus
     from latscope.gateware.protocol import Status
     core_lanes = getattr(inst, "core_params", {}).get("lanes", lanes)
     if core_lanes != lanes:
@@ -146,8 +146,8 @@ def echo_stream(inst, board, packets, throttle, *, block_packets=20_000, settle=
     span_s (simulated), wall_s and the harness statistics, and data: the first ``keep_bytes``
     bytes themselves.
     """
+    from latscope.bench.gateware import arm_commands
     from latscope.capture.stream import StreamDecoder
-    from latscope.gateware.bench import arm_commands
     from latscope.gateware.eth.model import DatagramPacker
     from latscope.gateware.protocol import Status
     from latscope.gateware.verilator import Commands, stimulus_commands
@@ -365,7 +365,7 @@ def decoder_rate(stream_bytes, batch=HOST_BATCH):
 
 def run(quick):
     """Rows ``(figure, value, unit, note)``."""
-    from latscope.gateware.bench import _sim_instrument
+    from latscope.bench.gateware import _sim_instrument
     from latscope.gateware.boards import BOARDS
     board = BOARDS["ecpix5"]
     tick_hz = board.tick_hz

@@ -1,0 +1,147 @@
+"""``latscope analyze``: per-packet latencies and statistics of a capture."""
+
+import json
+import sys
+
+from latscope import LatscopeError
+from latscope.analysis import api
+from latscope.analysis.hdr import write_hlog_for
+from latscope.analysis.stats import bound_hints
+from latscope.commands.analyses import (
+    DEFINITIONS_HELP,
+    MARKERS_HELP,
+    UNITS,
+    definitions,
+    marker_line,
+    warn_integrity,
+)
+from latscope.userio import check_input, check_output
+
+_MAP_HELP = ("for .sr files: channel map ROLE=PROBE,... e.g. rx_dv=D0,m_isr=D1 "
+             "(default: the probe names)")
+
+
+def add_arguments(p):
+    p.description = ("Pair start and stop edges per packet (never across a loss) and print every "
+                     "measurement's statistics: n, mean, 3σ, min, percentiles with confidence "
+                     "intervals, max, packet delay variation, and missed/spurious/lost counts. "
+                     "FILE is a latscope capture (.lsc) or a sigrok session (.sr).")
+    p.epilog = UNITS
+    p.add_argument("file", metavar="FILE", help="a capture (.lsc), a sigrok session (.sr), or a "
+                   "latscope export (.vcd, .csv)")
+    p.add_argument("--definitions", metavar="FILE.toml", help=DEFINITIONS_HELP)
+    p.add_argument("--markers", metavar="MAP", help=MARKERS_HELP)
+    p.add_argument("--measure", nargs="+", metavar="NAME",
+                   help="only these measurements (default: every one the capture supports)")
+    p.add_argument("--map", dest="mapping", metavar="MAP", help=_MAP_HELP)
+    p.add_argument("--hlog", metavar="FILE.hlog",
+                   help="also write each measurement's histogram in HdrHistogram's .hlog format "
+                        "(values in ns, 3 significant digits)")
+    p.add_argument("--json", action="store_true",
+                   help="print one JSON document (every figure in ns) instead of tables")
+
+
+def _progress():
+    """A progress line on stderr for long analyses (only on a terminal)."""
+    if not sys.stderr.isatty():
+        return None
+    state = {"shown": False}
+
+    def show(done, total):
+        if total >= 5_000_000:
+            state["shown"] = True
+            print(f"\ranalysing: {done / max(total, 1):6.1%} of {total:,} events", end="",
+                  file=sys.stderr, flush=True)
+            if done >= total:
+                print(file=sys.stderr)
+    return show
+
+
+def run(args):
+    check_input(args.file, "capture file")
+    if args.hlog:        # --hlog replaces an existing file (there is no --force here)
+        check_output(args.hlog, force=True)
+    a = api.analyze_file(args.file, definitions=definitions(args.definitions),
+                         measures=args.measure, mapping=args.mapping, progress=_progress(),
+                         markers=args.markers, ns_histograms=bool(args.hlog))
+    warn_integrity(args.command, [a])
+    _warn_placement(args.command, [a])
+    if args.hlog:
+        write_hlog_for(a, args.hlog)
+    if args.json:
+        print(json.dumps(a.to_dict(), indent=2, allow_nan=False))
+        return 0
+    r = a.result
+    print(f"{a.path}: {a.label}, {r.events:,} events over {r.duration_s:.3f} s, "
+          f"{len(r.losses)} loss span(s)")
+    print(f"resolution {r.resolution_ns:.3f} ns per tick (each latency exact to ±1 tick); "
+          f"each table's unit is in its headers")
+    print(marker_line(a))
+    print()
+    # tables and plots: analyze --json needs neither
+    from latscope.analysis import report
+    if r.stats:
+        print(report.stats_table(r.stats))
+        for name, s in r.stats.items():
+            for hint in bound_hints(s):
+                print(f"{name} {hint}")
+    if r.stages:
+        print()
+        print("stages (differences on the same packet):")
+        print(report.stats_table(r.stages))
+    for name, why in r.unavailable.items():
+        print(f"{name}: not computed: {why}")
+    if r.frames is not None:
+        print()
+        print(frames_table(r.frames, r.metadata, r.frame_counters))
+        classes = report.class_comparison_table(a)
+        if classes is not None:
+            print()
+            print(classes.markdown())
+    if not r.stats:
+        raise LatscopeError(f"{args.file}: no measurement could be computed")
+    return 0
+
+
+def frames_table(fa, metadata, counters=None):
+    """Per-class counts of the frame analysis (requests paired with replies by sequence
+    number; stages are in the tables above as ``<stage>[<class>]``), then the classes the FPGA
+    only counted (their totals from ``counters``, the COUNTERS records)."""
+    lines = ["frames by class (received requests paired with replies by sequence number):",
+             f"{'class':>8} {'requests':>9} {'replied':>8} {'dropped':>8} {'unknown':>8} "
+             f"{'dup':>5} {'reorder':>8} {'FCS err':>8}  counted on the FPGA (rx frames/bytes)"]
+    for cls, c in fa.classes.items():
+        rx = c.counted.get("rx")
+        counted = f"{rx['frames']}/{rx['octets']}" if rx else "-"
+        lines.append(f"{api.class_label(cls, metadata):>8} {c.requests:>9} {c.replied:>8} "
+                     f"{c.dropped:>8} {c.unknown:>8} {c.duplicates:>5} {c.reordered:>8} "
+                     f"{c.fcs_errors:>8}  {counted}")
+    for cls, totals in sorted(api.counted_only_classes(fa, counters).items()):
+        lines.append(f"{api.class_label(cls, metadata):>8} {'-':>9} {'-':>8} {'-':>8} {'-':>8} "
+                     f"{'-':>5} {'-':>8} {totals['fcs_errors']:>8}  "
+                     f"{totals['frames']}/{totals['octets']} (counted only)")
+    if fa.unplaced:
+        why = ", ".join(f"{k}: {n}" for k, n in getattr(fa, "unplaced_reasons", {}).items())
+        lines.append(f"{fa.unplaced} frame record(s) could not be tied to their DV edges and were "
+                     f"left out" + (f" ({why})" if why else ""))
+    lines.append("requests and replies: " + ("latscope traffic only (UDP payload with the "
+                                               "traffic magic)" if fa.magic else
+                                               "every UDP frame holding a sequence number")
+                 + (", replies of the request's class" if fa.reply_class == "same" else
+                    ", replies of any class"))
+    lines += [f"note: {n}" for n in fa.notes]
+    return "\n".join(lines)
+
+
+def _warn_placement(command, analyses):
+    """One warning line per input whose frame records could not all be tied to their DV edges
+    (``capture.frames.place_frames``): how many, and why."""
+    for a in analyses:
+        rx_valid = (a.result.metadata or {}).get("rx_valid")
+        if rx_valid:          # RMII: the definitions' rx_dv is read from crs_dv
+            print(f"latscope {command}: {a.path}: rx_dv measurements read {rx_valid}",
+                  file=sys.stderr)
+        fa = getattr(a.result, "frames", None)
+        note = getattr(fa, "placement_note", "") if fa is not None else ""
+        if note:
+            print(f"latscope {command}: warning: {a.path}: {note}", file=sys.stderr)
