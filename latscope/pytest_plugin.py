@@ -7,7 +7,7 @@ session's labels (``--latscope-label commit=abc``), and gates it against the run
 condition selects (``--latscope-baseline "commit='main'"``) with a budget
 (``--latscope-budget FILE.toml``). A regression fails the test; an undecidable gate fails it
 only with ``--latscope-strict``. ``--latscope-junit FILE`` writes every gate's checks as JUnit
-XML, one file for the session.
+XML, one file for the session (under pytest-xdist one per worker, ``FILE.gw0.xml`` ...).
 
 The capture comes from a live instrument (``--latscope-port DEVICE``: ``latscope capture`` runs
 in a child process for the length of the test and is stopped with SIGINT, which finalises its
@@ -75,6 +75,10 @@ def pytest_configure(config):
 def pytest_sessionfinish(session):
     path = session.config.getoption("--latscope-junit")
     outcomes = session.config.stash.get(_OUTCOMES, [])
+    worker = getattr(session.config, "workerinput", {}).get("workerid")
+    if path and worker:         # pytest-xdist: one file per worker, never one overwriting another
+        stem, ext = os.path.splitext(path)
+        path = f"{stem}.{worker}{ext}"
     if path and outcomes:
         write_junit(outcomes, path)
 
