@@ -80,6 +80,8 @@ class History:
     #: (what the packets alone explain), ns.
     step_ns: dict = dataclasses.field(default_factory=dict)
     half_width_ns: dict = dataclasses.field(default_factory=dict)
+    #: Some point holds a run from the simulated bench (its figure says SIMULATED).
+    simulated: bool = False
 
     def to_dict(self):
         def bound(v):
@@ -88,6 +90,7 @@ class History:
             "measure": self.measure, "by": self.by, "percentiles": list(self.percentiles),
             "confidence": self.confidence, "alpha": self.alpha, "resamples": self.resamples,
             "penalty": bound(self.penalty), "score": bound(self.score), "notes": self.notes,
+            "simulated": self.simulated,
             "step_ns": {f"{q:g}": bound(v) for q, v in self.step_ns.items()},
             "half_width_ns": {f"{q:g}": bound(v) for q, v in self.half_width_ns.items()},
             "points": [{"key": p.key, "time": p.time, "run_ids": list(p.run_ids), "n": p.n,
@@ -263,16 +266,19 @@ def store_history(store, measure, *, by="time", where=None, **kwargs):
     ids = [tuple(r["run_id"] for r in members) for members in groups.values()]
     labels = [{k: members[0][k] for k in members[0].get("label_keys") or ()}
               for members in groups.values()]
-    return history(samples, keys, times=times, run_ids=ids, labels=labels, measure=measure,
+    hist = history(samples, keys, times=times, run_ids=ids, labels=labels, measure=measure,
                    by=by, **kwargs)
+    hist.simulated = any(bool(r.get("simulated")) for r in rows)
+    return hist
 
 
-def history_figure(hist, *, simulated=False):
+def history_figure(hist, *, simulated=None):
     """PNG bytes: the percentiles over the points with their intervals, change points marked,
     in the report's style (:func:`latscope.analysis.figures.draw`)."""
     data = {"name": hist.measure, "by": hist.by, "keys": [p.key for p in hist.points],
             "percentiles": list(hist.percentiles),
             "series": {p: [pt.quantiles[p] for pt in hist.points] for p in hist.percentiles},
-            "changes": [(c.index, c.key) for c in hist.changes], "simulated": simulated,
+            "changes": [(c.index, c.key) for c in hist.changes],
+            "simulated": hist.simulated if simulated is None else simulated,
             "alpha": hist.alpha}
     return figures.draw("history", data)

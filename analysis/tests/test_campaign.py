@@ -75,5 +75,6 @@ def test_the_change_point_rule_finds_commit_12_in_rx_udp_only(campaign):
     root, _ = campaign
     udp = history.store_history(root, "rx.udp", by="commit", resamples=100)
     assert [c.key for c in udp.changes] == [f"c{REGRESSION_AT}"]
+    assert udp.changes[0].labels == {"commit": f"c{REGRESSION_AT}"} and udp.simulated
     isr = history.store_history(root, "rx.isr", by="commit", resamples=100)
     assert isr.changes == []
