@@ -24,7 +24,7 @@ import numpy as np
 from scipy import stats as sps
 
 from latscope import LatscopeError
-from latscope.analysis.stats import PERCENTILES, quantile_ci_ranks
+from latscope.analysis.stats import PERCENTILES, quantile_of_sorted
 
 __all__ = ["QuantileDiff", "Comparison", "SizeFit", "compare_samples", "size_regression",
            "waterfall", "family_of"]
@@ -78,14 +78,6 @@ class Comparison:
         return out
 
 
-def _quantile_with_ci(sorted_x, q, confidence):
-    n = len(sorted_x)
-    point, lo, hi = quantile_ci_ranks(n, q, confidence)
-    lower = float(sorted_x[lo - 1]) if lo >= 1 else None
-    upper = float(sorted_x[hi - 1]) if hi <= n else None
-    return float(sorted_x[point - 1]), lower, upper
-
-
 def compare_samples(baseline_ns, other_ns, *, confidence=0.95, percentiles=PERCENTILES):
     """Compare two independent samples of latencies.
 
@@ -119,8 +111,8 @@ def compare_samples(baseline_ns, other_ns, *, confidence=0.95, percentiles=PERCE
     each = math.sqrt(confidence)
     quantiles = {}
     for p in percentiles:
-        qa, la, ha = _quantile_with_ci(a, p / 100, each)
-        qb, lb, hb = _quantile_with_ci(b, p / 100, each)
+        qa, la, ha = quantile_of_sorted(a, p / 100, each)
+        qb, lb, hb = quantile_of_sorted(b, p / 100, each)
         lower = lb - ha if lb is not None and ha is not None else None
         upper = hb - la if hb is not None and la is not None else None
         quantiles[p] = QuantileDiff(p, qa, qb, qb - qa, lower, upper)

@@ -27,8 +27,9 @@ import numpy as np
 from latscope.analysis import distributions as dist
 from latscope.analysis.hdr import RELATIVE_ERROR, LogLinearHistogram
 
-__all__ = ["PERCENTILES", "quantile_ci_ranks", "n_required", "bound_hints", "Quantile", "Drift",
-           "Warmup", "LatencyStats", "LatencyAccumulator", "describe", "percentile_key"]
+__all__ = ["PERCENTILES", "quantile_ci_ranks", "quantile_of_sorted", "n_required", "bound_hints",
+           "Quantile", "Drift", "Warmup", "LatencyStats", "LatencyAccumulator", "describe",
+           "percentile_key"]
 
 #: Percentiles reported for every measurement.
 PERCENTILES = (50.0, 90.0, 99.0, 99.9, 99.99)
@@ -91,6 +92,23 @@ def quantile_ci_ranks(n, q, confidence=0.95):
     lower = dist.binom_ppf(alpha / 2, n, q)
     upper = dist.binom_ppf(1 - alpha / 2, n, q) + 1
     return point, lower, min(upper, n + 1)
+
+
+def quantile_of_sorted(sorted_values, q, confidence=0.95):
+    """The ``q`` quantile of sorted values and its distribution-free interval
+    (:func:`quantile_ci_ranks`): ``(value, lower, upper)``, a bound ``None`` where the sample is
+    too small for it.
+
+    >>> quantile_of_sorted(list(range(1, 101)), 0.5)
+    (50.0, 40.0, 61.0)
+    >>> quantile_of_sorted(list(range(1, 513)), 0.999)
+    (512.0, 510.0, None)
+    """
+    n = len(sorted_values)
+    point, lo, hi = quantile_ci_ranks(n, q, confidence)
+    lower = float(sorted_values[lo - 1]) if lo >= 1 else None
+    upper = float(sorted_values[hi - 1]) if hi <= n else None
+    return float(sorted_values[point - 1]), lower, upper
 
 
 def n_required(q, confidence=0.95, *, two_sided=True):

@@ -47,6 +47,11 @@ COMMANDS = {
                "bring up a new board: identify, self-test, loop-back, link soak"),
     "gateware": ("latscope.commands.gateware",
                  "build and program the FPGA gateware, export Verilog, show pin maps"),
+    "gate": ("latscope.commands.gate",
+             "decide whether a candidate's latencies regressed against a baseline's (CI gate)"),
+    "history": ("latscope.commands.history",
+                "a measurement's percentiles over the runs of a results store, with change "
+                "points"),
     "bench": ("latscope.commands.bench", "run the benchmarks and print a table of figures"),
 }
 

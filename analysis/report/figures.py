@@ -392,7 +392,43 @@ def _draw_size(data):
     return _png(fig)
 
 
-_DRAW = {"histogram": _draw_histogram, "spectrum": _draw_spectrum,
+def _draw_history(data):
+    """data: name, by, keys, percentiles, series {p: [(value, lower, upper)]}, changes
+    [(index, key)], simulated, alpha. One panel per percentile (scales differ), x = the runs."""
+    plt = _plt()
+    ps = data["percentiles"]
+    unit = time_unit([v for p in ps for v, _, _ in data["series"][p] if v is not None])
+    x = np.arange(len(data["keys"]))
+    fig, axes = plt.subplots(len(ps), 1, figsize=(8.5, 0.8 + 1.7 * len(ps)), sharex=True,
+                             squeeze=False, layout="constrained")
+    for k, (ax, p) in enumerate(zip(axes[:, 0], ps, strict=True)):
+        rows = data["series"][p]
+        v = np.array([np.nan if r[0] is None else r[0] for r in rows])
+        lo = np.array([np.nan if r[1] is None else r[1] for r in rows])
+        hi = np.array([np.nan if r[2] is None else r[2] for r in rows])
+        colour, style, marker = series_style(k)
+        ax.fill_between(x, unit.scale(np.where(np.isnan(lo), v, lo)),
+                        unit.scale(np.where(np.isnan(hi), v, hi)), color=colour, alpha=0.18,
+                        lw=0, label="95 % CI" if k == 0 else None)
+        ax.plot(x, unit.scale(v), color=colour, linestyle=style, marker=marker or "o", ms=3,
+                lw=1.2, label=f"p{p:g}")
+        for n, (index, _key) in enumerate(data["changes"]):
+            ax.axvline(index - 0.5, color="#b00020", lw=1, linestyle="--",
+                       label="change point" if n == 0 else None)
+        ax.set_ylabel(f"p{p:g} ({unit.name})", fontsize=8)
+        _legend(ax)
+    ax = axes[-1, 0]
+    step = max(1, len(x) // 20)
+    ax.set_xticks(x[::step], [data["keys"][i] for i in x[::step]], rotation=45, ha="right",
+                  fontsize=7)
+    ax.set_xlabel(f"runs by {data['by']}; dashed: change points (false-alarm rate "
+                  f"{data['alpha'] * 100:g} %)", fontsize=8)
+    fig.suptitle(f"{data['name']}: percentiles over runs", fontsize=10, x=0.01, ha="left")
+    _mark_simulated(fig, data["simulated"])
+    return _png(fig)
+
+
+_DRAW = {"history": _draw_history, "histogram": _draw_histogram, "spectrum": _draw_spectrum,
          "percentiles": _draw_percentiles, "series": _draw_series, "waterfall": _draw_waterfall,
          "size": _draw_size}
 

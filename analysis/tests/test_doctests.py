@@ -7,7 +7,7 @@ import pytest
 
 MODULES = ["definitions", "pairing", "hdr", "stats", "engine", "compare", "report.tables", "synth",
            "grouping", "units", "report.figures", "report.labels", "report.paper",
-           "frames", "api"]
+           "frames", "api", "store", "gate", "history"]
 
 
 @pytest.mark.parametrize("name", MODULES)

@@ -11,7 +11,7 @@ import time
 #: Each section's name (``latscope bench --only NAME``) and module, in the order they run.
 SECTIONS = {"gateware": "latscope.bench.gateware", "links": "latscope.bench.linkbench",
             "frames": "latscope.bench.framebench", "capture": "latscope.bench.capture",
-            "analysis": "latscope.bench.analysis"}
+            "analysis": "latscope.bench.analysis", "store": "latscope.bench.store"}
 
 
 def format_table(title, rows):

@@ -242,8 +242,7 @@ def _edge_channels():
 
 
 def _commands(record, edges=False):
-    from latscope.gateware.codec import rule_command
-    from latscope.gateware.codec import encode_command
+    from latscope.gateware.codec import encode_command, rule_command
     from latscope.gateware.protocol import Opcode
     # SET_EDGES's rising and falling masks (capture.session.Session.set_edges's layout); 0:
     # frames only

@@ -4,7 +4,7 @@ import json
 import sys
 
 from latscope import LatscopeError
-from latscope.analysis import api
+from latscope.analysis import api, store
 from latscope.analysis.hdr import write_hlog_for
 from latscope.analysis.stats import bound_hints
 from latscope.commands.analyses import (
@@ -39,6 +39,11 @@ def add_arguments(p):
                         "(values in ns, 3 significant digits)")
     p.add_argument("--json", action="store_true",
                    help="print one JSON document (every figure in ns) instead of tables")
+    p.add_argument("--store", metavar="DIR",
+                   help="also append every packet's stage latencies and the run's metadata to "
+                        "the results store DIR (Parquet, docs/results-store.md; created if new)")
+    p.add_argument("--label", action="append", default=[], metavar="KEY=VALUE",
+                   help="a label for the stored run, e.g. commit=abc123 (repeatable; with --store)")
 
 
 def _progress():
@@ -59,15 +64,23 @@ def _progress():
 
 def run(args):
     check_input(args.file, "capture file")
+    labels = store.parse_labels(args.label)   # a bad label fails before any work
+    if args.label and not args.store:
+        raise LatscopeError("--label labels a stored run: give --store DIR too")
     if args.hlog:        # --hlog replaces an existing file (there is no --force here)
         check_output(args.hlog, force=True)
     a = api.analyze_file(args.file, definitions=definitions(args.definitions),
                          measures=args.measure, mapping=args.mapping, progress=_progress(),
-                         markers=args.markers, ns_histograms=bool(args.hlog))
+                         markers=args.markers, ns_histograms=bool(args.hlog),
+                         packets=bool(args.store))
     warn_integrity(args.command, [a])
     _warn_placement(args.command, [a])
     if args.hlog:
         write_hlog_for(a, args.hlog)
+    if args.store:
+        stored = store.store_analysis(args.store, a, labels=labels,
+                                      definitions=definitions(args.definitions))
+        print(f"stored as run {stored.run_id} in {args.store}", file=sys.stderr)
     if args.json:
         print(json.dumps(a.to_dict(), indent=2, allow_nan=False))
         return 0
