@@ -25,6 +25,7 @@ import numpy as np
 from latscope import LatscopeError
 from latscope.analysis.definitions import MARKER_ALIASES, default_definitions, resolve_channel
 from latscope.analysis.pairing import (
+    AMBIGUOUS,
     LOST_GAP,
     MISSED,
     OK,
@@ -59,7 +60,9 @@ class AnalysisResult:
         Per stage difference (``stop - start`` of two measurements on the same packet).
     counts : dict of str -> dict
         Per measurement: ``packets`` (start edges), ``ok``, ``missed``, ``lost_gap``,
-        ``truncated``, ``spurious``, ``duplicate``, ``lost_stops``.
+        ``truncated``, ``ambiguous`` (packets whose stop the edges cannot decide, left out of
+        the statistics: :func:`pairing.pair_in_order`), ``spurious``, ``duplicate``,
+        ``lost_stops``, ``undecided`` (stops of the ambiguous packets).
     unavailable : dict of str -> str
         Measurements not computed, with the reason (a channel the capture lacks).
     packets : list of PacketTable or None
@@ -88,6 +91,17 @@ class AnalysisResult:
     def resolution_ns(self):
         return 1e9 / self.tick_hz
 
+    @property
+    def ambiguous(self):
+        """``{measurement: packets}`` whose pairing could not be decided and that were left out
+        of the statistics (plain and per-class measurements; only those with any)."""
+        out = {}
+        for name, s in self.stats.items():
+            k = int((s.counts or {}).get("ambiguous", 0))
+            if k:
+                out[name] = k
+        return out
+
     def to_dict(self):
         """JSON-ready dict: every figure in ns."""
         return {"tick_hz": self.tick_hz, "resolution_ns": self.resolution_ns,
@@ -96,6 +110,7 @@ class AnalysisResult:
                 "measurements": {k: v.to_dict() for k, v in self.stats.items()},
                 "stages": {k: v.to_dict() for k, v in self.stages.items()},
                 "unavailable": dict(self.unavailable),
+                "ambiguous": self.ambiguous,
                 "frames": self.frames.to_dict() if self.frames is not None else None,
                 "config": self.metadata.get("config"), "source": self.metadata.get("source"),
                 "integrity": self.metadata.get("integrity"),
@@ -221,7 +236,8 @@ class Analyzer:
         self.acc = {name: LatencyAccumulator(name, self.tick_hz, exact_limit=exact_limit,
                                              ns_histogram=ns_histograms)
                     for g in self.groups for name in g["names"]}
-        self.counts = {name: dict(packets=0, ok=0, missed=0, lost_gap=0, truncated=0)
+        self.counts = {name: dict(packets=0, ok=0, missed=0, lost_gap=0, truncated=0,
+                                  ambiguous=0)
                        for name in self.acc}
         self.stage_defs = []
         for s in self.definitions.stages:
@@ -309,6 +325,7 @@ class Analyzer:
                 c["missed"] += int(np.count_nonzero(st == MISSED))
                 c["lost_gap"] += int(np.count_nonzero(st == LOST_GAP))
                 c["truncated"] += int(np.count_nonzero(st == TRUNCATED))
+                c["ambiguous"] += int(np.count_nonzero(st == AMBIGUOUS))
             for stage, group in self.stage_defs:
                 if group is not g:
                     continue
