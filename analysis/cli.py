@@ -6,6 +6,7 @@ import sys
 
 from latscope import LatscopeError
 from latscope.analysis import api
+from latscope.analysis.ambiguity import ambiguity_lines
 from latscope.analysis.definitions import load_definitions
 from latscope.analysis.stats import bound_hints
 from latscope.userio import check_input, check_output
@@ -146,6 +147,8 @@ def cmd_analyze(args):
         print(report.stats_table(r.stages))
     for name, why in r.unavailable.items():
         print(f"{name}: not computed: {why}")
+    for line in ambiguity_lines(r, lambda cls: api.class_label(cls, r.metadata)):
+        print(line)
     if r.frames is not None:
         print()
         print(frames_table(r.frames, r.metadata, r.frame_counters))

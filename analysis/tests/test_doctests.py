@@ -7,7 +7,7 @@ import pytest
 
 MODULES = ["definitions", "pairing", "hdr", "stats", "engine", "compare", "report", "synth",
            "grouping", "units", "figures",
-           "frames", "api"]
+           "frames", "api", "ambiguity"]
 
 
 @pytest.mark.parametrize("name", MODULES)
