@@ -26,6 +26,7 @@ from latscope.analysis.definitions import (
     resolve_markers,
 )
 from latscope.analysis.engine import Analyzer
+from latscope.analysis.marker_identity import decode, is_coded_channel
 from latscope.analysis.pairing import STATUS_NAMES
 from latscope.analysis.stats import DEFAULT_EXACT_LIMIT, PERCENTILES, percentile_key
 
@@ -302,6 +303,7 @@ def from_events(time, channel, rising, *, tick_hz, channel_names=None, markers=N
         marker_map = resolve_markers(defs, channel_names, stored_markers, markers)
         markers = marker_map.markers
         metadata["marker_map"] = dataclasses.asdict(marker_map)
+    kwargs.setdefault("coded_markers", coded_markers(metadata))
     analyzer = Analyzer(defs, tick_hz=tick_hz, channel_names=channel_names, markers=markers,
                         losses=losses, keep_packets=packets, metadata=metadata,
                         require=measures or (), **kwargs)
@@ -367,7 +369,8 @@ def analyze_file(path, *, definitions=None, measures=None, packets=False, mappin
                             markers=marker_map.markers, losses=cap.losses,
                             ns_histograms=ns_histograms,
                             keep_packets=packets, exact_limit=exact_limit,
-                            confidence=confidence, require=measures or (), metadata=metadata)
+                            confidence=confidence, require=measures or (), metadata=metadata,
+                            coded_markers=coded_markers(metadata))
         done = 0
         for chunk in cap.iter_chunks():
             try:
@@ -413,6 +416,22 @@ def class_label(cls, metadata):
     return str((metadata.get("frame_classes") or {}).get(str(cls), cls))
 
 
+def coded_markers(metadata):
+    """Marker channels whose markers carry an identity code (``docs/marker-identity.md``), as
+    the capture's metadata names them: ``marker_identity = {"code": "lsid1", "markers":
+    ["m2", ...]}``.
+
+    >>> coded_markers({"marker_identity": {"code": "lsid1", "markers": ["m2"]}}), coded_markers({})
+    (['m2'], [])
+    """
+    ident = (metadata or {}).get("marker_identity") or {}
+    if not ident:
+        return []
+    if ident.get("code") != "lsid1":
+        raise LatscopeError(f"marker_identity code must be 'lsid1', not {ident.get('code')!r}")
+    return list(ident.get("markers") or [])
+
+
 def reply_class(metadata):
     """How replies are limited by class (``analysis.frames.REPLY_CLASSES``): ``"any"`` when the
     capture config's ``[frames]`` table classified received frames but had no transmit rules (every
@@ -437,13 +456,19 @@ def _add_frame_analysis(cap, result, confidence, marker_meanings=None):
     events = cap.events()
     placement = capture_placement(cap, events)     # unplaced records: start/end -1
     start, end = placement.start, placement.end
-    markers = {}
+    markers, ids = {}, {}
     meanings = marker_meanings or cap.markers or {}   # the map resolve_markers settled on
     for role, meaning in meanings.items():
         ch = resolve_channel(role, cap.channel_names or None, meanings or None)
         if ch is not None:
-            markers[meaning] = events.time[(events.channel == ch) & events.rising]
+            mine = events.channel == ch
+            codes = decode(events.time[mine], events.rising[mine])
+            if is_coded_channel(codes):     # markers with identity: pair them by it
+                markers[meaning], ids[meaning] = codes.time, codes.ident
+            else:
+                markers[meaning] = events.time[mine & events.rising]
     fa = analyze_frames(records, start, end, tick_hz=result.tick_hz, markers=markers,
+                        marker_ids=ids,
                         counters=cap.frame_counters(), losses=[(r.first_time, r.span)
                                                                 for r in cap.losses],
                         confidence=confidence, reply_class=reply_class(cap.metadata))

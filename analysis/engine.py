@@ -24,6 +24,7 @@ import numpy as np
 
 from latscope import LatscopeError
 from latscope.analysis.definitions import MARKER_ALIASES, default_definitions, resolve_channel
+from latscope.analysis.marker_identity import marker_rises
 from latscope.analysis.pairing import (
     AMBIGUOUS,
     LOST_GAP,
@@ -167,11 +168,16 @@ class Analyzer:
         Measurements that must be computable (raise instead of skipping).
     ns_histograms : bool
         Keep each measurement's latencies in whole ns for ``.hlog`` export.
+    coded_markers : iterable of str
+        Marker channels (role, meaning or alias) whose markers carry an identity code
+        (``docs/marker-identity.md``): only the first rising edge of each marker counts, the
+        code pulses after it are not markers.
     """
 
     def __init__(self, definitions=None, *, tick_hz, channel_names=None, markers=None,
                  losses=(), keep_packets=False, exact_limit=DEFAULT_EXACT_LIMIT,
-                 confidence=0.95, require=(), metadata=None, ns_histograms=False):
+                 confidence=0.95, require=(), metadata=None, ns_histograms=False,
+                 coded_markers=()):
         self.tick_hz = _tick_hz(tick_hz)
         self.definitions = definitions if definitions is not None else default_definitions()
         self.confidence = confidence
@@ -271,6 +277,13 @@ class Analyzer:
         n_codes = max((c[0] for c in self.codes), default=-1) + 1
         self._offsets = offsets_from_metadata(self.metadata, n_codes)
         self._offset_lag = 0 if self._offsets is None else max(0, int(self._offsets.max(initial=0)))
+        self._coded = {}
+        for name in coded_markers:
+            ch = resolve_channel(name, channel_names, markers)
+            if ch is None:
+                raise LatscopeError(f"coded marker must be a marker channel of the capture, "
+                                    f"not {name!r}")
+            self._coded[ch] = None            # the last pulse seen (marker_rises state)
         self.events = 0
         self.first_time = None
         self.last_time = None
@@ -294,6 +307,8 @@ class Analyzer:
         if self.first_time is None:
             self.first_time = int(time[0])
         self.last_time = int(time[-1])
+        if self._coded:
+            time, channel, rising = self._drop_code_pulses(time, channel, rising)
         code = (channel << 1) | rising.view(np.uint8)
         # keep only the edges some measurement uses, then split them by (channel, edge)
         wanted = self._lut[code]
@@ -303,6 +318,16 @@ class Analyzer:
         else:
             edges = {c: time[code == k] - self._offsets[c[0]] for c, k in self._code_of.items()}
         self._advance(edges, self.last_time - self._offset_lag)
+
+    def _drop_code_pulses(self, time, channel, rising):
+        """Keep, on coded marker channels, only the rising edge that begins each marker."""
+        keep = np.ones(len(time), bool)
+        for ch, state in self._coded.items():
+            sel = np.flatnonzero(channel == ch)
+            if len(sel):
+                begins, self._coded[ch] = marker_rises(time[sel], rising[sel], state)
+                keep[sel[rising[sel] & ~begins]] = False
+        return time[keep], channel[keep], rising[keep]
 
     def _advance(self, edges, complete_time):
         for g in self.groups:

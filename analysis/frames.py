@@ -45,6 +45,7 @@ import dataclasses
 
 import numpy as np
 
+from latscope.analysis.marker_identity import CODE_BITS
 from latscope.analysis.pairing import (
     AMBIGUOUS,
     DUPLICATE,
@@ -155,7 +156,7 @@ def _counted(counters, cls):
 
 def analyze_frames(records, start, end, *, tick_hz, markers=None, counters=None, losses=(),
                    window_s=None, confidence=0.95, magic=None, reply_class="same",
-                   marker_window_s=MARKER_WINDOW_S):
+                   marker_window_s=MARKER_WINDOW_S, marker_ids=None):
     """Pair requests and replies by sequence number and compute per-class statistics.
 
     Parameters
@@ -183,6 +184,11 @@ def analyze_frames(records, start, end, *, tick_hz, markers=None, counters=None,
         of any class (the transmit direction was not classified).
     marker_window_s : float
         Longest time between a marker and its frame.
+    marker_ids : dict of str -> int64 array, optional
+        Per marker meaning whose markers carry identity (``docs/marker-identity.md``,
+        :func:`~latscope.analysis.marker_identity.decode`), the decoded identity of each marker
+        in ``markers[meaning]`` (-1 where none): that stage pairs with the request whose
+        sequence number has the same low bits, not by order.
 
     Returns
     -------
@@ -271,6 +277,14 @@ def analyze_frames(records, start, end, *, tick_hz, markers=None, counters=None,
         answered = np.isin(tx_seq, req_seq)
         dup_replies = int(np.count_nonzero((pairs.stop_class == DUPLICATE) & answered))
         for meaning, (frame_marker, frame_status, frame_shared) in marker_pairs.items():
+            if meaning in (marker_ids or {}):
+                values, at = _by_identity(meaning, markers[meaning], marker_ids[meaning],
+                                          req_end, req_seq, ok, reply_start, marker_window)
+                if len(values):
+                    samples[meaning] = (at, values)
+                    stats[meaning] = describe(values, tick_hz, times=at, name=meaning,
+                                              confidence=confidence)
+                continue
             if meaning.startswith("rx."):
                 t, st, sh, at = (frame_marker[req], frame_status[req], frame_shared[req],
                                  req_end)
@@ -303,6 +317,28 @@ def analyze_frames(records, start, end, *, tick_hz, markers=None, counters=None,
             coalesced={k: v for k, v in coalesced.items() if v})
     return FrameAnalysis(classes, int(np.count_nonzero(~placed)), tick_hz, magic=magic,
                          reply_class=reply_class, notes=notes, reply_window_s=window / tick_hz)
+
+
+def _by_identity(meaning, times, ids, req_end, req_seq, replied, reply_start, window):
+    """One stage by marker identity: the marker whose code equals the low bits of the
+    request's sequence number, first at or after the request's end (``rx.*``) or last before
+    its reply starts and after its end (``tx.*``). Returns the latencies and request ends."""
+    times = np.asarray(times, np.int64)
+    ids = np.asarray(ids, np.int64)
+    low = req_seq & ((1 << CODE_BITS) - 1)
+    if meaning.startswith("rx."):
+        r = pair_sequence(req_end, low, times, ids, window)
+        good = r.status == OK
+        t = times[r.stop_index[good]]
+        return t - req_end[good], req_end[good]
+    if not meaning.startswith("tx.") or not replied.any():
+        return np.empty(0, np.int64), np.empty(0, np.int64)
+    rs = reply_start[replied]
+    # search backwards in time: negate, and the first "stop" at or after is the last before
+    r = pair_sequence(-rs, low[replied], -times, ids, window)
+    t = np.where(r.status == OK, times[np.maximum(r.stop_index, 0)], -1)
+    good = (r.status == OK) & (t >= req_end[replied])
+    return rs[good] - t[good], req_end[replied][good]
 
 
 def _pair_markers(markers, rx, tx, start, end, window, losses, end_time):
