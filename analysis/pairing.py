@@ -78,6 +78,8 @@ class PairResult:
         ambiguous starts of its busy period).
     segment : ndarray of int64, optional
         Per start, its busy period (:func:`pair_in_order`; numbered from 1 in time order).
+    tsegment : ndarray of int64, optional
+        Per start, its run of starts less than a window apart (:func:`pair_in_order`; from 1).
     shared : ndarray of bool, optional
         Per start, its stop also serves another start (:func:`pair_shared`).
     """
@@ -85,6 +87,7 @@ class PairResult:
     status: np.ndarray
     stop_class: np.ndarray
     segment: np.ndarray = None
+    tsegment: np.ndarray = None
     shared: np.ndarray = None
 
     @property
@@ -174,7 +177,8 @@ def _classify_stops(start, stop, used_index, status, window, losses):
     return cls
 
 
-def pair_in_order(start, stop, window, *, origin=None, losses=None, end_time=None):
+def pair_in_order(start, stop, window, *, origin=None, losses=None, end_time=None,
+                  tainted=False):
     """Pair starts with stops in order, and say which pairings the edges cannot decide.
 
     The model: every start is served at most once, in order (one queue, one thread), each stop
@@ -198,9 +202,44 @@ def pair_in_order(start, stop, window, *, origin=None, losses=None, end_time=Non
     >>> r.status.tolist(), r.ambiguous
     ([4, 4], 2)
 
+    A start without any stop within its window is missed whatever the order, and takes no part
+    in the queue (so markers that never come do not hold a busy period open). With ``tainted``
+    (a queue of unknown length may precede the first start, see :class:`StreamPairer`), every
+    start before the first gap of more than a window between starts is ambiguous unless missed.
+
     O(n log n): one sort of the merged edges, then prefix sums (the queue length is a Lindley
     recursion, ``W = S - min(0, cummin(S))`` within each period of starts).
     """
+    start = np.asarray(start, dtype=np.int64)
+    stop = np.asarray(stop, dtype=np.int64)
+    losses = losses if losses is not None else LossIndex()
+    m = len(stop)
+    j = np.searchsorted(stop, start, side="left")
+    has = (j < m) & ((stop[np.minimum(j, max(m - 1, 0))] if m else start) - start <= window)
+    if has.all():
+        return _pair_in_order_core(start, stop, window, origin, losses, end_time, tainted)
+    idx = np.flatnonzero(has)
+    sub_origin = None if origin is None else np.asarray(origin, dtype=np.int64)[idx]
+    r = _pair_in_order_core(start[idx], stop, window, sub_origin, losses, end_time, tainted)
+    n = len(start)
+    stop_index = np.full(n, -1, np.int64)
+    stop_index[idx] = r.stop_index
+    alone = np.flatnonzero(~has)
+    status = np.empty(n, np.uint8)
+    status[idx] = r.status
+    status[alone] = _start_status(start[alone], start[alone], np.zeros(len(alone), bool),
+                                  window, losses, end_time)
+    segment = np.zeros(n, np.int64)
+    segment[idx] = r.segment
+    segment = np.maximum.accumulate(segment) if n else segment
+    tsegment = np.zeros(n, np.int64)
+    tsegment[idx] = r.tsegment
+    tsegment = np.maximum.accumulate(tsegment) if n else tsegment
+    return PairResult(stop_index, status, r.stop_class, segment=segment, tsegment=tsegment)
+
+
+def _pair_in_order_core(start, stop, window, origin, losses, end_time, tainted=False):
+    """:func:`pair_in_order` on starts that each have a stop within their window."""
     start = np.asarray(start, dtype=np.int64)
     stop = np.asarray(stop, dtype=np.int64)
     losses = losses if losses is not None else LossIndex()
@@ -273,6 +312,17 @@ def pair_in_order(start, stop, window, *, origin=None, losses=None, end_time=Non
     decided = clean[start_seg] if n else np.zeros(0, bool)
     undecided = ~paired & ((~decided & (m_eff[start_seg] > 0)) | too_late
                            | (decided & (n_seg[start_seg] > 1)))
+    start_tseg = np.empty(n, np.int64)
+    start_tseg[order[ev_start]] = tseg[ev_start]
+    if tainted:
+        # an earlier queue of unknown length may still be served here: nothing is decided
+        # until the first gap of a window between starts
+        first = start_tseg == 1
+        undecided |= first & paired
+        stop_index[first] = -1
+        paired &= ~first
+        clean = clean.copy()
+        clean[np.unique(start_seg[first])] = False
     status = np.where(paired, OK, np.where(undecided, AMBIGUOUS, MISSED)).astype(np.uint8)
     if len(losses):
         lost = np.where(paired, losses.intersects(t - window, t),
@@ -281,8 +331,8 @@ def pair_in_order(start, stop, window, *, origin=None, losses=None, end_time=Non
     if end_time is not None and n:
         last = np.zeros(size, np.int64)
         np.maximum.at(last, start_seg, start)
-        status[((status == MISSED) | (status == AMBIGUOUS))
-               & (last[start_seg] + window > end_time)] = TRUNCATED
+        status[(status == MISSED) & (last[start_seg] + window > end_time)] = TRUNCATED
+        status[(status == AMBIGUOUS) & (start + window > end_time)] = TRUNCATED
     cls = np.full(m, SPURIOUS, dtype=np.uint8)
     in_win_stop = np.zeros(m, bool)
     in_win_stop[order[in_window] - n] = True
@@ -293,7 +343,7 @@ def pair_in_order(start, stop, window, *, origin=None, losses=None, end_time=Non
     if len(losses):
         free = np.flatnonzero(cls == SPURIOUS)
         cls[free[losses.intersects(stop[free] - window, stop[free])]] = LOST_STOP
-    return PairResult(stop_index, status, cls, segment=start_seg)
+    return PairResult(stop_index, status, cls, segment=start_seg, tsegment=start_tseg)
 
 
 def pair_shared(start, stop, window, *, losses=None, end_time=None):
@@ -391,8 +441,13 @@ class StreamPairer:
     losses : LossIndex
     """
 
-    def __init__(self, names, windows, after, losses):
+    #: Starts an open busy period may hold before its packets are given up as ambiguous.
+    MAX_OPEN = 1 << 16
+
+    def __init__(self, names, windows, after, losses, max_open=MAX_OPEN):
         self.names = list(names)
+        self.max_open = int(max_open)
+        self.tainted = [False] * len(names)
         self.windows = [int(w) for w in windows]
         self.after = list(after)
         self.losses = losses
@@ -433,23 +488,31 @@ class StreamPairer:
             n_final = len(s)
         else:
             n_final = int(np.searchsorted(s + self.horizon, complete_time, side="left"))
-        # pair everything held; results for starts beyond n_final are recomputed next time
-        results, stop_times = [], []
-        for k in range(len(self.names)):
-            origin = None
-            if self.after[k] is not None:
-                origin = np.where(stop_times[self.after[k]] >= 0, stop_times[self.after[k]], -1)
-            r = pair_in_order(s, ts[k], self.windows[k], origin=origin, losses=self.losses,
-                              end_time=end_time if complete_time is None else None)
-            t = (np.where(r.stop_index >= 0, ts[k][np.maximum(r.stop_index, 0)], -1)
-                 if len(ts[k]) else np.full(len(s), -1, dtype=np.int64))
-            stop_times.append(np.where(r.status == OK, t, -1))
-            results.append(r)
-        # a start is final only with every start of its busy period (in every measurement)
-        for r in results:
-            if n_final < len(s):
-                seg = r.segment[n_final]
-                n_final = int(np.searchsorted(r.segment, seg, side="left"))
+        # pair everything held; results for starts beyond n_final are recomputed next time.
+        # A start is final only with every start of its busy period (in every measurement); a
+        # period holding more than max_open starts is given up: its packets are ambiguous, and
+        # so is everything up to the next gap of a window between starts (tainted), whose
+        # packets are then final as soon as their window is.
+        n_window = n_final
+        while True:
+            results, stop_times = self._pair_all(s, ts, end_time if complete_time is None
+                                                 else None)
+            n_final, grew = n_window, False
+            for k, r in enumerate(results):
+                if n_window >= len(s):
+                    continue
+                if self.tainted[k] and r.tsegment[n_window] <= 1:
+                    continue
+                first = int(np.searchsorted(r.segment, r.segment[n_window], side="left"))
+                if complete_time is not None and len(s) - first > self.max_open:
+                    self.tainted[k] = grew = True
+                    continue
+                n_final = min(n_final, first)
+            if not grew:
+                break
+        for k, r in enumerate(results):
+            if self.tainted[k] and (n_final >= len(s) or r.tsegment[n_final] > 1):
+                self.tainted[k] = False      # the tainted run of starts is all final
         cut = s[n_final] if n_final < len(s) else None
         latencies, statuses = [], []
         for k, r in enumerate(results):
@@ -465,3 +528,19 @@ class StreamPairer:
             self.stops[k] = ts[k][ts[k] >= cut] if cut is not None else ts[k][:0]
         self.starts = s[n_final:]
         return s[:n_final], latencies, statuses
+
+    def _pair_all(self, s, ts, end_time):
+        """Pair every measurement over the held starts (chained ones from their predecessor's
+        stops)."""
+        results, stop_times = [], []
+        for k in range(len(self.names)):
+            origin = None
+            if self.after[k] is not None:
+                origin = np.where(stop_times[self.after[k]] >= 0, stop_times[self.after[k]], -1)
+            r = pair_in_order(s, ts[k], self.windows[k], origin=origin, losses=self.losses,
+                              end_time=end_time, tainted=self.tainted[k])
+            t = (np.where(r.stop_index >= 0, ts[k][np.maximum(r.stop_index, 0)], -1)
+                 if len(ts[k]) else np.full(len(s), -1, dtype=np.int64))
+            stop_times.append(np.where(r.status == OK, t, -1))
+            results.append(r)
+        return results, stop_times

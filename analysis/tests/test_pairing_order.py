@@ -144,3 +144,34 @@ def test_shared_interrupt_is_attributed_to_each_and_flagged():
     r = pair_shared([0, 10, 20, 500], [40, 520], window=100)
     assert r.stop_index.tolist() == [0, 0, 0, 1]
     assert r.shared.tolist() == [True, True, True, False]
+
+
+def test_stream_pairer_gives_up_a_long_undecidable_period_in_bounded_memory():
+    """Starts every 100 ticks, only every other one marked (20 ticks after it), window 1000:
+    which start lost its marker is never decidable, the busy period never closes. With
+    max_open=50 the pairer gives those packets up as ambiguous (never wrong) and holds a bounded
+    number of starts; after a quiet gap longer than the window, lone starts pair again."""
+    dense = np.arange(1000, dtype=np.int64) * 100
+    lone = dense[-1] + 5000 + np.arange(10, dtype=np.int64) * 2000
+    start = np.concatenate([dense, lone])
+    stop = np.sort(np.concatenate([dense[::2] + 20, lone + 30]))
+    pairer = StreamPairer(["m"], [1000], [None], LossIndex(), max_open=50)
+    got_s, got_lat, got_st, held = [], [], [], []
+    edges = np.arange(0, int(start[-1]) + 2000, 1000)
+    for a, b in zip(edges[:-1], edges[1:], strict=True):
+        s, lat, st = pairer.feed(start[(start >= a) & (start < b)],
+                                 [stop[(stop >= a) & (stop < b)]], int(b))
+        got_s.append(s), got_lat.append(lat[0]), got_st.append(st[0])
+        held.append(len(pairer.starts))
+    s, lat, st = pairer.feed(np.empty(0, np.int64), [np.empty(0, np.int64)], None,
+                             end_time=int(stop[-1]))
+    got_s.append(s), got_lat.append(lat[0]), got_st.append(st[0])
+    s, lat, st = (np.concatenate(x) for x in (got_s, got_lat, got_st))
+    assert s.tolist() == start.tolist()
+    assert max(held) <= 50 + 2 * 10 + 1        # max_open, plus a chunk and a window of starts
+    ok = st == OK
+    # every pair it makes is the true one (even starts of the dense run: 20 ticks; lone: 30)
+    truth = np.where(np.isin(start, lone), 30, np.where((start // 100) % 2 == 0, 20, -1))
+    assert np.all(lat[ok] == truth[ok])
+    assert np.all(ok[-10:])
+    assert np.count_nonzero(st[:1000] == AMBIGUOUS) > 900
