@@ -10,7 +10,7 @@ capture (``capture.frames.FRAME_DTYPE``), their start and end ticks (from their 
   node's end-to-end latency on the wire, paired by identity rather than by order;
 * marker stages paired in order (:func:`~latscope.analysis.pairing.pair_in_order`): a receive
   marker (meaning ``rx.*``) against the ends of every received frame, a transmit marker
-  (``tx.*``) against the starts of every transmitted frame, so a request queued behind another
+  (``tx.*``) against the starts of every transmitted reply, so a request queued behind another
   never takes its predecessor's marker; a request whose marker the edges cannot decide is
   counted in ``ambiguous`` and left out of the stage. ``rx.isr`` is paired with the first
   interrupt at or after the frame's end, which may serve several frames (interrupt coalescing):
@@ -222,8 +222,10 @@ def analyze_frames(records, start, end, *, tick_hz, markers=None, counters=None,
     end_time = int(max(end.max(), start.max())) if len(end) else None
     loss_index = LossIndex(losses)
     marker_window = max(1, int(marker_window_s * tick_hz))
-    marker_pairs = _pair_markers(markers or {}, rx, placed & (records["direction"] == 1),
-                                 start, end, marker_window, loss_index, end_time)
+    # transmit markers against latscope's own replies (every class): a frame the DUT sends
+    # without a marker (ARP, other traffic) would otherwise take a waiting marker
+    marker_pairs = _pair_markers(markers or {}, rx, tx_all, start, end, marker_window,
+                                 loss_index, end_time)
     if markers:
         notes.append("marker stages per class are paired in order against every frame on the "
                      "wire and tied to their request by its sequence number; the plain ones "
@@ -345,7 +347,7 @@ def _pair_markers(markers, rx, tx, start, end, window, losses, end_time):
     """Per marker meaning, per record: its marker tick, pair status and shared flag.
 
     Receive markers pair with the ends of every placed received frame, transmit markers with
-    the starts of every placed transmitted frame (the marker comes first), in order
+    the starts of the transmitted frames ``tx`` (the marker comes first), in order
     (:func:`pair_in_order`); :data:`SHARED_MARKERS` with the first marker at or after the
     frame (:func:`pair_shared`). Records of the other direction, or unplaced, get -1 and MISSED.
     """
