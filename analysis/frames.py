@@ -227,10 +227,11 @@ def analyze_frames(records, start, end, *, tick_hz, markers=None, counters=None,
     marker_pairs = _pair_markers(markers or {}, rx, tx_all, start, end, marker_window,
                                  loss_index, end_time)
     if markers:
-        notes.append("marker stages per class are paired in order against every frame on the "
-                     "wire and tied to their request by its sequence number; the plain ones "
-                     "(rx.udp, tx.wire ...) pair each marker with frame edges of every class, so "
-                     "they differ where other traffic interleaves: compare the per-class ones")
+        notes.append("marker stages per class are paired in order against the recorded frames "
+                     "(or by marker identity) and tied to their request by its sequence number; "
+                     "the plain ones (rx.udp, tx.wire ...) pair each marker with the edges of "
+                     "every frame, recorded or not, so they differ (or are ambiguous) where "
+                     "other traffic interleaves: compare the per-class ones")
     per_class = {}
     longest = 0
     for cls in np.unique(records["cls"][rx]).tolist():
