@@ -31,6 +31,7 @@ from latscope.analysis.definitions import (
 )
 from latscope.analysis.engine import Analyzer, PacketTable
 from latscope.analysis.frames import analyze_frames
+from latscope.analysis.marker_identity import decode, is_coded_channel
 from latscope.analysis.pairing import STATUS_NAMES
 from latscope.analysis.report.html import write_report as write_report_page
 from latscope.analysis.report.labels import class_label, counted_only_classes, integrity_note
@@ -295,6 +296,7 @@ def from_events(time, channel, rising, *, tick_hz, channel_names=None, markers=N
         marker_map = resolve_markers(defs, channel_names, stored_markers, markers)
         markers = marker_map.markers
         metadata["marker_map"] = dataclasses.asdict(marker_map)
+    kwargs.setdefault("coded_markers", coded_markers(metadata))
     analyzer = Analyzer(defs, tick_hz=tick_hz, channel_names=channel_names, markers=markers,
                         losses=losses, keep_packets=packets, metadata=metadata,
                         require=measures or (), **kwargs)
@@ -388,7 +390,8 @@ def _analyze_events(source, definitions, measures, packets, exact_limit, confide
                         ns_histograms=ns_histograms, keep_packets=packets,
                         exact_limit=exact_limit, confidence=confidence,
                         require=measures or (), metadata=metadata,
-                        offsets=info.channel_offsets)
+                        offsets=info.channel_offsets,
+                        coded_markers=coded_markers(metadata))
     edges = _FrameEdges(info, marker_map.markers) if info.frames is not None else None
     done = 0
     for chunk in chunks:
@@ -418,8 +421,9 @@ def _analyze_events(source, definitions, measures, packets, exact_limit, confide
 
 class _FrameEdges:
     """What frame pairing needs from the events, gathered chunk by chunk in the analysis pass:
-    the DV channels' edges (to tie records to pulses) and the rising edges of each marker
-    (``marker_meanings``: the map :func:`resolve_markers` settled on)."""
+    the DV channels' edges (to tie records to pulses) and both edges of each marker channel
+    (``marker_meanings``: the map :func:`resolve_markers` settled on), whose pulse widths carry
+    the markers' identity codes where the firmware sends them (``docs/marker-identity.md``)."""
 
     def __init__(self, info, marker_meanings):
         from latscope.capture.frames import DIRECTION_ROLES  # why: amaranth, frame captures only
@@ -438,7 +442,8 @@ class _FrameEdges:
         keep = np.isin(chunk.channel, self.dv)
         self._dv.append((chunk.time[keep], chunk.channel[keep], chunk.rising[keep]))
         for meaning, ch in self.marker_channels.items():
-            self._markers[meaning].append(chunk.time[(chunk.channel == ch) & chunk.rising])
+            mine = chunk.channel == ch
+            self._markers[meaning].append((chunk.time[mine], chunk.rising[mine]))
 
     def dv_edges(self):
         """``(time, channel, rising)`` of the DV channels, in time order."""
@@ -447,9 +452,35 @@ class _FrameEdges:
         return tuple(np.concatenate(col) for col in zip(*self._dv, strict=True))
 
     def marker_times(self):
-        """``{meaning: rising-edge times}`` of every marker with a channel."""
-        return {meaning: np.concatenate(parts) if parts else np.zeros(0, np.int64)
-                for meaning, parts in self._markers.items()}
+        """``({meaning: marker times}, {meaning: identities})`` of every marker with a channel:
+        a channel whose pulses carry identity codes gives each marker's first edge and its
+        identity; a plain channel its rising edges (and no identities)."""
+        times, ids = {}, {}
+        for meaning, parts in self._markers.items():
+            t = np.concatenate([p[0] for p in parts]) if parts else np.zeros(0, np.int64)
+            r = np.concatenate([p[1] for p in parts]) if parts else np.zeros(0, bool)
+            codes = decode(t, r)
+            if is_coded_channel(codes):     # markers with identity: pair them by it
+                times[meaning], ids[meaning] = codes.time, codes.ident
+            else:
+                times[meaning] = t[r]
+        return times, ids
+
+
+def coded_markers(metadata):
+    """Marker channels whose markers carry an identity code (``docs/marker-identity.md``), as
+    the capture's metadata names them: ``marker_identity = {"code": "lsid1", "markers":
+    ["m2", ...]}``.
+
+    >>> coded_markers({"marker_identity": {"code": "lsid1", "markers": ["m2"]}}), coded_markers({})
+    (['m2'], [])
+    """
+    ident = (metadata or {}).get("marker_identity") or {}
+    if not ident:
+        return []
+    if ident.get("code") != "lsid1":
+        raise LatscopeError(f"marker_identity code must be 'lsid1', not {ident.get('code')!r}")
+    return list(ident.get("markers") or [])
 
 
 def reply_class(metadata):
@@ -478,8 +509,9 @@ def _add_frame_analysis(info, edges, result, confidence):
     placement = place_frames(records, time, channel, rising, channels,
                              tick_hz=float(info.metadata["tick_hz"]), losses=losses,
                              counters=info.frame_counters)   # unplaced records: start/end -1
+    markers, ids = edges.marker_times()
     fa = analyze_frames(records, placement.start, placement.end, tick_hz=result.tick_hz,
-                        markers=edges.marker_times(), counters=info.frame_counters,
+                        markers=markers, marker_ids=ids, counters=info.frame_counters,
                         losses=losses, confidence=confidence,
                         reply_class=reply_class(info.metadata))
     fa.unplaced_reasons = dict(placement.reasons)

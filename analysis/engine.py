@@ -24,7 +24,9 @@ import numpy as np
 
 from latscope import LatscopeError
 from latscope.analysis.definitions import MARKER_ALIASES, default_definitions, resolve_channel
+from latscope.analysis.marker_identity import marker_rises
 from latscope.analysis.pairing import (
+    AMBIGUOUS,
     LOST_GAP,
     MISSED,
     OK,
@@ -60,7 +62,9 @@ class AnalysisResult:
         Per stage difference (``stop - start`` of two measurements on the same packet).
     counts : dict of str -> dict
         Per measurement: ``packets`` (start edges), ``ok``, ``missed``, ``lost_gap``,
-        ``truncated``, ``spurious``, ``duplicate``, ``lost_stops``.
+        ``truncated``, ``ambiguous`` (packets whose stop the edges cannot decide, left out of
+        the statistics: :func:`pairing.pair_in_order`), ``spurious``, ``duplicate``,
+        ``lost_stops``, ``undecided`` (stops of the ambiguous packets).
     unavailable : dict of str -> str
         Measurements not computed, with the reason (a channel the capture lacks).
     packets : list of PacketTable or None
@@ -89,6 +93,17 @@ class AnalysisResult:
     def resolution_ns(self):
         return 1e9 / self.tick_hz
 
+    @property
+    def ambiguous(self):
+        """``{measurement: packets}`` whose pairing could not be decided and that were left out
+        of the statistics (plain and per-class measurements; only those with any)."""
+        out = {}
+        for name, s in self.stats.items():
+            k = int((s.counts or {}).get("ambiguous", 0))
+            if k:
+                out[name] = k
+        return out
+
     def to_dict(self):
         """JSON-ready dict: every figure in ns."""
         return {"tick_hz": self.tick_hz, "resolution_ns": self.resolution_ns,
@@ -97,6 +112,7 @@ class AnalysisResult:
                 "measurements": {k: v.to_dict() for k, v in self.stats.items()},
                 "stages": {k: v.to_dict() for k, v in self.stages.items()},
                 "unavailable": dict(self.unavailable),
+                "ambiguous": self.ambiguous,
                 "frames": self.frames.to_dict() if self.frames is not None else None,
                 "config": self.metadata.get("config"), "source": self.metadata.get("source"),
                 "integrity": self.metadata.get("integrity"),
@@ -159,12 +175,16 @@ class Analyzer:
         Per channel index, ticks to subtract from that channel's edge times (the calibration
         offsets :func:`latscope.capture.open.open_events` parses); default: those stored in
         ``metadata`` (:func:`latscope.capture.metadata.channel_offsets`).
+    coded_markers : iterable of str
+        Marker channels (role, meaning or alias) whose markers carry an identity code
+        (``docs/marker-identity.md``): only the first rising edge of each marker counts, the
+        code pulses after it are not markers.
     """
 
     def __init__(self, definitions=None, *, tick_hz, channel_names=None, markers=None,
                  losses=(), keep_packets=False, exact_limit=DEFAULT_EXACT_LIMIT,
                  confidence=0.95, require=(), metadata=None, ns_histograms=False,
-                 offsets=None):
+                 offsets=None, coded_markers=()):
         self.tick_hz = _tick_hz(tick_hz)
         self.definitions = definitions if definitions is not None else default_definitions()
         self.confidence = confidence
@@ -229,7 +249,8 @@ class Analyzer:
         self.acc = {name: LatencyAccumulator(name, self.tick_hz, exact_limit=exact_limit,
                                              ns_histogram=ns_histograms)
                     for g in self.groups for name in g["names"]}
-        self.counts = {name: dict(packets=0, ok=0, missed=0, lost_gap=0, truncated=0)
+        self.counts = {name: dict(packets=0, ok=0, missed=0, lost_gap=0, truncated=0,
+                                  ambiguous=0)
                        for name in self.acc}
         self.stage_defs = []
         for s in self.definitions.stages:
@@ -266,6 +287,13 @@ class Analyzer:
             self._offsets = np.zeros(max(n_codes, len(offsets)), np.int64)
             self._offsets[:len(offsets)] = offsets
         self._offset_lag = 0 if self._offsets is None else max(0, int(self._offsets.max(initial=0)))
+        self._coded = {}
+        for name in coded_markers:
+            ch = resolve_channel(name, channel_names, markers)
+            if ch is None:
+                raise LatscopeError(f"coded marker must be a marker channel of the capture, "
+                                    f"not {name!r}")
+            self._coded[ch] = None            # the last pulse seen (marker_rises state)
         self.events = 0
         self.first_time = None
         self.last_time = None
@@ -289,6 +317,8 @@ class Analyzer:
         if self.first_time is None:
             self.first_time = int(time[0])
         self.last_time = int(time[-1])
+        if self._coded:
+            time, channel, rising = self._drop_code_pulses(time, channel, rising)
         code = (channel << 1) | rising.view(np.uint8)
         # keep only the edges some measurement uses, then split them by (channel, edge)
         wanted = self._lut[code]
@@ -298,6 +328,16 @@ class Analyzer:
         else:
             edges = {c: time[code == k] - self._offsets[c[0]] for c, k in self._code_of.items()}
         self._advance(edges, self.last_time - self._offset_lag)
+
+    def _drop_code_pulses(self, time, channel, rising):
+        """Keep, on coded marker channels, only the rising edge that begins each marker."""
+        keep = np.ones(len(time), bool)
+        for ch, state in self._coded.items():
+            sel = np.flatnonzero(channel == ch)
+            if len(sel):
+                begins, self._coded[ch] = marker_rises(time[sel], rising[sel], state)
+                keep[sel[rising[sel] & ~begins]] = False
+        return time[keep], channel[keep], rising[keep]
 
     def _advance(self, edges, complete_time):
         for g in self.groups:
@@ -320,6 +360,7 @@ class Analyzer:
                 c["missed"] += int(np.count_nonzero(st == MISSED))
                 c["lost_gap"] += int(np.count_nonzero(st == LOST_GAP))
                 c["truncated"] += int(np.count_nonzero(st == TRUNCATED))
+                c["ambiguous"] += int(np.count_nonzero(st == AMBIGUOUS))
             for stage, group in self.stage_defs:
                 if group is not g:
                     continue

@@ -36,15 +36,30 @@ class Traffic:
     ``mode="paced"``: requests leave every ``1 / rate_pps`` s (intended send times), but never
     before the previous echo has left the wire plus the turnaround (one in flight), so a too-high
     rate queues and the delay shows in the truth's ``queue_ns``.
+    ``mode="burst"``: ``burst`` requests leave back to back (one inter-frame gap apart), faster
+    than the DUT serves them; the next burst leaves the turnaround after the burst's last echo.
+    The DUT serves them in order, one packet at a time per stage and one app thread whose send
+    returns when its frame starts on the wire, so later requests of a burst wait (the truth's
+    ``queue_ns``: how long the app thread made each wait). ``app_busy_us`` (burst mode) is the
+    app thread's further work per request after its send returns, so a DUT that serves faster
+    than the wire delivers can be made to queue.
     """
     mode: str = "echo"
     host_turnaround_us: float = 20.0
     turnaround_jitter_us: float = 5.0
     rate_pps: float = 0.0
+    burst: int = 1
+    app_busy_us: float = 0.0
 
     def __post_init__(self):
-        if self.mode not in ("echo", "paced"):
-            raise LatscopeError(f"traffic mode must be 'echo' or 'paced', not {self.mode!r}")
+        if self.mode not in ("echo", "paced", "burst"):
+            raise LatscopeError(f"traffic mode must be 'echo', 'paced' or 'burst', not "
+                                f"{self.mode!r}")
+        if not self.app_busy_us >= 0:
+            raise LatscopeError(f"app busy time must be >= 0 µs, not {self.app_busy_us!r}")
+        if isinstance(self.burst, bool) or not isinstance(self.burst, int) or self.burst < 1:
+            raise LatscopeError(f"burst must be a whole number of requests >= 1, not "
+                                f"{self.burst!r}")
         if not self.host_turnaround_us >= 1.0:
             raise LatscopeError(f"host turnaround must be at least 1 µs (the IFG), not "
                                 f"{self.host_turnaround_us!r}")
@@ -273,7 +288,11 @@ def simulate(profile, packets, *, seed=0, traffic=None, timing=None):
                               if traffic.turnaround_jitter_us > 0 else 0.0))
     span = busy + turnaround          # from this request's start to the earliest next start
     origin = MII_CLOCK_NS * 4
-    if traffic.mode == "echo":
+    if traffic.mode == "burst":
+        rx_start, marks, send, tx_start, xmit, queue = _burst_timeline(
+            traffic, rx, app, tx, reply_col, turnaround, wire_ns, pulse, cpu, mii_phase,
+            cpu_phase, origin)
+    elif traffic.mode == "echo":
         earliest = np.concatenate([[0.0], np.cumsum(span[:-1])])
         start = origin + earliest
         queue = np.zeros(n)
@@ -282,13 +301,16 @@ def simulate(profile, packets, *, seed=0, traffic=None, timing=None):
         c = np.concatenate([[0.0], np.cumsum(span[:-1])])   # start_i = C_i + max_j<=i (a_j - C_j)
         start = c + np.maximum.accumulate(intended - c)
         queue = start - intended
-    rx_start = _ceil_grid(start, MII_CLOCK_NS, mii_phase)
+    if traffic.mode != "burst":
+        rx_start = _ceil_grid(start, MII_CLOCK_NS, mii_phase)
+        marks = _ceil_grid(rx_start[:, None] + wire_ns + rx, cpu, cpu_phase)
+        send = _ceil_grid(marks[:, reply_col] + app, cpu, cpu_phase)
+        tx_start = _ceil_grid(send + tx[:, 0], MII_CLOCK_NS, mii_phase)
+        xmit = _ceil_grid(tx_start - tx[:, 1], cpu, cpu_phase) if len(tx_stages) == 2 else None
+    elif len(tx_stages) != 2:
+        xmit = None
     rx_end = rx_start + wire_ns
-    marks = _ceil_grid(rx_end[:, None] + rx, cpu, cpu_phase)
-    send = _ceil_grid(marks[:, reply_col] + app, cpu, cpu_phase)
-    tx_start = _ceil_grid(send + tx[:, 0], MII_CLOCK_NS, mii_phase)
     tx_end = tx_start + wire_ns
-    xmit = _ceil_grid(tx_start - tx[:, 1], cpu, cpu_phase) if len(tx_stages) == 2 else None
 
     # Edges per channel: (time_ns, channel, rising, packet).
     edges = [(rx_start, RX_DV, True), (rx_end, RX_DV, False),
@@ -342,6 +364,60 @@ def simulate(profile, packets, *, seed=0, traffic=None, timing=None):
             "mii_phase_ns": mii_phase, "cpu_phase_ns": cpu_phase,
             "tick_offset": None}
     return SimRun(profile, timing, traffic, stimulus, truth, meta)
+
+
+#: Inter-frame gap at 100 Mb/s (12 bytes), ns.
+IFG_NS = 12 * BYTE_NS
+
+
+def _burst_timeline(traffic, rx, app, tx, reply_col, turnaround, wire_ns, pulse, cpu, mii_phase,
+                    cpu_phase, origin):
+    """Times (ns) of a burst run, packet by packet: requests of a burst back to back; each
+    receive stage serves frames in order (a marker at least a pulse and two CPU cycles after the
+    previous frame's marker of that stage); one app thread takes a request only after its send
+    for the previous one has returned (when that frame starts on the wire: no TX thread); the
+    wire sends one frame at a time. Returns ``rx_start``, ``marks``
+    (per stage column), ``send``, ``tx_start``, ``xmit`` (None without tx.xmit) and ``queue``
+    (how long the app thread delayed each request)."""
+    n, n_rx = rx.shape
+    gap = pulse + 2 * cpu
+    rx_start = np.empty(n)
+    marks = np.empty((n, n_rx))
+    send = np.empty(n)
+    tx_start = np.empty(n)
+    xmit = np.empty(n) if tx.shape[1] == 2 else None
+    queue = np.zeros(n)
+    t = origin
+    for i in range(n):
+        if i and i % traffic.burst == 0:            # a new burst: after the last echo
+            t = tx_start[i - 1] + wire_ns + turnaround[i]
+        elif i:
+            t = rx_start[i - 1] + wire_ns + IFG_NS
+        rx_start[i] = _ceil_grid(t, MII_CLOCK_NS, mii_phase)
+        end = rx_start[i] + wire_ns
+        for j in range(n_rx):
+            at = _ceil_grid(end + rx[i, j], cpu, cpu_phase)
+            low = marks[i, j - 1] + 2 * cpu if j else at
+            if i:
+                low = max(low, marks[i - 1, j] + gap)
+            if j == reply_col and i:
+                # the app thread is still in the previous send, which returns once the frame
+                # is on its way to the wire (no TX thread)
+                low = max(low, tx_start[i - 1] + 1000.0 * traffic.app_busy_us + gap)
+                queue[i] = max(0.0, low - at)
+            marks[i, j] = max(at, _ceil_grid(low, cpu, cpu_phase))
+        send[i] = _ceil_grid(marks[i, reply_col] + app[i], cpu, cpu_phase)
+        start = send[i] + tx[i, 0]
+        if i:
+            start = max(start, tx_start[i - 1] + wire_ns + IFG_NS)
+        tx_start[i] = _ceil_grid(start, MII_CLOCK_NS, mii_phase)
+        if xmit is not None:
+            x = _ceil_grid(tx_start[i] - tx[i, 1], cpu, cpu_phase)
+            x = max(x, send[i] + 2 * cpu, xmit[i - 1] + gap if i else x)
+            xmit[i] = _ceil_grid(x, cpu, cpu_phase)
+            tx_start[i] = max(tx_start[i], _ceil_grid(xmit[i] + 2 * cpu, MII_CLOCK_NS,
+                                                      mii_phase))
+    return rx_start, marks, send, tx_start, xmit, queue
 
 
 def _stimulus(ticks, channel, rising):

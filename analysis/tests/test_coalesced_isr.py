@@ -1,8 +1,10 @@
 """The remaining error of per-class marker stages under interrupt coalescing, against the
 simulated bench's ground truth (issue 10, review s5r finding 3).
 
-``analysis.frames`` takes a request's ``rx.isr`` as the first ISR marker rise after the
-request's end (before the next request of its class ends). With coalescing (``bg60-coalesce``:
+``analysis.frames`` takes a request's ``rx.isr`` as the first ISR marker rise at or after the
+request's end, which may serve several frames; each request whose interrupt also serves another
+frame *with a record* is counted as ``coalesced`` (here the background is only counted, so the
+sharing is not visible). With coalescing (``bg60-coalesce``:
 one interrupt per 16 frames or 20 us after the first), an interrupt raised for a batch of
 *earlier* frames can enter just after the request ends; the request's own interrupt comes
 later. Nothing in a capture says which frames an interrupt serves (no rule on edges alone is

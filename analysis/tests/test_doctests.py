@@ -7,7 +7,7 @@ import pytest
 
 MODULES = ["definitions", "pairing", "hdr", "stats", "engine", "compare", "report.tables", "synth",
            "grouping", "units", "report.figures", "report.labels", "report.paper",
-           "frames", "api", "store", "gate", "history"]
+           "frames", "api", "store", "gate", "history", "ambiguity", "marker_identity"]
 
 
 @pytest.mark.parametrize("name", MODULES)

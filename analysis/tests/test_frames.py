@@ -101,14 +101,17 @@ def test_analyze_file_and_cli_show_classes(tmp_path, capsys):
     assert a.stats["node.e2e[probe]"].n == 9
     assert a.stats["node.e2e[bg]"].n == 9
     assert a.stats["rx.isr[probe]"].min_ns == 700
-    # the default 100 ms reply window reaches past this 110 µs capture: the unanswered request
-    # is "unknown", not dropped
-    assert a.to_dict()["frames"]["classes"]["1"]["unknown"] == 1
+    # the reply window follows the data: twice the longest reply (request 6's, 1,606 ticks by
+    # construction of scenario()), 32.12 µs, and the capture runs 60 µs past request 3's end,
+    # so the unanswered request is dropped (a fixed 100 ms window would call it unknown)
+    probe = a.to_dict()["frames"]["classes"]["1"]
+    assert (probe["dropped"], probe["unknown"]) == (1, 0)
+    assert a.result.frames.reply_window_s == pytest.approx(2 * 1606 / TICK_HZ, abs=1e-12)
     assert main(["analyze", str(tmp_path / "a.lsc")]) == 0
     out = capsys.readouterr().out
     assert "node.e2e[probe]" in out and "frames by class" in out
     row = next(line for line in out.splitlines() if line.strip().startswith("probe"))
-    assert row.split()[:8] == ["probe", "10", "9", "0", "1", "1", "1", "0"]
+    assert row.split()[:8] == ["probe", "10", "9", "1", "0", "1", "1", "0"]
     # records without the traffic magic flag: the fallback rule, said in one line
     assert "requests and replies: every UDP frame holding a sequence number" in out
     assert "note: no frame record carries the traffic magic" in out
@@ -183,7 +186,7 @@ def test_without_any_magic_flag_every_udp_frame_pairs_and_says_so():
     assert not fa.magic and len(fa.notes) == 1 and "traffic magic" in fa.notes[0]
     assert (fa.classes[1].requests, fa.classes[0].requests) == (10, 9)
     assert fa.to_dict()["pairing"] == {"magic": False, "reply_class": "same",
-                                       "notes": fa.notes}
+                                       "reply_window_s": 20e-6, "notes": fa.notes}
 
 
 def test_replies_come_from_the_request_class():

@@ -18,8 +18,10 @@ from latscope.analysis.pairing import (
     PAIRED,
     SPURIOUS,
     TRUNCATED,
+    UNDECIDED,
     LossIndex,
     StreamPairer,
+    pair_in_order,
     pair_next,
     pair_sequence,
 )
@@ -177,7 +179,7 @@ def test_streaming_equals_one_shot(case, pieces):
     start, stop, window, losses = case
     end = int(max(start.max(initial=0), stop.max(initial=0)))
     li = LossIndex(losses)
-    whole = pair_next(start, stop, window, losses=li, end_time=end)
+    whole = pair_in_order(start, stop, window, losses=li, end_time=end)
     pairer = StreamPairer(["m"], [window], [None], li)
     cuts = np.linspace(0, end + 1, pieces + 1).astype(np.int64)
     got_s, got_lat, got_st = [], [], []
@@ -196,8 +198,9 @@ def test_streaming_equals_one_shot(case, pieces):
                             stop[np.maximum(whole.stop_index, 0)] - start if len(stop) else -1, -1)
     assert np.concatenate(got_lat).tolist() == expected_lat.tolist()
     c = pairer.counts["m"]
-    assert (c["spurious"], c["duplicate"], c["lost_stops"]) == \
-        (whole.spurious, whole.duplicate, whole.lost_stops)
+    assert (c["spurious"], c["duplicate"], c["lost_stops"], c["undecided"]) == \
+        (whole.spurious, whole.duplicate, whole.lost_stops,
+         int(np.count_nonzero(whole.stop_class == UNDECIDED)))
 
 
 def test_stream_chain_equals_one_shot():
@@ -208,9 +211,9 @@ def test_stream_chain_equals_one_shot():
     # stage b: one stop before a's stop (must be skipped) and one after it
     b = np.sort(np.concatenate([a - 1, a + rng.integers(1, 60, 300)]))
     b = b[b >= start[0]]
-    whole_a = pair_next(start, a, 150)
+    whole_a = pair_in_order(start, a, 150)
     origin = np.where(whole_a.status == OK, a[np.maximum(whole_a.stop_index, 0)], -1)
-    whole_b = pair_next(start, b, 150, origin=origin)
+    whole_b = pair_in_order(start, b, 150, origin=origin)
     pairer = StreamPairer(["a", "b"], [150, 150], [None, 0], LossIndex())
     lat_a, lat_b = [], []
     for lo, hi in [(0, 20_000), (20_000, 50_000), (50_000, 10**9)]:

@@ -167,8 +167,14 @@ def test_paced_traffic_queues_honestly():
 def test_bad_arguments_are_rejected_with_clear_messages():
     with pytest.raises(LatscopeError, match=r"packet count must be a positive integer, not 0"):
         sb.simulate("gem-64", 0)
-    with pytest.raises(LatscopeError, match=r"traffic mode must be 'echo' or 'paced', not 'x'"):
+    with pytest.raises(LatscopeError,
+                       match=r"traffic mode must be 'echo', 'paced' or 'burst', not 'x'"):
         sb.Traffic(mode="x")
+    with pytest.raises(LatscopeError, match=r"burst must be a whole number of requests >= 1, "
+                                            r"not 0"):
+        sb.Traffic(mode="burst", burst=0)
+    with pytest.raises(LatscopeError, match=r"app busy time must be >= 0 µs, not -1"):
+        sb.Traffic(mode="burst", app_busy_us=-1)
     with pytest.raises(LatscopeError, match=r"paced traffic needs a rate above 0"):
         sb.Traffic(mode="paced")
     with pytest.raises(LatscopeError, match=r"lanes must be 1, 2 or 4, not 3"):

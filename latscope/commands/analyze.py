@@ -5,6 +5,7 @@ import sys
 
 from latscope import LatscopeError
 from latscope.analysis import api, store
+from latscope.analysis.ambiguity import ambiguity_lines
 from latscope.analysis.hdr import write_hlog_for
 from latscope.analysis.stats import bound_hints
 from latscope.commands.analyses import (
@@ -104,6 +105,8 @@ def run(args):
         print(report.stats_table(r.stages))
     for name, why in r.unavailable.items():
         print(f"{name}: not computed: {why}")
+    for line in ambiguity_lines(r, lambda cls: api.class_label(cls, r.metadata)):
+        print(line)
     if r.frames is not None:
         print()
         print(frames_table(r.frames, r.metadata, r.frame_counters))

@@ -16,6 +16,7 @@
 #include <zephyr/sys/util.h>
 
 #include <latscope/markers.h>
+#include <latscope_core/marker_code.h>
 
 #define MARKERS_NODE DT_COMPAT_GET_ANY_STATUS_OKAY(latscope_markers)
 #define N_PINS       DT_PROP_LEN(MARKERS_NODE, marker_gpios)
@@ -157,6 +158,32 @@ void latscope_markers_set_map(const struct ls_marker_map *map)
 	}
 }
 
+static inline void pin_high(const struct marker_out *o)
+{
+#if defined(CONFIG_LATSCOPE_MARKERS_WRITE_DIRECT)
+	*o->set_reg = o->set_val;
+#else
+	gpio_port_set_bits_raw(o->port, o->mask);
+#endif
+}
+
+static inline void pin_low(const struct marker_out *o)
+{
+#if defined(CONFIG_LATSCOPE_MARKERS_WRITE_DIRECT)
+	*o->clr_reg = o->clr_val;
+#else
+	gpio_port_clear_bits_raw(o->port, o->mask);
+#endif
+}
+
+/* Busy wait of @p units pulse widths (each unit pulse_loops iterations of >= 1 cycle). */
+static inline void wait_units(uint32_t units)
+{
+	for (uint32_t i = 0; i < units * pulse_loops; i++) {
+		arch_nop();
+	}
+}
+
 void latscope_marker_pulse(unsigned int channel)
 {
 	if (channel >= n_outs) {
@@ -164,19 +191,35 @@ void latscope_marker_pulse(unsigned int channel)
 	}
 	const struct marker_out *o = &outs[channel];
 
-#if defined(CONFIG_LATSCOPE_MARKERS_WRITE_DIRECT)
-	*o->set_reg = o->set_val;
-	for (uint32_t i = 0; i < pulse_loops; i++) {
-		arch_nop();
+	pin_high(o);
+	wait_units(1u);
+	pin_low(o);
+	atomic_inc(&pulses);
+}
+
+void latscope_marker_pulse_id(unsigned int channel, uint32_t seq)
+{
+	if (channel >= n_outs) {
+		return;
 	}
-	*o->clr_reg = o->clr_val;
-#else
-	gpio_port_set_bits_raw(o->port, o->mask);
-	for (uint32_t i = 0; i < pulse_loops; i++) {
-		arch_nop();
+	const struct marker_out *o = &outs[channel];
+	struct ls_marker_code code;
+
+	ls_marker_code(seq, &code);
+	unsigned int key = irq_lock();
+
+	/* The first rising edge is the measurement point; the code follows it. The idle after the
+	 * last pulse is not waited: it is the spacing the decoder needs before the channel's next
+	 * marker (a closer one decodes as damaged, and is counted so). */
+	for (unsigned int k = 0; k < LS_CODE_PULSES; k++) {
+		pin_high(o);
+		wait_units(code.high[k]);
+		pin_low(o);
+		if (k + 1u < LS_CODE_PULSES) {
+			wait_units(code.low[k]);
+		}
 	}
-	gpio_port_clear_bits_raw(o->port, o->mask);
-#endif
+	irq_unlock(key);
 	atomic_inc(&pulses);
 }
 

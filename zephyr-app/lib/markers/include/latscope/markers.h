@@ -29,6 +29,13 @@ void latscope_markers_set_map(const struct ls_marker_map *map);
 /** One pulse on marker channel @p channel (0..4); ignored if the channel has no pin. */
 void latscope_marker_pulse(unsigned int channel);
 
+/**
+ * A marker pulse on @p channel followed by the LSID-1 code of @p seq (low byte; see
+ * latscope_core/marker_code.h and docs/marker-identity.md), with interrupts locked so the code's
+ * widths hold. Counts as one pulse. Ignored if the channel has no pin.
+ */
+void latscope_marker_pulse_id(unsigned int channel, uint32_t seq);
+
 /** Pulse count since boot or the last reset (all channels), for the counters. */
 uint32_t latscope_markers_pulses(void);
 
@@ -48,6 +55,25 @@ static inline void latscope_mark(enum ls_point point)
 	if (ch != LS_MARKER_NONE) {
 		latscope_marker_pulse(ch);
 	}
+}
+
+/**
+ * Raise the marker for @p point carrying the packet's sequence number @p seq
+ * (CONFIG_LATSCOPE_MARKERS_IDENTITY); without that option, a plain marker as latscope_mark().
+ */
+static inline void latscope_mark_id(enum ls_point point, uint32_t seq)
+{
+	uint8_t ch = latscope_point_channel[point];
+
+	if (ch == LS_MARKER_NONE) {
+		return;
+	}
+#if defined(CONFIG_LATSCOPE_MARKERS_IDENTITY)
+	latscope_marker_pulse_id(ch, seq);
+#else
+	(void)seq;
+	latscope_marker_pulse(ch);
+#endif
 }
 
 #ifdef __cplusplus
