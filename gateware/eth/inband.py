@@ -25,6 +25,7 @@ from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
 from ..control import ConfigCrossing
+from ..encoder import _rejected
 from .rgmii import TX_LANE_BITS
 
 __all__ = ["EthLinkStatus", "SPEED_MBPS", "STALE_CYCLES", "InbandStatus", "inband_nibble"]
@@ -64,8 +65,9 @@ class InbandStatus(wiring.Component):
     """
 
     def __init__(self, *, stale_cycles=STALE_CYCLES):
-        if not isinstance(stale_cycles, int) or stale_cycles < 16:
-            raise ValueError(f"Stale cycles must be an integer >= 16, not {stale_cycles!r}")
+        with _rejected(self):
+            if not isinstance(stale_cycles, int) or stale_cycles < 16:
+                raise ValueError(f"Stale cycles must be an integer >= 16, not {stale_cycles!r}")
         self.stale_cycles = stale_cycles
         super().__init__({
             "rise": In(TX_LANE_BITS), "fall": In(TX_LANE_BITS),
