@@ -30,6 +30,7 @@ from amaranth.lib.cdc import ResetSynchronizer
 
 from latscope import LatscopeError
 from latscope.gateware.pll import EhxplllPlan, ehxplll
+from latscope.gateware.protocol import EthSpeed
 
 __all__ = ["CHANNEL_ROLES", "ECP5_LISTEN_ATTRS", "ICE40_LISTEN_ATTRS", "Board", "BOARDS",
            "get_board", "make_platform", "BoardTop"]
@@ -339,6 +340,15 @@ def board_pin_table(board):
     return rows
 
 
+def eth_link_leds(status):
+    """``(usable, unusable)`` for the Ethernet PHY's :class:`~latscope.gateware.eth.inband.
+    EthLinkStatus`: a link the Ethernet link carries datagrams on (1000 Mb/s full duplex), and a
+    link it does not (any other speed or duplex: the PHY advertises them all). Neither without a
+    link."""
+    usable = status.link & (status.speed == EthSpeed.MBPS_1000) & status.full_duplex
+    return usable, status.link & ~usable
+
+
 class BoardTop(Elaboratable):
     """The complete instrument on a board: clocks, pins, UART and the core.
 
@@ -570,8 +580,9 @@ class BoardTop(Elaboratable):
     def _status_leds(self, m, platform, link_active):
         """PLL lock, armed, link activity (lit while the UART sends a 0 bit) and FIFO overflow,
         straight from their signals (no logic: the iCE40 is nearly full). ECPIX-5: green of RGB
-        LED 0 and 1, blue of 2, red of 3. iCEBreaker: green and red LED on the board (armed,
-        overflow), snap-off LEDs 1 and 2 (lock, link)."""
+        LED 0 and 1, blue of 2, red of 3, and with the Ethernet link the PHY's link state on
+        LED 0's blue and red (:func:`eth_link_leds`). iCEBreaker: green and red LED on the board
+        (armed, overflow), snap-off LEDs 1 and 2 (lock, link)."""
         control = getattr(self.core, "control", None)
         front = getattr(self.core, "front", None)
         armed = control.config.armed if control is not None else Const(0)
@@ -585,8 +596,13 @@ class BoardTop(Elaboratable):
             overflow = led_ff[1]
         if self.board.family == "ecp5":
             rgb = {"r": "-", "g": "-", "b": "-"}
-            ports = [getattr(platform.request("rgb_led", n, dir=rgb), colour)
-                     for n, colour in enumerate("ggbr")]
+            leds = [platform.request("rgb_led", n, dir=rgb) for n in range(4)]
+            ports = [getattr(led, colour) for led, colour in zip(leds, "ggbr", strict=True)]
+            if "eth_status" in self.core.signature.members:
+                for colour, value in zip("br", eth_link_leds(self.core.eth_status), strict=True):
+                    m.submodules[f"eth_led_{colour}"] = led = io.Buffer("o", getattr(leds[0],
+                                                                                     colour))
+                    m.d.comb += led.o.eq(value)
         else:
             ports = [platform.request(name, n, dir="-")
                      for name, n in (("led_g", 1), ("led_g", 0), ("led_g", 2), ("led_r", 0))]

@@ -8,8 +8,17 @@ import re
 from pathlib import Path
 
 import pytest
+from amaranth.hdl import Module, Signal
+from amaranth.sim import Simulator
 
-from latscope.gateware.boards import BOARDS, ECP5_LISTEN_ATTRS, BoardTop, make_platform
+from latscope.gateware.boards import (
+    BOARDS,
+    ECP5_LISTEN_ATTRS,
+    BoardTop,
+    eth_link_leds,
+    make_platform,
+)
+from latscope.gateware.eth.inband import EthLinkStatus
 from latscope.gateware.verilator import _Env
 
 
@@ -75,9 +84,14 @@ def test_ecpix5_constraints(ecpix5):
     selftest = _lpf_attrs(lpf, "latscope_selftest_0__io")
     assert selftest["SLEWRATE"] == "FAST" and selftest["PULLMODE"] == "NONE"
     # Status LEDs: green of RGB LED 0 (lock) and 1 (armed), blue of 2 (link), red of 3 (overflow).
+    # The Ethernet PHY's link state: blue (1000 Mb/s full duplex) and red (another link) of 0.
     for port, site in (("rgb_led_0__g__io", "R21"), ("rgb_led_1__g__io", "W21"),
-                       ("rgb_led_2__b__io", "M21"), ("rgb_led_3__r__io", "P21")):
+                       ("rgb_led_2__b__io", "M21"), ("rgb_led_3__r__io", "P21"),
+                       ("rgb_led_0__b__io", "T22"), ("rgb_led_0__r__io", "T23")):
         assert f'LOCATE COMP "{port}" SITE "{site}";' in lpf
+    il = ecpix5["latscope.il"]
+    il = il if isinstance(il, str) else il.decode()
+    assert "eth_led_b" in il and "eth_led_r" in il
 
 
 def _sb_io_params(il, port):
@@ -118,3 +132,22 @@ def test_docs_state_the_pulls_the_gateware_sets():
     (channels,) = [line for key, line in rows.items() if key.startswith("channel")]
     assert "| no pull (`SB_IO` without `PULLUP`) |" in channels
     assert "PULLMODE=DOWN" not in doc
+
+
+def test_ethernet_link_leds():
+    """Every in-band status nibble: blue only for a link at 1000 Mb/s full duplex, red for any
+    other link, neither without one (expected from the nibble's bits by hand: RXD[0] link,
+    RXD[2:1] speed, RXD[3] duplex)."""
+    status = Signal(EthLinkStatus)
+    usable, unusable = eth_link_leds(status)
+    got = {}
+
+    async def bench(ctx):
+        for nibble in range(16):
+            ctx.set(status.as_value(), nibble)
+            got[nibble] = (ctx.get(usable), ctx.get(unusable))
+
+    sim = Simulator(Module())
+    sim.add_testbench(bench)
+    sim.run()
+    assert got == {n: (int(n == 0b1101), int(n & 1 == 1 and n != 0b1101)) for n in range(16)}
