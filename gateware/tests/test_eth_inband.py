@@ -53,7 +53,7 @@ def phy_cycles(rng, statuses, cycles_each):
 
 def run(speed, statuses, *, stop_after=False, stale_cycles=256):
     """Drive the model's lanes on a receive clock at ``speed``; return, per status, the link
-    domain's status once it was sent (read 4 receive + 4 link cycles later), every value the link
+    domain's status once it was sent (read 8 receive + 8 link cycles later), every value the link
     domain showed, and (``stop_after``) the status after the receive clock stopped."""
     rng = random.Random(speed)
     dut = InbandStatus(stale_cycles=stale_cycles)
