@@ -30,8 +30,10 @@ from amaranth.lib.cdc import ResetSynchronizer
 
 from latscope import LatscopeError
 from latscope.gateware.pll import EhxplllPlan, ehxplll
+from latscope.gateware.protocol import EthSpeed
 
-__all__ = ["CHANNEL_ROLES", "Board", "BOARDS", "get_board", "make_platform", "BoardTop"]
+__all__ = ["CHANNEL_ROLES", "ECP5_LISTEN_ATTRS", "ICE40_LISTEN_ATTRS", "Board", "BOARDS",
+           "get_board", "make_platform", "BoardTop"]
 
 
 #: Channel roles, in channel order (channel ``k`` is ``CHANNEL_ROLES[k]``). ``rx_dv``/``tx_en`` are
@@ -75,7 +77,8 @@ class Board:
     selftest_pin : tuple
         Connector name, number and pin of the self-test DDR output.
     io_attrs : dict
-        I/O attributes of the channel pins (standard, pull).
+        I/O attributes of the pins the instrument only listens on: the channels and the frame
+        sniffers' bus (standard; no pull, see :data:`ECP5_LISTEN_ATTRS`).
     selftest_attrs : dict or None
         I/O attributes of the self-test output (default: ``io_attrs``).
     pll : dict
@@ -171,6 +174,23 @@ class Board:
         return params
 
 
+# Pins the instrument only listens on (the channels and the frame sniffers' MII/RMII pins) have
+# no pull. A tap must not change the levels the DUT sees: many PHYs latch their configuration
+# straps (PHY address, mode) from exactly these pins while their reset is released (LAN8720A:
+# RXD0/RXD1/CRS_DV = MODE0-2, RXER = PHYAD0; DP83848: RX_DV = MII_MODE), through internal strap
+# resistors that a weak FPGA pull can outvote; MCUs sample boot pins the same way, and a marker
+# GPIO can be one. An unconnected channel therefore floats: disable its edges (the capture
+# config's ``[edges]``) or tie it to a PMOD ground pin. ``gateware/tests/test_pins.py`` reads
+# every listen-only pin's pull back from the generated constraints.
+
+#: I/O attributes of the ECP5's listen-only pins. ``PULLMODE=NONE`` is stated: an LVCMOS33 input
+#: without a PULLMODE pulls down (the ECP5's default).
+ECP5_LISTEN_ATTRS = {"IO_TYPE": "LVCMOS33", "PULLMODE": "NONE"}
+#: I/O attributes of the iCE40's listen-only pins: no ``PULLUP`` (``SB_IO``'s pull-up is off
+#: unless enabled; the iCE40 has no pull-down).
+ICE40_LISTEN_ATTRS = {"IO_STANDARD": "SB_LVCMOS"}
+
+
 def _pmod(number, *pins):
     return tuple(("pmod", number, pin) for pin in pins)
 
@@ -197,8 +217,7 @@ BOARDS = {
         lanes=4, gearing="x2",
         channel_pins=_pmod(0, 1, 2, 3, 4, 7, 8, 9, 10),
         selftest_pin=("pmod", 1, 1),
-        # Weak pull-down: an unconnected channel reads a steady low (as on ecpix5-x1).
-        io_attrs={"IO_TYPE": "LVCMOS33", "PULLMODE": "DOWN"},
+        io_attrs=ECP5_LISTEN_ATTRS,
         selftest_attrs={"IO_TYPE": "LVCMOS33", "PULLMODE": "NONE", "SLEWRATE": "FAST"},
         # Link clock: the PLL of the x1 build (CLKOS 48 MHz; its CLKOP only closes the loop).
         pll=dict(CLKI_DIV=5, CLKFB_DIV=8, CLKOP_DIV=3, CLKOS_DIV=10),
@@ -217,9 +236,7 @@ BOARDS = {
         # PMOD0 (J?) top row 1-4, bottom row 7-10: T25 U25 U24 V24 / T26 U26 V26 W26
         channel_pins=_pmod(0, 1, 2, 3, 4, 7, 8, 9, 10),
         selftest_pin=("pmod", 1, 1),     # PMOD1 pin 1 (U23)
-        # Weak pull-down: an unconnected channel reads a steady low instead of floating (a
-        # floating input toggling with noise would flood the FIFO once armed).
-        io_attrs={"IO_TYPE": "LVCMOS33", "PULLMODE": "DOWN"},
+        io_attrs=ECP5_LISTEN_ATTRS,
         selftest_attrs={"IO_TYPE": "LVCMOS33", "PULLMODE": "NONE", "SLEWRATE": "FAST"},
         # EHXPLLL: 100 MHz / CLKI_DIV 5 = 20 MHz PFD; CLKOP feedback x8 -> 160 MHz;
         # VCO = 160 MHz * CLKOP_DIV 3 = 480 MHz (400..800 allowed); CLKOS = 480 / 10 = 48 MHz.
@@ -235,9 +252,8 @@ BOARDS = {
         # PMOD1A: pins 4 2 47 45 / 3 48 46 44
         channel_pins=_pmod(0, 1, 2, 3, 4, 7, 8, 9, 10),
         selftest_pin=("pmod", 1, 1),     # PMOD1B pin 1 (43)
-        # The iCE40's I/O cells have pull-ups only: an unconnected channel reads a steady high.
+        io_attrs=ICE40_LISTEN_ATTRS,
         # (No slew-rate control on iCE40 outputs.)
-        io_attrs={"IO_STANDARD": "SB_LVCMOS", "PULLUP": 1},
         selftest_attrs={"IO_STANDARD": "SB_LVCMOS"},
         # SB_PLL40_PAD, SIMPLE feedback: 12 MHz * (DIVF+1) / (DIVR+1) = 768 MHz VCO, / 2**DIVQ = 48
         # (values from `icepll -i 12 -o 48`). The link logic reaches only ~25 MHz on the UP5K, so
@@ -322,6 +338,15 @@ def board_pin_table(board):
     c, n, pin = board.selftest_pin
     rows.append((None, "selftest", f"{c}{n}", pin, platform.connectors[c, n].mapping[str(pin)]))
     return rows
+
+
+def eth_link_leds(status):
+    """``(usable, unusable)`` for the Ethernet PHY's :class:`~latscope.gateware.eth.inband.
+    EthLinkStatus`: a link the Ethernet link carries datagrams on (1000 Mb/s full duplex), and a
+    link it does not (any other speed or duplex: the PHY advertises them all). Neither without a
+    link."""
+    usable = status.link & (status.speed == EthSpeed.MBPS_1000) & status.full_duplex
+    return usable, status.link & ~usable
 
 
 class BoardTop(Elaboratable):
@@ -555,8 +580,9 @@ class BoardTop(Elaboratable):
     def _status_leds(self, m, platform, link_active):
         """PLL lock, armed, link activity (lit while the UART sends a 0 bit) and FIFO overflow,
         straight from their signals (no logic: the iCE40 is nearly full). ECPIX-5: green of RGB
-        LED 0 and 1, blue of 2, red of 3. iCEBreaker: green and red LED on the board (armed,
-        overflow), snap-off LEDs 1 and 2 (lock, link)."""
+        LED 0 and 1, blue of 2, red of 3, and with the Ethernet link the PHY's link state on
+        LED 0's blue and red (:func:`eth_link_leds`). iCEBreaker: green and red LED on the board
+        (armed, overflow), snap-off LEDs 1 and 2 (lock, link)."""
         control = getattr(self.core, "control", None)
         front = getattr(self.core, "front", None)
         armed = control.config.armed if control is not None else Const(0)
@@ -570,8 +596,13 @@ class BoardTop(Elaboratable):
             overflow = led_ff[1]
         if self.board.family == "ecp5":
             rgb = {"r": "-", "g": "-", "b": "-"}
-            ports = [getattr(platform.request("rgb_led", n, dir=rgb), colour)
-                     for n, colour in enumerate("ggbr")]
+            leds = [platform.request("rgb_led", n, dir=rgb) for n in range(4)]
+            ports = [getattr(led, colour) for led, colour in zip(leds, "ggbr", strict=True)]
+            if "eth_status" in self.core.signature.members:
+                for colour, value in zip("br", eth_link_leds(self.core.eth_status), strict=True):
+                    m.submodules[f"eth_led_{colour}"] = led = io.Buffer("o", getattr(leds[0],
+                                                                                     colour))
+                    m.d.comb += led.o.eq(value)
         else:
             ports = [platform.request(name, n, dir="-")
                      for name, n in (("led_g", 1), ("led_g", 0), ("led_g", 2), ("led_r", 0))]

@@ -9,12 +9,24 @@ attribute :data:`ATTR` naming the kind of crossing it belongs to (:data:`KINDS`)
 
 ``gray_pointer``
     The first synchroniser stage of an asynchronous FIFO's Gray-coded pointer (one bit changes per
-    step, so a sample taken mid-change is the old or the new pointer).
+    step, so a sample taken mid-change is the old or the new pointer). That holds only while the
+    bits' delays differ by less than one *source* clock period (the pointer may step every source
+    cycle): each bit's delay is checked against the source period, which bounds their skew.
 ``toggle_handshake``
     The first stage of a request/acknowledge toggle, and data registers loaded only after the
-    toggle has passed two synchroniser stages (the source holds the data stable meanwhile).
+    toggle has passed two synchroniser stages (the source holds the data stable meanwhile). The
+    only declared way for a multi-bit value other than a FIFO to cross.
 ``ff_synchronizer``
-    The first stage of a plain two-flop synchroniser of a level (status bits).
+    The first stage of a plain two-flop synchroniser of a one-bit level (status bits). A wider
+    value through flip-flops can be seen as a mix of old and new bits: refused when declared,
+    and failed by the check when the netlist shows one.
+``fifo_data``
+    The register that reads an asynchronous FIFO's storage in the reading domain. An entry is
+    written in the cycle its Gray write pointer is launched, and read only once that pointer has
+    passed the reader's two synchroniser stages, at least one reading-clock period after it
+    reached the first: a path from the written storage to this register (storage in flip-flops)
+    must be shorter than the *destination* period. Storage in block RAM or LUT RAM is written and
+    read inside the RAM, in its own two clocks, and shows no path here.
 ``async_reset``
     Not declared but recognised in the netlist: an asynchronous set/reset input (a reset
     synchroniser's flip-flops, the ECP5 I/O gearing's reset held by its start-up sequence). It is
@@ -33,7 +45,9 @@ routed connection whose driver and sink are clocked by different clocks is a cro
 sink register is looked up in the netlist and must carry :data:`ATTR`, or the build fails naming
 it. Each declared crossing is listed with its worst delay as nextpnr computed it to the
 destination register, and the build fails when that delay, or the worst complete path nextpnr
-reports between the two clocks, exceeds the destination clock's period. Paths from unclocked
+reports between the two clocks, exceeds its bound (:data:`BOUNDS`: the source period for a Gray
+pointer, the destination period for the others; the worst path the destination period), or when
+an FF synchronizer is more than one bit wide. Paths from unclocked
 sources (pins, ``<async>``) are not crossings between domains; the two edges of one clock (DDR
 I/O) are one domain.
 """
@@ -47,7 +61,7 @@ from latscope import LatscopeError
 
 from .checks import rejected
 
-__all__ = ["ATTR", "KINDS", "Synchronizer", "mark", "Crossing", "CrossingCheck",
+__all__ = ["ATTR", "KINDS", "BOUNDS", "Synchronizer", "mark", "Crossing", "CrossingCheck",
            "check_crossings", "format_crossings"]
 
 #: Name of the attribute on a crossing's destination register (kept by Yosys in the netlist).
@@ -58,18 +72,32 @@ KINDS = {
     "gray_pointer": "Gray FIFO pointer",
     "toggle_handshake": "toggle handshake",
     "ff_synchronizer": "FF synchronizer",
+    "fifo_data": "FIFO data",
     "async_reset": "asynchronous reset",
+}
+
+#: Which clock's period bounds a crossing's delay, per kind (the module docstring says why);
+#: None: no bound (an asynchronous reset's release is timed by its synchroniser).
+BOUNDS = {
+    "gray_pointer": "source",
+    "toggle_handshake": "destination",
+    "ff_synchronizer": "destination",
+    "fifo_data": "destination",
+    "async_reset": None,
 }
 
 #: iCE40 flip-flops whose set/reset input is asynchronous (the ``SR``/``SS`` ones are synchronous).
 _ICE40_ASYNC_FF = {f"SB_DFF{n}{e}{rs}" for n in ("", "N") for e in ("", "E") for rs in "RS"}
 
 
-def _check_kind(kind):
+def _check_kind(kind, width=1):
     # "async_reset" is recognised in the netlist (an asynchronous set/reset input), not declared
     declarable = sorted(k for k in KINDS if k != "async_reset")
     if kind not in declarable:
         raise ValueError(f"Crossing kind must be one of {', '.join(declarable)}, not {kind!r}")
+    if kind == "ff_synchronizer" and width != 1:
+        raise ValueError(f"An FF synchronizer's width must be 1 bit (a multi-bit value crosses "
+                         f"through a handshake or Gray code), not {width}")
     return kind
 
 
@@ -87,8 +115,8 @@ def mark(value, kind, *, strobe=False):
     word's edge enables (initially all set) became constants that way, so the iCEBreaker sent
     no events after ARM; ``build_bitstream`` now fails on any such conflict.
     """
-    _check_kind(kind)
     signal = Value.cast(value)
+    _check_kind(kind, len(signal))
     if not isinstance(signal, Signal):
         raise TypeError(f"Only a signal can be marked as a crossing destination, not {value!r}")
     signal.attrs[ATTR] = kind
@@ -122,7 +150,7 @@ class Synchronizer(Elaboratable):
 
     def __init__(self, i, o, *, kind, o_domain="sync", init=0, stages=2):
         with rejected(self):
-            self.kind = _check_kind(kind)
+            self.kind = _check_kind(kind, len(Value.cast(i)))
             if not isinstance(stages, int) or stages < 2:
                 raise ValueError(f"Synchronizer stages must be an integer >= 2, not {stages!r}")
         self.i, self.o = i, o
@@ -150,13 +178,31 @@ class Crossing:
     bits: int             # arcs (bits) of the crossing found in the report
     delay_ns: float       # worst delay nextpnr computed to the destination register
     period_ns: float      # destination clock period
+    source_period_ns: float = float("inf")   # source clock period
+    width: int = 1        # bits of the declared register in the netlist
+
+    @property
+    def bound(self):
+        """Which period bounds the delay (:data:`BOUNDS`): "source", "destination" or None."""
+        return BOUNDS[self.kind]
+
+    @property
+    def bound_ns(self):
+        """The longest delay allowed, ns (infinite without a bound)."""
+        return {"source": self.source_period_ns, "destination": self.period_ns,
+                None: float("inf")}[self.bound]
+
+    @property
+    def multibit_ff(self):
+        """An FF synchronizer wider than one bit (a bus that can be seen half old, half new)."""
+        return self.kind == "ff_synchronizer" and self.width > 1
 
     @property
     def ok(self):
         # An asynchronous reset has no setup relation to the destination clock: it asserts at
         # once, and its release is what a reset synchroniser (or the I/O gearing's start-up
         # sequence) times.
-        return self.kind == "async_reset" or self.delay_ns <= self.period_ns
+        return self.delay_ns <= self.bound_ns and not self.multibit_ff
 
 
 @dataclass
@@ -179,10 +225,15 @@ class CrossingCheck:
             lines.append(f"undeclared crossing {src} -> {dst}: net {net} into {sink} (use "
                          f"latscope.gateware.crossings.Synchronizer or mark())")
         for c in self.crossings:
-            if not c.ok:
+            if c.multibit_ff:
+                lines.append(f"crossing {c.name} ({KINDS[c.kind]}, {c.source} -> {c.dest}) is "
+                             f"{c.width} bits wide: a multi-bit value must cross through a "
+                             f"declared handshake or Gray code")
+            if c.delay_ns > c.bound_ns:
+                clock = c.source if c.bound == "source" else c.dest
                 lines.append(f"crossing {c.name} ({KINDS[c.kind]}, {c.source} -> {c.dest}) "
-                             f"delay {c.delay_ns:.2f} ns exceeds the {c.dest} period "
-                             f"{c.period_ns:.2f} ns")
+                             f"delay {c.delay_ns:.2f} ns exceeds the {c.bound} ({clock}) period "
+                             f"{c.bound_ns:.2f} ns")
         for pair, (delay, period) in sorted(self.worst_paths.items()):
             if delay > period:
                 lines.append(f"worst path {pair} is {delay:.2f} ns, longer than the destination "
@@ -194,14 +245,21 @@ class CrossingCheck:
         return {
             "ok": self.ok,
             "crossings": [{"name": c.name, "kind": c.kind, "source": c.source, "dest": c.dest,
-                           "bits": c.bits, "delay_ns": round(c.delay_ns, 3),
-                           "period_ns": round(c.period_ns, 3), "ok": c.ok}
+                           "bits": c.bits, "width": c.width, "delay_ns": round(c.delay_ns, 3),
+                           "period_ns": round(c.period_ns, 3),
+                           "source_period_ns": _finite(c.source_period_ns),
+                           "bound": c.bound, "bound_ns": _finite(c.bound_ns), "ok": c.ok}
                           for c in self.crossings],
             "undeclared": [{"source": s, "dest": d, "net": n, "sink": k}
                            for s, d, n, k in self.undeclared],
             "worst_paths": {k: {"delay_ns": round(d, 3), "period_ns": round(p, 3)}
                             for k, (d, p) in sorted(self.worst_paths.items())},
         }
+
+
+def _finite(ns):
+    """``ns`` rounded to ps, None when infinite (no bound, or a clock without a constraint)."""
+    return None if ns == float("inf") else round(ns, 3)
 
 
 _EVENT_RE = re.compile(r"^(posedge|negedge) (.+)$")
@@ -231,7 +289,9 @@ class _Netlist:
         top = tops[0]
         self.cells = top.get("cells", {})
         self.names = {}          # bit -> [(name, attrs)]
+        self.widths = {}         # name -> bits
         for name, net in top.get("netnames", {}).items():
+            self.widths[name] = len(net.get("bits", []))
             for bit in net.get("bits", []):
                 self.names.setdefault(bit, []).append((name, net.get("attributes", {})))
         self.d_to_ff = {}        # data-input bit -> flip-flop cell
@@ -282,23 +342,24 @@ class _Netlist:
         return None
 
     def register(self, sink_cell):
-        """``(name, kind)`` of the register that the nextpnr cell ``sink_cell`` holds (kind None
-        when undeclared), or ``(None, None)`` when it cannot be found."""
+        """``(name, kind, width)`` of the register that the nextpnr cell ``sink_cell`` holds
+        (kind None when undeclared; width: bits of the declared net), or ``(None, None, 1)`` when
+        it cannot be found."""
         name, cell = self._cell(sink_cell)
         if cell is None:
-            return None, None
+            return None, None, 1
         conns = cell.get("connections", {})
         if "Q" not in conns:           # a LUT packed with its flip-flop: follow its output
             outs = conns.get("O", []) or conns.get("F", [])
             ff = next((self.d_to_ff[b] for b in outs if b in self.d_to_ff), None)
             if ff is None:
-                return None, None
+                return None, None, 1
             conns = self.cells[ff]["connections"]
-        kind, best = None, None
+        kind, best, width = None, None, 1
         for bit in conns["Q"]:
             for alias, attrs in self.names.get(bit, []):
                 if ATTR in attrs:
-                    kind, best = attrs[ATTR], alias
+                    kind, best, width = attrs[ATTR], alias, self.widths[alias]
                 elif best is None and not alias.startswith("$"):
                     best = alias
         if kind is None:
@@ -311,7 +372,7 @@ class _Netlist:
                         for alias, attrs in self.names.get(b, []):
                             if ATTR in attrs:
                                 kind, best = attrs[ATTR], f"registers loaded by {alias}"
-        return best or name, kind
+        return best or name, kind, width
 
 
 def check_crossings(report, netlist):
@@ -354,19 +415,21 @@ def check_crossings(report, netlist):
             delay = max(delay) if isinstance(delay, list) else float(delay)
             reset = nl.async_reset(end["cell"], end.get("port", ""))
             if reset is not None:
-                name, kind = reset, "async_reset"
+                name, kind, width = reset, "async_reset", 1
             else:
-                name, kind = nl.register(end["cell"])
+                name, kind, width = nl.register(end["cell"])
             if kind is None:
                 undeclared.append((src, dst, net["net"], name or end["cell"]))
                 continue
             key = (re.sub(r"\[\d+\]$", "", name), kind, src, dst)
-            bits, worst = found.get(key, (0, 0.0))
-            found[key] = (bits + 1, max(worst, delay))
+            bits, worst, wide = found.get(key, (0, 0.0, 1))
+            found[key] = (bits + 1, max(worst, delay), max(wide, width))
     crossings = []
-    for (name, kind, src, dst), (bits, delay) in sorted(found.items()):
+    for (name, kind, src, dst), (bits, delay, width) in sorted(found.items()):
         crossings.append(Crossing(name=name, kind=kind, source=src, dest=dst, bits=bits,
-                                  delay_ns=delay, period_ns=periods.get(dst, float("inf"))))
+                                  delay_ns=delay, period_ns=periods.get(dst, float("inf")),
+                                  source_period_ns=periods.get(src, float("inf")),
+                                  width=width))
     worst = {}
     for path in report.get("critical_paths", []):
         src, dst = _clock(path.get("from")), _clock(path.get("to"))
@@ -387,9 +450,15 @@ def format_crossings(check):
     worst path per clock pair, and any undeclared arc."""
     lines = []
     for c in check["crossings"]:
+        # summaries written before the bounds existed compare with the destination period
+        bound, bound_ns = c.get("bound", "destination"), c.get("bound_ns", c["period_ns"])
+        limit = f"/ {bound_ns:.2f} ns ({bound} period)" if bound_ns is not None else "(no bound)"
+        width = c.get("width", 1)
+        verdict = "ok" if c["ok"] else ("TOO WIDE" if c["kind"] == "ff_synchronizer"
+                                        and width > 1 else "TOO SLOW")
         lines.append(f"crossing    {_domain(c, 'source')}->{_domain(c, 'dest')} "
-                     f"{KINDS[c['kind']]:<17} {c['delay_ns']:5.2f} ns / {c['period_ns']:.2f} ns "
-                     f"{'ok' if c['ok'] else 'TOO SLOW'}  {c['name']} ({c['bits']} bit"
+                     f"{KINDS[c['kind']]:<17} {c['delay_ns']:5.2f} ns {limit} "
+                     f"{verdict}  {c['name']} ({c['bits']} bit"
                      f"{'s' if c['bits'] != 1 else ''})")
     for pair, p in check["worst_paths"].items():
         lines.append(f"crossing    worst path {pair}: {p['delay_ns']:.2f} ns "

@@ -13,6 +13,11 @@ write stage's ``room``, see :mod:`latscope.gateware.top`) needs. ``w_rdy`` is a 
 from ``w_level``, so the full test is not in series with the write pointer either, and it is as
 conservative: the FIFO may refuse a write for a few cycles after a read has freed a slot.
 
+Crossings: the two Gray pointers (declared ``gray_pointer``) and the storage's read register
+(``fifo_data``: an entry is written in the cycle its pointer is launched and read only after the
+pointer has passed two synchroniser stages, so that path is bounded by the reading period;
+:mod:`latscope.gateware.crossings`).
+
 Reset: both domains must be reset together, as the boards do from the PLL's lock signal
 (:mod:`latscope.gateware.boards`), and simulation starts both in reset state. Nothing is written
 or read while either side is in reset, so the pointers leave reset equal.
@@ -24,7 +29,7 @@ from amaranth.lib.memory import Memory
 from amaranth.utils import ceil_log2
 
 from .checks import rejected
-from .crossings import Synchronizer
+from .crossings import Synchronizer, mark
 
 __all__ = ["CaptureFIFO", "level_at_most"]
 
@@ -134,6 +139,10 @@ class CaptureFIFO(fifo.FIFOInterface, Elaboratable):
         m.submodules.storage = storage = Memory(shape=self.width, depth=self.depth, init=[])
         w_port = storage.write_port(domain=w)
         r_port = storage.read_port(domain=r)
+        # The storage is written in the writing domain and read here: an entry is read only
+        # after its write pointer has crossed (crossings.KINDS, "fifo_data"), so a path into this
+        # register (storage in flip-flops) must be shorter than the reading period.
+        mark(r_port.data, "fifo_data")
         m.d.comb += [
             w_port.addr.eq(w_ptr[:-1]), w_port.data.eq(self.w_data), w_port.en.eq(write),
             # Read ahead: the next entry is always at the output when r_rdy is set.

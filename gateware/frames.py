@@ -6,17 +6,18 @@ domain (``phy_rx``: the DUT's ``RX_CLK`` or RMII ``REF_CLK``; ``phy_tx``: ``TX_C
 :class:`~latscope.gateware.fifo.CaptureFIFO`, and classifies, counts and records them there with a
 :class:`~latscope.gateware.classify.FrameClassifier`. A FIFO never fills: the link side takes an
 entry every cycle, and entries come at most once per minimum frame time (672 ns at 100 Mb/s). The
-sequence-number offset, a configuration register of the link domain that changes only on a
-command, reaches the sniffers through two-flop synchronisers (a value seen mid-change is used for
-at most one frame, sampled at its SFD).
+sequence-number offset, a 16-bit configuration register of the link domain that changes only on a
+command, reaches each sniffer through a :class:`~latscope.gateware.control.ConfigCrossing`
+(request/acknowledge handshake): a sniffer only ever sees a value the link side held, never a mix
+of an old and a new one.
 """
 
-from amaranth.hdl import DomainRenamer, Module
+from amaranth.hdl import DomainRenamer, Module, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from .classify import ConfigWrite, FrameClassifier
-from .crossings import Synchronizer
+from .control import ConfigCrossing
 from .fifo import CaptureFIFO
 from .framer import RecordByte
 from .sniffer import FrameSniffer, frame_entry_layout
@@ -75,11 +76,17 @@ class FrameCapture(wiring.Component):
             m.submodules[f"{name}_sniffer"] = sn = DomainRenamer({"sync": domain})(sniffer)
             m.submodules[f"{name}_fifo"] = q = CaptureFIFO(width=width, depth=self.fifo_depth,
                                                            r_domain="sync", w_domain=domain)
-            # The offset is quasi-static (set by a command, not while frames are counted), so
-            # a plain two-flop synchroniser per bit is enough; declared for the build's check.
-            m.submodules[f"{name}_seq_sync"] = Synchronizer(
-                cls.seq_offset, sn.seq_offset, o_domain=domain, init=cls.seq_offset.init,
-                kind="ff_synchronizer")
+            # A multi-bit value crosses whole, through a handshake; ``sent`` holds the value in
+            # flight (the crossing's input must not change while it is busy), and a change made
+            # meanwhile follows once it is done.
+            m.submodules[f"{name}_seq_cross"] = cross = ConfigCrossing(
+                16, init=cls.seq_offset.init, o_domain=domain)
+            sent = Signal(16, init=cls.seq_offset.init, name=f"{name}_seq_sent")
+            send = (cls.seq_offset != sent) & ~cross.busy
+            m.d.comb += [cross.i_config.eq(sent), cross.i_write.eq(send),
+                         sn.seq_offset.eq(cross.o_config)]
+            with m.If(send):
+                m.d.sync += sent.eq(cls.seq_offset)
             m.d.comb += [sn.dv.eq(pins.dv), sn.er.eq(pins.er), sn.data.eq(pins.data),
                          q.w_en.eq(sn.frames.valid), q.w_data.eq(sn.frames.payload)]
             wiring.connect(m, q.r_stream, port)

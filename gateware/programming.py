@@ -1,12 +1,14 @@
 """Loading a bitstream into a board: openFPGALoader board names, the ECPIX-5 revision, the UART.
 
-openFPGALoader knows the boards by name (``-b``): ``ecpix5`` is the early ECPIX-5 with an FTDI
-FT2232H (USB ``0403:6010``), ``ecpix5_r03`` the R03 revision with an FT4232H (``0403:6011``),
-``icebreaker`` the iCEBreaker (FT2232H, ``0403:6010``). :func:`detect_ecpix5_revision` tells the
-two ECPIX-5 revisions apart from the USB IDs of the attached FTDI chips (pyserial's port list), or
-the user says ``--revision``. :func:`uart_port` finds the serial device of the instrument's UART
-on the same chip: the FTDI's last interface (interface 1 of the FT2232H, interface 3 of the
-FT4232H; ``docs/boards.md``).
+Everything here is keyed by a board's platform (:attr:`~latscope.gateware.boards.Board.
+platform_path`), not by the build's name, so every build of one board (``ecpix5`` and
+``ecpix5-x1`` on the ECPIX-5) is programmed the same way. openFPGALoader knows the boards by name
+(``-b``): ``ecpix5`` is the early ECPIX-5 with an FTDI FT2232H (USB ``0403:6010``), ``ecpix5_r03``
+the R03 revision with an FT4232H (``0403:6011``), ``icebreaker`` the iCEBreaker (FT2232H,
+``0403:6010``). :func:`resolve_revision` tells the two ECPIX-5 revisions apart from the USB IDs
+of the attached FTDI chips (pyserial's port list), or takes the revision the user names.
+:func:`uart_port` finds the serial device of the instrument's UART on the same chip: the FTDI's
+last interface (interface 1 of the FT2232H, interface 3 of the FT4232H; ``docs/boards.md``).
 """
 
 import os
@@ -16,16 +18,50 @@ from dataclasses import dataclass
 from latscope import LatscopeError
 from latscope.gateware.boards import get_board
 
-__all__ = ["FTDI_VID", "USB_IDS", "REVISIONS", "UsbSerial", "list_usb_serial",
-           "detect_ecpix5_revision", "openfpgaloader_board", "uart_port", "programmer_command"]
+__all__ = ["FTDI_VID", "USB_IDS", "PlatformLoader", "LOADER_BOARDS", "REVISIONS", "UsbSerial",
+           "list_usb_serial", "board_revisions", "detect_revision", "detect_ecpix5_revision",
+           "resolve_revision", "openfpgaloader_board", "uart_port", "programmer_command"]
 
 FTDI_VID = 0x0403
 #: FTDI chip by USB product ID: (name, number of interfaces).
 USB_IDS = {0x6010: ("FT2232H", 2), 0x6011: ("FT4232H", 4)}
+_ECPIX5 = "amaranth_boards.ecpix5:ECPIX585Platform"
+
+
+@dataclass(frozen=True)
+class PlatformLoader:
+    """How one board (one amaranth-boards platform) is programmed."""
+    title: str            # the board, whatever build it runs
+    revisions: dict       # revision -> (openFPGALoader board name, FTDI product ID of its bridge);
+                          # the key None names the only revision of a board that has one
+
+
+#: By amaranth-boards platform (``Board.platform_path``).
+LOADER_BOARDS = {
+    _ECPIX5: PlatformLoader("LambdaConcept ECPIX-5", {"early": ("ecpix5", 0x6010),
+                                                      "r03": ("ecpix5_r03", 0x6011)}),
+    "amaranth_boards.icebreaker:ICEBreakerPlatform": PlatformLoader(
+        "1BitSquared iCEBreaker", {None: ("icebreaker", 0x6010)}),
+}
 #: ECPIX-5 revisions: revision name -> (openFPGALoader board, FTDI product ID).
-REVISIONS = {"early": ("ecpix5", 0x6010), "r03": ("ecpix5_r03", 0x6011)}
-#: openFPGALoader board name of the boards with one revision.
-_LOADER_BOARD = {"icebreaker": "icebreaker"}
+REVISIONS = LOADER_BOARDS[_ECPIX5].revisions
+
+
+def _loader(board):
+    """``board`` (a :class:`Board` or build name) and its :class:`PlatformLoader`."""
+    board = get_board(board) if isinstance(board, str) else board
+    try:
+        return board, LOADER_BOARDS[board.platform_path]
+    except KeyError:
+        raise LatscopeError(f"No openFPGALoader board name known for {board.title} (platform "
+                            f"{board.platform_path})") from None
+
+
+def board_revisions(board):
+    """The revision names of ``board``'s platform that need telling apart (``("early", "r03")``
+    for the ECPIX-5); empty for a board with one revision."""
+    _, loader = _loader(board)
+    return tuple(r for r in loader.revisions if r is not None)
 
 
 @dataclass(frozen=True)
@@ -64,38 +100,72 @@ def list_usb_serial():
     return out
 
 
-def detect_ecpix5_revision(ports):
-    """``"early"`` or ``"r03"`` from the attached FTDI chips (:func:`list_usb_serial`).
+def detect_revision(board, ports):
+    """The revision of ``board`` from the attached FTDI chips (:func:`list_usb_serial`); None for
+    a board with one revision.
 
     Raises
     ------
     LatscopeError
-        No ECPIX-5 FTDI chip is attached, or chips of both revisions are (say ``--revision``).
+        No FTDI chip of any revision is attached, or chips of several are (say ``--revision``).
     """
-    found = {rev for rev, (_, pid) in REVISIONS.items()
+    _, loader = _loader(board)
+    revisions = loader.revisions
+    if None in revisions:
+        return None
+    found = {rev for rev, (_, pid) in revisions.items()
              if any(p.vid == FTDI_VID and p.pid == pid for p in ports)}
     if len(found) == 1:
         return found.pop()
+    chips = " or ".join(f"FTDI {USB_IDS[pid][0]} ({FTDI_VID:04x}:{pid:04x}, {rev})"
+                        for rev, (_, pid) in revisions.items())
+    options = "|".join(revisions)
     if not found:
-        raise LatscopeError("No ECPIX-5 found: no FTDI FT2232H (0403:6010, early boards) or "
-                            "FT4232H (0403:6011, R03) is attached; check the USB cable to the "
-                            "board's FTDI port, or give --revision early|r03")
-    raise LatscopeError("Both an FT2232H (0403:6010) and an FT4232H (0403:6011) are attached, "
-                        "so the ECPIX-5 revision is ambiguous; give --revision early|r03")
+        raise LatscopeError(f"No {loader.title} found: no {chips} is attached; "
+                            f"check the USB cable to the board's FTDI port, or give "
+                            f"--revision {options}")
+    raise LatscopeError(f"Chips of several revisions are attached ({', '.join(sorted(found))}), "
+                        f"so the {loader.title} revision is ambiguous; give "
+                        f"--revision {options}")
+
+
+def detect_ecpix5_revision(ports):
+    """``"early"`` or ``"r03"`` from the attached FTDI chips (:func:`detect_revision` of the
+    ECPIX-5)."""
+    return detect_revision("ecpix5", ports)
+
+
+def resolve_revision(board, revision, ports):
+    """The revision to program: ``revision`` when named, detected from ``ports`` when it is
+    ``None`` or ``"auto"`` (:func:`detect_revision`); always None for a board with one revision.
+
+    Raises
+    ------
+    LatscopeError
+        ``revision`` is not one of the board's, or detection fails.
+    """
+    board, loader = _loader(board)
+    if revision in (None, "auto"):
+        return detect_revision(board, ports)
+    named = board_revisions(board)
+    if revision not in named:
+        allowed = ", ".join(("auto", *named)) if named else "auto (it has one revision)"
+        raise LatscopeError(f"Revision of the {loader.title} must be {allowed}, not "
+                            f"{revision!r}")
+    return revision
 
 
 def openfpgaloader_board(board, revision=None):
-    """The openFPGALoader ``-b`` name of ``board`` (``revision`` for the ECPIX-5)."""
-    board = get_board(board) if isinstance(board, str) else board
-    if board.name == "ecpix5":
-        if revision not in REVISIONS:
-            raise LatscopeError(f"ECPIX-5 revision must be one of {', '.join(REVISIONS)}, not "
-                                f"{revision!r}")
-        return REVISIONS[revision][0]
-    try:
-        return _LOADER_BOARD[board.name]
-    except KeyError:
-        raise LatscopeError(f"No openFPGALoader board name known for {board.name}") from None
+    """The openFPGALoader ``-b`` name of ``board`` (``revision`` for a board with several,
+    :func:`board_revisions`)."""
+    _, loader = _loader(board)
+    revisions = loader.revisions
+    if None in revisions:
+        return revisions[None][0]
+    if revision not in revisions:
+        raise LatscopeError(f"{loader.title} revision must be one of "
+                            f"{', '.join(revisions)}, not {revision!r}")
+    return revisions[revision][0]
 
 
 def uart_port(board, ports, revision=None):
@@ -104,8 +174,9 @@ def uart_port(board, ports, revision=None):
     The UART is the chip's last interface: interface 1 of an FT2232H (ECPIX-5 early, iCEBreaker),
     interface 3 of the FT4232H (ECPIX-5 R03).
     """
-    board = get_board(board) if isinstance(board, str) else board
-    pid = REVISIONS[revision][1] if board.name == "ecpix5" else 0x6010
+    board, loader = _loader(board)
+    openfpgaloader_board(board, revision)                 # the revision is checked
+    pid = loader.revisions[None if None in loader.revisions else revision][1]
     want = USB_IDS[pid][1] - 1
     for p in ports:
         if p.vid == FTDI_VID and p.pid == pid and p.interface == want:

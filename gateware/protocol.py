@@ -23,7 +23,7 @@ from amaranth.lib import data
 
 __all__ = [
     "PROTOCOL_VERSION", "SYNC", "SYNC_WORD", "MAX_PAYLOAD", "CRC_BYTES",
-    "FrameType", "FrameHeader", "EventsHeader", "Heartbeat", "HeartbeatStatus",
+    "FrameType", "FrameHeader", "EventsHeader", "Heartbeat", "HeartbeatStatus", "EthSpeed",
     "Opcode", "Status", "CommandHeader", "ReplyHeader", "IdentifyReply",
     "Token", "EVENT_FIRST_BITS", "CONT_BITS", "EVENT_MAX_CONT", "TIME_FIRST_BITS",
     "TIME_MAX_CONT", "OVERFLOW_CONT", "Overflow",
@@ -86,7 +86,18 @@ class HeartbeatStatus(data.Struct):
     armed:            1
     selftest:         1
     overflow_active:  1   # the capture FIFO is dropping events right now
-    reserved:         5
+    eth_present:      1   # the gateware has the Gigabit Ethernet link: the next fields report it
+    eth_link:         1   # its PHY reports a link (RGMII in-band status; 0 while no receive clock)
+    eth_speed:        2   # EthSpeed of that link
+    eth_full_duplex:  1   # the link is full duplex
+
+
+class EthSpeed(enum.IntEnum):
+    """``HeartbeatStatus.eth_speed``: the RGMII in-band status's speed code. The link carries
+    datagrams only at 1000 Mb/s (full duplex); the host refuses the others."""
+    MBPS_10   = 0
+    MBPS_100  = 1
+    MBPS_1000 = 2
 
 
 class Heartbeat(data.Struct):

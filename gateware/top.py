@@ -24,6 +24,7 @@ from .checks import rejected
 from .control import ConfigCrossing, Control
 from .crossings import Synchronizer
 from .encoder import Encoder
+from .eth.inband import EthLinkStatus
 from .fifo import CaptureFIFO, level_at_most
 from .framer import Framer
 from .frames import FrameCapture
@@ -73,7 +74,9 @@ class LatscopeCore(wiring.Component):
         ``rules``, ``classes``, ``header_bytes``, ``queue_depth`` of the frame capture.
     net : NetConfig, optional
         Ethernet boards: the addresses after reset; adds SET_NET and the ``net``, ``net_write``,
-        ``net_busy`` members (to :class:`~latscope.gateware.eth.link.EthLink`).
+        ``net_busy`` members (to :class:`~latscope.gateware.eth.link.EthLink`), and ``eth_status``
+        (link domain, :class:`~latscope.gateware.eth.inband.EthLinkStatus`: the PHY's link,
+        speed and duplex, reported in every heartbeat and STATUS reply).
     """
 
     def __init__(self, *, channels=8, lanes=2, counter_width=48, max_glitch=15,
@@ -119,7 +122,7 @@ class LatscopeCore(wiring.Component):
             # Ethernet boards: SET_NET's registers, carried to the link by its own crossing
             # (gateware/eth/link.py), whose busy flag holds commands like the config crossing's.
             members.update(net=Out(self.control.net.shape(), init=self.control.net_init),
-                           net_write=Out(1), net_busy=In(1))
+                           net_write=Out(1), net_busy=In(1), eth_status=In(EthLinkStatus))
         if fast_forward:
             members.update(ff_skip=In(counter_width), quiescent=Out(1),
                            ff_limit=Out(counter_width))
@@ -268,6 +271,10 @@ class LatscopeCore(wiring.Component):
         status = Signal(HeartbeatStatus)
         m.d.comb += [status.armed.eq(ctl.config.armed), status.selftest.eq(ctl.config.selftest_on),
                      status.overflow_active.eq(overflow)]
+        if ctl.net_init is not None:
+            eth = self.eth_status
+            m.d.comb += [status.eth_present.eq(1), status.eth_link.eq(eth.link),
+                         status.eth_speed.eq(eth.speed), status.eth_full_duplex.eq(eth.full_duplex)]
         m.d.comb += [enc.hb_high_water.eq(high_water), enc.hb_status.eq(status)]
         now = Signal(Heartbeat)
         m.d.comb += [now.time.eq(enc.time), now.events.eq(enc.events), now.lost.eq(enc.lost),

@@ -12,12 +12,14 @@
   released): the PHY's strap and register defaults are used (docs/ethernet.md says why that
   gives the skew the link needs);
 * :class:`~.link.EthLink` on the pins and :class:`~.link.LinkMux` between the core, the UART and
-  the link.
+  the link;
+* :class:`~.inband.InbandStatus` on the receive lanes: the PHY's link, speed and duplex (RGMII
+  in-band status) into the core's ``eth_status``, reported in heartbeats and STATUS.
 
 Clock-domain crossings it adds (all through the project's FIFO and synchroniser primitives):
 ``sync -> eth`` (stream bytes, ``CaptureFIFO``; SET_NET registers, ``ConfigCrossing``),
 ``eth_rx -> eth`` (received bytes, ``CaptureFIFO``), ``eth -> sync`` (command bytes,
-``CaptureFIFO``).
+``CaptureFIFO``), ``eth_rx -> sync`` (in-band status, ``ConfigCrossing``).
 """
 
 from amaranth.build import Attrs, Resource, Subsignal
@@ -26,6 +28,7 @@ from amaranth.lib import io, wiring
 from amaranth.lib.cdc import ResetSynchronizer
 
 from ..pll import EhxplllPlan, ehxplll
+from .inband import InbandStatus
 from .link import EthLink, LinkMux
 from .rgmii import RgmiiPins
 
@@ -123,4 +126,7 @@ def add_ethernet(m, platform, board, core, *, clk_in, arst, max_frame):
     wiring.connect(m, mux.core_rx, core.rx)
     wiring.connect(m, mux.eth_tx, link.stream_in)
     wiring.connect(m, link.commands, mux.eth_rx)
+    m.submodules.eth_inband = inband = InbandStatus()
+    m.d.comb += [inband.rise.eq(pins.rx_rise), inband.fall.eq(pins.rx_fall),
+                 core.eth_status.eq(inband.status)]
     return mux.uart_tx, mux.uart_rx

@@ -8,8 +8,8 @@ datagrams back to ``sync`` in a third (all three the project's
 :class:`~latscope.gateware.fifo.CaptureFIFO`: the stock ``AsyncFIFO``'s read side, Gray to
 binary and a level compare in series with the read address, missed 125 MHz). The
 instrument's addresses (SET_NET) cross from ``sync`` with a
-:class:`~latscope.gateware.control.ConfigCrossing`. These four are the only crossings of the
-Ethernet domains.
+:class:`~latscope.gateware.control.ConfigCrossing`. These four, and the PHY's in-band status
+(``eth_rx`` to ``sync``, :mod:`.inband`), are the only crossings of the Ethernet domains.
 
 :class:`LinkMux` lets the UART and Ethernet both reach the command handler: a command is taken
 whole from one link, and the stream (events, heartbeats, replies) goes to the link that sent the

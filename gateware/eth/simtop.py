@@ -2,10 +2,10 @@
 
 :class:`EthSimTop` is what ``gateware/tests/test_eth_cocotb.py`` exports to Verilog and runs in
 Verilator under cocotb, with cocotbext-eth's RGMII models on the pins: the real core, link
-multiplexer, :class:`~.link.EthLink` and :class:`~.rgmii.RgmiiSimPins`; the UART's byte streams are
-ports. Clock domains, all driven by the testbench: ``sync`` (link, 48 MHz on the ECPIX-5),
-``capture``, ``eth`` and ``eth90`` (125 MHz, the latter 2 ns later), ``eth_rx`` (the PHY's receive
-clock).
+multiplexer, :class:`~.link.EthLink`, :class:`~.inband.InbandStatus` (as on the board) and
+:class:`~.rgmii.RgmiiSimPins`; the UART's byte streams are ports. Clock domains, all driven by the
+testbench: ``sync`` (link, 48 MHz on the ECPIX-5), ``capture``, ``eth`` and ``eth90`` (125 MHz,
+the latter 2 ns later), ``eth_rx`` (the PHY's receive clock).
 """
 
 from amaranth.hdl import Module
@@ -13,6 +13,7 @@ from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from ..top import LatscopeCore
+from .inband import InbandStatus
 from .link import EthLink, LinkMux
 from .model import DEFAULT_NET
 from .rgmii import RgmiiSimPins
@@ -48,6 +49,9 @@ class EthSimTop(wiring.Component):
         m.submodules.link = link = self.link
         m.submodules.mux = mux = LinkMux(release_cycles=160)
         m.submodules.pins = pins = RgmiiSimPins()
+        m.submodules.inband = inband = InbandStatus()
+        m.d.comb += [inband.rise.eq(pins.rx_rise), inband.fall.eq(pins.rx_fall),
+                     core.eth_status.eq(inband.status)]
         m.d.comb += core.samples.eq(self.samples)
         wiring.connect(m, core.tx, mux.core_tx)
         wiring.connect(m, mux.core_rx, core.rx)

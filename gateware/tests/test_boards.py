@@ -233,7 +233,7 @@ def test_ecpix5_top_level_primitives():
         assert re.search(rf"parameter \\{param} {value}\b", il), param
     for _, _, _, _, fpga in boards.board_pin_table("ecpix5-x1"):
         assert re.search(rf'LOCATE COMP "[^"]+" SITE "{fpga}";', lpf), fpga
-    assert lpf.count("IO_TYPE=LVCMOS33 PULLMODE=DOWN") == 8          # the channels
+    assert lpf.count("IO_TYPE=LVCMOS33 PULLMODE=NONE;") == 8         # the channels
 
 
 def test_icebreaker_top_level_primitives():

@@ -153,8 +153,12 @@ def test_real_bitstream(name, limit_ns, bitstream, tmp_path, capsys):
     assert {("gray_pointer", "capture", "link"), ("gray_pointer", "link", "capture"),
             ("toggle_handshake", "link", "capture"), ("toggle_handshake", "capture", "link"),
             ("ff_synchronizer", "capture", "link")} <= kinds
-    assert all(c["delay_ns"] <= c["period_ns"] for c in cross["crossings"]
+    # each within its bound: a Gray pointer the source period, the others the destination's
+    assert all(c["delay_ns"] <= c["bound_ns"] for c in cross["crossings"]
                if c["kind"] != "async_reset")
+    assert all(c["bound"] == ("source" if c["kind"] == "gray_pointer" else "destination")
+               for c in cross["crossings"] if c["kind"] != "async_reset")
+    assert all(c["width"] == 1 for c in cross["crossings"] if c["kind"] == "ff_synchronizer")
     assert set(cross["worst_paths"]) >= {"capture_clk -> clk", "clk -> capture_clk"}
     if name.startswith("ecpix5"):
         # the Ethernet link's FIFOs and address handshake (as the 2026-11-24 ecpix5 build listed)

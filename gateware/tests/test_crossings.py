@@ -7,7 +7,14 @@ from amaranth.back import rtlil
 from amaranth.hdl import Module, Signal
 
 from latscope import LatscopeError
-from latscope.gateware.crossings import ATTR, Synchronizer, check_crossings, mark
+from latscope.gateware.crossings import (
+    ATTR,
+    Synchronizer,
+    check_crossings,
+    format_crossings,
+    mark,
+)
+from latscope.gateware.fifo import CaptureFIFO
 
 # A design trimmed from a real nextpnr-ice40 0.11 build of the iCEBreaker (`--report
 # --detailed-timing-report`; net, cell and clock names, delays and constraints as nextpnr wrote
@@ -121,7 +128,7 @@ def test_slow_crossing_fails():
     assert not check.ok
     assert check.errors() == [
         "crossing core.crossing.o_config (toggle handshake, clk -> capture_clk) delay 21.00 ns "
-        "exceeds the capture_clk period 20.83 ns"]
+        "exceeds the destination (capture_clk) period 20.83 ns"]
 
 
 def test_slow_worst_path_fails():
@@ -160,7 +167,7 @@ def test_synchronizer_declares_its_first_stage():
 
 def test_mark_and_synchronizer_validate():
     with pytest.raises(ValueError, match="Crossing kind must be one of ff_synchronizer, "
-                                         "gray_pointer, toggle_handshake, not 'gray'"):
+                                         "fifo_data, gray_pointer, toggle_handshake, not 'gray'"):
         mark(Signal(), "gray")
     with pytest.raises(ValueError, match="Synchronizer stages must be an integer >= 2, not 1"):
         Synchronizer(Signal(), Signal(), kind="ff_synchronizer", stages=1)
@@ -214,3 +221,82 @@ def test_asynchronous_resets_are_listed_not_failed():
         "rst_capture.stage0"]
     sync = check_crossings(_reset_report("core.sync_reset", "LSR", 1.0), netlist)
     assert not sync.ok and [u[3] for u in sync.undeclared] == ["core.sync_reset"]
+
+
+def test_gray_pointer_is_bounded_by_the_source_period():
+    """A Gray pointer may step every source cycle, so its bits must arrive within one source
+    period: 25 ns from the 48 MHz capture clock (20.83 ns) into the 24 MHz link clock fails,
+    although it is within the destination period (41.67 ns)."""
+    report = copy.deepcopy(REPORT)
+    report["detailed_net_timings"][0]["endpoints"][0]["delay"] = [25.0, 25.0]
+    check = check_crossings(report, _netlist())
+    assert not check.ok
+    assert check.errors() == [
+        "crossing core.fifo.w_ptr_sync.stage0 (Gray FIFO pointer, capture_clk -> clk) delay "
+        "25.00 ns exceeds the source (capture_clk) period 20.83 ns"]
+    (gray,) = [c for c in check.as_dict()["crossings"] if c["kind"] == "gray_pointer"]
+    assert (gray["bound"], gray["bound_ns"], gray["period_ns"]) == ("source", 20.833, 41.667)
+    # the toggle handshake into the capture clock keeps the destination period as its bound
+    (toggle,) = [c for c in check.crossings if c.kind == "toggle_handshake"]
+    assert (toggle.bound, round(toggle.bound_ns, 3)) == ("destination", 20.833)
+    assert "25.00 ns / 20.83 ns (source period) TOO SLOW" in "\n".join(
+        format_crossings(check.as_dict()))
+
+
+def _wide_ff_netlist(bits):
+    """The synchroniser's first stage declared an FF synchronizer ``bits`` wide (bit 11 and
+    ``bits - 1`` more), as a 16-bit bus through plain flip-flops shows in the netlist."""
+    netlist = _netlist(stage0_attrs={ATTR: "ff_synchronizer"})
+    top = netlist["modules"]["latscope"]
+    top["netnames"]["core.fifo.w_ptr_sync.stage0"]["bits"] = [11, *range(100, 100 + bits - 1)]
+    return netlist
+
+
+def test_multi_bit_ff_synchronizer_fails():
+    """An FF synchronizer more than one bit wide is refused, however fast: its bits can be
+    caught half old, half new. One bit wide it passes."""
+    check = check_crossings(REPORT, _wide_ff_netlist(16))
+    assert not check.ok
+    assert check.errors() == [
+        "crossing core.fifo.w_ptr_sync.stage0 (FF synchronizer, capture_clk -> clk) is 16 bits "
+        "wide: a multi-bit value must cross through a declared handshake or Gray code"]
+    assert "TOO WIDE" in "\n".join(format_crossings(check.as_dict()))
+    assert check_crossings(REPORT, _wide_ff_netlist(1)).ok
+
+
+def test_multi_bit_ff_synchronizer_is_refused_when_declared():
+    with pytest.raises(ValueError, match=r"An FF synchronizer's width must be 1 bit \(a "
+                                         r"multi-bit value crosses through a handshake or Gray "
+                                         r"code\), not 16"):
+        Synchronizer(Signal(16), Signal(16), kind="ff_synchronizer")
+    with pytest.raises(ValueError, match="width must be 1 bit"):
+        mark(Signal(16), "ff_synchronizer")
+    m = Module()
+    i, o = Signal(16), Signal(16)
+    m.submodules.sync = Synchronizer(i, o, kind="gray_pointer")
+    assert 'attribute \\latscope_crossing "gray_pointer"' in rtlil.convert(m, ports=[i, o])
+    assert mark(Signal(16), "toggle_handshake").attrs == {ATTR: "toggle_handshake"}
+
+
+def test_fifo_data_is_declared_and_bounded_by_the_destination_period():
+    """A FIFO's read register fed from its storage in the writing clock (storage in
+    flip-flops) is a declared crossing bounded by the reading period; CaptureFIFO declares it."""
+    netlist = _netlist(stage0_attrs={ATTR: "fifo_data"})
+    check = check_crossings(REPORT, netlist)
+    assert check.ok
+    (data,) = [c for c in check.crossings if c.kind == "fifo_data"]
+    assert (data.bound, round(data.bound_ns, 3), data.delay_ns) == ("destination", 41.667, 4.078)
+    report = copy.deepcopy(REPORT)
+    report["detailed_net_timings"][0]["endpoints"][0]["delay"] = [42.0, 42.0]
+    assert "exceeds the destination (clk) period 41.67 ns" in check_crossings(
+        report, netlist).errors()[0]
+    q = CaptureFIFO(width=8, depth=16, r_domain="sync", w_domain="capture")
+    text = rtlil.convert(q, ports=[q.w_data, q.w_en, q.w_rdy, q.r_data, q.r_en, q.r_rdy])
+    assert f'attribute \\{ATTR} "fifo_data"\n  wire width 8 \\r_port__data' in text
+
+
+def test_asynchronous_reset_has_no_bound():
+    check = check_crossings(_reset_report("ch_x2.buf.buf.buf6$IOL", "LSR", 30.0), _netlist())
+    (reset,) = [c for c in check.as_dict()["crossings"] if c["kind"] == "async_reset"]
+    assert check.ok and (reset["bound"], reset["bound_ns"]) == (None, None)
+    assert any("(no bound) ok" in line for line in format_crossings(check.as_dict()))

@@ -13,8 +13,9 @@ from amaranth.sim import Simulator
 
 from latscope.capture.stream import StreamDecoder
 from latscope.gateware.codec import FLAGS, encode_command, rule_command
+from latscope.gateware.frames import FrameCapture
 from latscope.gateware.model_sniffer import classify, mii_nibbles, parse_frame
-from latscope.gateware.protocol import Opcode
+from latscope.gateware.protocol import TRAFFIC_SEQ_OFFSET, Opcode
 from latscope.gateware.top import LatscopeCore
 
 scapy_all = pytest.importorskip("scapy.all", reason="scapy builds the test frames (pip: scapy)")
@@ -206,3 +207,49 @@ def test_core_records_classifies_counts_and_matches_edges(tmp_path):
     got = [(int(round(float(p.time) * 1e9)), bytes(p),
             p.wirelen, p.direction) for p in packets]
     assert got == expected
+
+
+def test_sequence_offset_crosses_whole_into_both_sniffer_clocks():
+    """SET_SEQ_OFFSET reaches each sniffer's clock through a handshake: a sniffer sees each value
+    the link side held, whole and in order, including one written while the previous transfer
+    was still under way (0x00FF, at once 0xFF00, later 0x5A5A). The PHY clocks are unrelated to
+    the link clock (40 ns and 100 ppm slower, out of phase; link 13 ns). A zero-delay simulation
+    cannot show a torn value (what per-bit synchronisers risk on a board); the crossing check
+    refuses a multi-bit FF synchronizer (test_crossings.py)."""
+    dut = FrameCapture(interface="mii")
+    writes = [0x00FF, 0xFF00, 0x5A5A]
+    seen = {"phy_rx": [], "phy_tx": []}
+    done = []
+
+    async def host(ctx):
+        await ctx.tick().repeat(8)
+        for k, value in enumerate(writes):
+            ctx.set(dut.config.valid, 1)
+            ctx.set(dut.config.payload.opcode, Opcode.SET_SEQ_OFFSET)
+            ctx.set(dut.config.payload.args, value)
+            await ctx.tick()
+            ctx.set(dut.config.valid, 0)
+            if k == 1:      # the third write comes after the second has crossed
+                await ctx.tick().repeat(60)
+        await ctx.tick().repeat(60)
+        done.append(True)
+
+    def watch(domain, sniffer):
+        async def bench(ctx):
+            while not done:
+                value = ctx.get(sniffer.seq_offset)
+                if not seen[domain] or seen[domain][-1] != value:
+                    seen[domain].append(value)
+                await ctx.tick(domain)
+        return bench
+
+    sim = Simulator(dut)
+    sim.add_clock(LINK_PERIOD, domain="sync")
+    sim.add_clock(MII_PERIOD, domain="phy_rx")
+    sim.add_clock(MII_PERIOD * TX_CLOCK_RATIO, domain="phy_tx", phase=0.37 * MII_PERIOD)
+    sim.add_testbench(host)
+    sim.add_testbench(watch("phy_rx", dut.rx_sniffer), background=True)
+    sim.add_testbench(watch("phy_tx", dut.tx_sniffer), background=True)
+    sim.run()
+    for domain, values in seen.items():
+        assert values == [TRAFFIC_SEQ_OFFSET, *writes], (domain, [hex(v) for v in values])

@@ -24,7 +24,7 @@ DOC = Path(__file__).resolve().parents[2] / "docs" / "stream-format.md"
 LAYOUTS = ["FrameHeader", "EventsHeader", "Overflow", "Heartbeat", "HeartbeatStatus",
            "CommandHeader", "ReplyHeader", "IdentifyReply",
            "FrameRecord", "FrameFlags", "CounterRecord", "ClassRule"]
-ENUMS = ["FrameType", "Opcode", "Status"]
+ENUMS = ["FrameType", "Opcode", "Status", "EthSpeed"]
 
 
 def doc_tables():

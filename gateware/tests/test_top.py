@@ -13,7 +13,8 @@ from amaranth.sim import Simulator
 
 from latscope.capture.stream import StreamDecoder
 from latscope.gateware.codec import encode_command, parse_identify
-from latscope.gateware.protocol import Opcode, Status
+from latscope.gateware.eth.model import DEFAULT_NET
+from latscope.gateware.protocol import EthSpeed, Opcode, Status
 from latscope.gateware.top import LatscopeCore
 
 CH, LANES = 3, 2
@@ -55,9 +56,10 @@ def stimulus(rng, n_edges, *, start_cycle, gap=(1, 40)):
 
 
 def run(dut, commands, *, edges=(), cycles, tx_stall=None, clocks=(10e-9, 13e-9),
-        after_command=None):
+        after_command=None, top=None):
     """Simulate: ``commands`` are sent first (each waits for its reply), then ``edges`` play on
-    the pins from their ticks on. Returns the decoded result and the bytes."""
+    the pins from their ticks on (``top``: a design holding ``dut``, simulated instead of it).
+    Returns the decoded result and the bytes."""
     out = bytearray()
     state = {"replies": 0, "go": False}
 
@@ -110,7 +112,7 @@ def run(dut, commands, *, edges=(), cycles, tx_stall=None, clocks=(10e-9, 13e-9)
         sim = Simulator(OneClock(dut))
         sim.add_clock(clocks[0])
     else:
-        sim = Simulator(dut)
+        sim = Simulator(top or dut)
         sim.add_clock(clocks[0], domain="capture")
         sim.add_clock(clocks[1], domain="sync")
     sim.add_testbench(host)
@@ -139,7 +141,7 @@ def test_commands_and_events_two_clocks():
     assert info["channel_names"] == NAMES and info["tick_hz"] == 200_000_000
     assert info["fifo_depth"] == 32 and info["heartbeat_shift"] == 8
     status = np.frombuffer(result.replies[3].data, result.heartbeats.dtype)[0]
-    assert status["status"] & 1 == 1          # armed
+    assert status["status"] == 1              # armed; no Ethernet link (eth_present 0)
     times, channels, rising = expected_events(edges, rise_en=0b111, fall_en=0b101)
     assert result.time.tolist() == times
     assert result.channel.tolist() == channels
@@ -226,3 +228,32 @@ def test_fast_forward_ports():
 def test_constructor_validation(kwargs, message):
     with pytest.raises(TypeError, match=message):
         core(**kwargs)
+
+
+class EthStatusDriver(Elaboratable):
+    """The core with its ``eth_status`` input held at ``value`` (what the board's in-band status
+    reader presents; ``gateware/tests/test_eth_inband.py`` tests the reader)."""
+
+    def __init__(self, dut, value):
+        self.dut, self.value = dut, value
+
+    def elaborate(self, platform):
+        m = Module()
+        m.submodules.core = self.dut
+        m.d.comb += self.dut.eth_status.as_value().eq(self.value)
+        return m
+
+
+@pytest.mark.parametrize("link,speed,full_duplex", [(1, EthSpeed.MBPS_1000, 1),
+                                                    (1, EthSpeed.MBPS_100, 0), (0, 0, 0)])
+def test_status_reports_the_ethernet_link(link, speed, full_duplex):
+    """An Ethernet core's STATUS carries the PHY's link state in HeartbeatStatus (bit 3
+    eth_present, 4 eth_link, 5-6 eth_speed, 7 eth_full_duplex: docs/stream-format.md), from the
+    in-band status nibble's bits (RXD[0] link, RXD[2:1] speed, RXD[3] duplex)."""
+    dut = core(net=DEFAULT_NET)
+    nibble = link | speed << 1 | full_duplex << 3
+    result, _ = run(dut, [(Opcode.STATUS, b"")], cycles=20, top=EthStatusDriver(dut, nibble))
+    (reply,) = result.replies
+    assert (reply.opcode, reply.status) == (Opcode.STATUS, Status.OK)
+    status = np.frombuffer(reply.data, result.heartbeats.dtype)[0]["status"]
+    assert status == 1 << 3 | link << 4 | speed << 5 | full_duplex << 7

@@ -123,10 +123,7 @@ def _cmd_program(args):
         raise LatscopeError(f"No bitstream at {bitstream}; run `latscope gateware build "
                             f"--board {board.name}` first or pass --bitstream")
     ports = programming.list_usb_serial()
-    revision = None
-    if board.name == "ecpix5":
-        revision = args.revision if args.revision != "auto" else \
-            programming.detect_ecpix5_revision(ports)
+    revision = programming.resolve_revision(board, args.revision, ports)
     cmd = programmer_command(board, bitstream, flash=args.flash, revision=revision)
     print(" ".join(cmd), file=sys.stderr)
     port = programming.uart_port(board, ports, revision)
