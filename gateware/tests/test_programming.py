@@ -8,7 +8,7 @@ import pytest
 
 from latscope import LatscopeError
 from latscope.cli import main
-from latscope.gateware import cli as gateware_cli
+from latscope.commands import gateware as gateware_cli
 from latscope.gateware import programming as prog
 from latscope.gateware.boards import BOARDS
 from latscope.gateware.programming import UsbSerial
