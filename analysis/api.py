@@ -1,7 +1,7 @@
 """Python API for notebooks and scripts: load a capture, get DataFrames of packets and results.
 
 This is the thin shell around the array core (:mod:`latscope.analysis.engine`): it opens any
-capture file through the one reader (:func:`latscope.capture.open.open_events`: ``.lsc``, ``.sr``
+capture file through the one reader (:func:`latscope.capture.files.open.open_events`: ``.lsc``, ``.sr``
 with a ``--map``-style channel map, ``.vcd``, ``.csv``) and feeds its events chunk by chunk, in
 one pass, to an :class:`~latscope.analysis.engine.Analyzer`.
 
@@ -37,7 +37,7 @@ from latscope.analysis.report.html import write_report as write_report_page
 from latscope.analysis.report.labels import class_label, counted_only_classes, integrity_note
 from latscope.analysis.report.tables import compare_classes, summary_text
 from latscope.analysis.stats import DEFAULT_EXACT_LIMIT, PERCENTILES, percentile_key
-from latscope.capture.open import open_events
+from latscope.capture.files.open import open_events
 
 __all__ = ["Analysis", "integrity_note", "load", "analyze_file", "from_events", "summary_frame",
            "packets_frame", "capture_label", "capture_size", "summarize_captures", "write_report",
@@ -76,7 +76,7 @@ class Analysis:
 
     @property
     def integrity(self):
-        """The input file's integrity facts (:func:`latscope.capture.capfile.damage_summary`:
+        """The input file's integrity facts (:func:`latscope.capture.files.capfile.damage_summary`:
         ``damaged``, ``finalised``, ``truncated``, ``regions``, ``skipped_bytes``, ``problems``,
         ``text``), or ``None`` for inputs that are not capture files. Show :func:`integrity_note`
         next to every figure made from a capture whose note is not empty."""
@@ -426,7 +426,9 @@ class _FrameEdges:
     the markers' identity codes where the firmware sends them (``docs/marker-identity.md``)."""
 
     def __init__(self, info, marker_meanings):
-        from latscope.capture.frames import DIRECTION_ROLES  # why: amaranth, frame captures only
+        from latscope.capture.files.frames import (
+            DIRECTION_ROLES,  # why: amaranth, frame captures only
+        )
         dv_roles = {role for roles in DIRECTION_ROLES.values() for role in roles}
         self.dv = [ch for ch, role in (info.channel_names or {}).items() if role in dv_roles]
         meanings = marker_meanings or info.markers or {}
@@ -501,7 +503,7 @@ def _add_frame_analysis(info, edges, result, confidence):
     report and the API show them like any measurement. ``edges``: the :class:`_FrameEdges`
     gathered in the analysis pass."""
     # why: capture.frames imports amaranth (the record layouts); only frame captures need it
-    from latscope.capture.frames import direction_channels, place_frames
+    from latscope.capture.files.frames import direction_channels, place_frames
     records = info.frames
     time, channel, rising = edges.dv_edges()
     channels = direction_channels(info.channel_names or {}, channel, rising)

@@ -35,7 +35,7 @@ from latscope.analysis.pairing import (
     StreamPairer,
 )
 from latscope.analysis.stats import DEFAULT_EXACT_LIMIT, LatencyAccumulator
-from latscope.capture.metadata import channel_offsets
+from latscope.capture.files.metadata import channel_offsets
 
 __all__ = ["Analyzer", "AnalysisResult", "PacketTable", "analyze_events", "analyze_chunks"]
 
@@ -173,8 +173,8 @@ class Analyzer:
         The capture's metadata, kept in the result (``not_measured`` points are not computed).
     offsets : array_like of int, optional
         Per channel index, ticks to subtract from that channel's edge times (the calibration
-        offsets :func:`latscope.capture.open.open_events` parses); default: those stored in
-        ``metadata`` (:func:`latscope.capture.metadata.channel_offsets`).
+        offsets :func:`latscope.capture.files.open.open_events` parses); default: those stored in
+        ``metadata`` (:func:`latscope.capture.files.metadata.channel_offsets`).
     coded_markers : iterable of str
         Marker channels (role, meaning or alias) whose markers carry an identity code
         (``docs/marker-identity.md``): only the first rising edge of each marker counts, the

@@ -22,7 +22,7 @@ import math
 import numpy as np
 
 from latscope import LatscopeError
-from latscope.capture.outputs import open_output
+from latscope.capture.files.outputs import open_output
 
 __all__ = ["LogLinearHistogram", "RELATIVE_ERROR", "write_hlog", "read_hlog", "write_hlog_for"]
 
@@ -157,7 +157,7 @@ def write_hlog(path, histograms, *, comment=None, inputs=(), force=False):
     Parameters
     ----------
     path : str or Path
-        Written under :mod:`latscope.capture.outputs`'s policy: complete or not at all,
+        Written under :mod:`latscope.capture.files.outputs`'s policy: complete or not at all,
         ``"-"`` for standard output.
     histograms : list of (tag, start_s, end_s, hdrh HdrHistogram)
         One interval line each; ``tag`` names the measurement (``Tag=rx.udp,...``).
@@ -208,7 +208,7 @@ def read_hlog(path):
 def write_hlog_for(analysis, path, *, force=False):
     """Write every measurement's histogram of an :class:`api.Analysis` (made with
     ``ns_histograms=True``) to an ``.hlog`` file, under the output policy
-    (:mod:`latscope.capture.outputs`): never the analysed capture itself, an existing file only
+    (:mod:`latscope.capture.files.outputs`): never the analysed capture itself, an existing file only
     with ``force``."""
     r = analysis.result
     if any(s.n and s.ns_histogram is None for s in r.stats.values()):

@@ -3,7 +3,7 @@ with sigrok-cli's stock ``jitter`` decoder, to check latscope packet for packet 
 
 # Ref: libsigrokdecode 0.5.3 ``decoders/jitter/pd.py``; session format in /work/shared/FIELD.md §6.
 
-This is a shell around :mod:`latscope.capture.sigrok_write` (the ``.sr`` writer) and the external
+This is a shell around :mod:`latscope.capture.files.sigrok_write` (the ``.sr`` writer) and the external
 ``sigrok-cli`` program; the analysis core does not use it.
 """
 
@@ -12,8 +12,8 @@ import re
 import numpy as np
 
 from latscope import LatscopeError
-from latscope.capture.sigrok import edges_of_blocks
-from latscope.capture.sigrok_write import SrWriter
+from latscope.capture.files.sigrok import edges_of_blocks
+from latscope.capture.files.sigrok_write import SrWriter
 
 __all__ = ["write_sr", "sigrok_jitter", "have_sigrok_cli", "edges_from_samples"]
 
@@ -125,8 +125,8 @@ def sigrok_jitter(path, clk, sig, *, clk_polarity="falling", sig_polarity="risin
 def edges_from_samples(blocks, bits, channels=None):
     """Edges of the probes ``bits`` in consecutive sample blocks.
 
-    The same edges as :meth:`latscope.capture.sigrok.SrReader.iter_edges`, from the same code
-    (:func:`latscope.capture.sigrok.edges_of_blocks`); the first sample sets the initial levels
+    The same edges as :meth:`latscope.capture.files.sigrok.SrReader.iter_edges`, from the same code
+    (:func:`latscope.capture.files.sigrok.edges_of_blocks`); the first sample sets the initial levels
     and is not an edge.
 
     Parameters

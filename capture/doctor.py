@@ -17,7 +17,7 @@ Steps, each a :class:`Step` (pass, fail, or skipped with the reason):
    zero. FIFO overflow is expected at this rate and only reported.
 
 The pure part is :func:`judge` (measurements in, :class:`Verdict` out); :func:`run_doctor` drives
-an :class:`~latscope.capture.session.Instrument`. ``--sim`` runs the real gateware in Verilator
+an :class:`~latscope.capture.link.session.Instrument`. ``--sim`` runs the real gateware in Verilator
 (:class:`DoctorBenchEngine`) with a simulated loop-back cable; the tests inject faults there
 (lanes swapped, a dead channel, a lossy link) and check that the verdict names each.
 """
@@ -29,16 +29,16 @@ import time as _time
 import numpy as np
 
 from latscope import LatscopeError
-from latscope.capture import session
-from latscope.capture.ptyserve import PtyServer
+from latscope.capture.link import session
+from latscope.capture.link.transport import DEFAULT_BAUD, SerialTransport
 from latscope.capture.selftest import (
     analyse_loopback,
     check_pattern,
     run_selftest,
     trim_to_complete,
 )
-from latscope.capture.selftest_bench import SelftestBenchEngine
-from latscope.capture.transport import DEFAULT_BAUD, SerialTransport
+from latscope.capture.sim.ptyserve import PtyServer
+from latscope.capture.sim.selftest_bench import SelftestBenchEngine
 from latscope.gateware import lane_order, protocol
 from latscope.gateware.model_stream import GATEWARE_VERSION  # what IDENTIFY should report
 
@@ -337,7 +337,7 @@ def run_doctor(instrument, *, loopback=(), soak_s=DEFAULT_SOAK_S, engine=None, e
 # --- the simulated instrument with a loop-back cable and faults ----------------------------------
 
 class DoctorBenchEngine:
-    """The self-test bench (:class:`~latscope.capture.selftest_bench.SelftestBenchEngine`: the real
+    """The self-test bench (:class:`~latscope.capture.sim.selftest_bench.SelftestBenchEngine`: the real
     gateware in Verilator) with a simulated loop-back cable and injectable faults.
 
     The cable: while :meth:`loopback` is on, the wired channels' input pins carry the pattern

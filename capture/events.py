@@ -1,7 +1,7 @@
 """What every layer hands on: events, loss records, replies, frame records and the decoder's result.
 
-The stream decoder (:mod:`latscope.capture.stream`) produces these, the capture session passes
-them to the file writer (:mod:`latscope.capture.capfile`), whose reader returns them to the
+The stream decoder (:mod:`latscope.capture.link.stream`) produces these, the capture session passes
+them to the file writer (:mod:`latscope.capture.files.capfile`), whose reader returns them to the
 analysis. Record arrays keep the dtypes derived from the wire layouts in
 :mod:`latscope.gateware.codec`: heartbeats are :data:`~latscope.gateware.codec.HEARTBEAT_DTYPE`
 rows, FRAME records :data:`~latscope.gateware.codec.FRAME_DTYPE` rows and COUNTERS records

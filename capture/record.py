@@ -10,11 +10,12 @@ import signal
 import sys
 
 from latscope import LatscopeError, Terminated
-from latscope.capture import capfile, session
-from latscope.capture.calibration import load_calibration
-from latscope.capture.outputs import check_output
-from latscope.capture.sim_port import SimulatedSource
-from latscope.capture.transport import DEFAULT_BAUD, open_port
+from latscope.capture.files import capfile
+from latscope.capture.files.outputs import check_output
+from latscope.capture.link import open_port, session
+from latscope.capture.link.calibration import load_calibration
+from latscope.capture.link.transport import DEFAULT_BAUD
+from latscope.capture.sim.sim_port import SimulatedSource
 
 __all__ = ["record", "EARLY_STOP", "StopOnSignals"]
 
@@ -67,7 +68,7 @@ def record(source, output, *, config=None, limits=None, baud=DEFAULT_BAUD, overw
     ----------
     source : str or SimulatedSource
         A serial device (a pty path works) or ``udp://HOST[:PORT]``; or the simulated bench
-        (:class:`~latscope.capture.sim_port.SimulatedSource`), started here and stopped after
+        (:class:`~latscope.capture.sim.sim_port.SimulatedSource`), started here and stopped after
         the capture, with its ground truth beside ``output``. The simulated bench describes its
         run: its label, DUT, scenario, markers and frame rules fill what ``config`` leaves
         empty, and without an event limit the capture holds every event of the simulated

@@ -18,7 +18,7 @@ EXPERIMENT.toml::
     ports = {socket = 4242, netctx = 4243, fast = 4244}   # hardware only: echo ports
 
     load = "bg60"                   # sim only, optional: background load beside the measured
-                                    # stream (capture/profiles/under-load.toml, or a share 0.6)
+                                    # stream (capture/sim/profiles/under-load.toml, or a share 0.6)
 
     [frames]                        # optional: frame classes for every capture, as in a
     classes = ["other", "hp"]       # capture config (docs/capture-format.md "Frame classes")
@@ -42,13 +42,13 @@ import time
 from pathlib import Path
 
 from latscope import LatscopeError
-from latscope.capture import session
 from latscope.capture import traffic as traffic_mod
-from latscope.capture.progress import CaptureProgress
+from latscope.capture.link import session
+from latscope.capture.link.progress import CaptureProgress
+from latscope.capture.link.rules import frames_toml, rules_from_dict
 from latscope.capture.record import record
-from latscope.capture.rules import frames_toml, rules_from_dict
-from latscope.capture.sim_load import load_scenario
-from latscope.capture.sim_port import SimulatedSource
+from latscope.capture.sim.sim_load import load_scenario
+from latscope.capture.sim.sim_port import SimulatedSource
 from latscope.userio import read_toml
 
 CTRL_MAGIC = b"LC"
@@ -257,7 +257,7 @@ def run_experiment(exp, out_dir, *, capture=record, quiet=True):
     capture : callable
         :func:`latscope.capture.record.record` or a stand-in with its parameters (``source``,
         ``output``, ``config``, ``limits``, ``overwrite``, ``progress``), returning a
-        :class:`~latscope.capture.session.CaptureOutcome`. On hardware it runs in a thread while
+        :class:`~latscope.capture.link.session.CaptureOutcome`. On hardware it runs in a thread while
         the traffic is sent.
     quiet : bool
         No progress line for the captures.

@@ -11,9 +11,9 @@ the board's self-test output pin for a loop-back cable. This module runs it and 
 * :func:`analyse_loopback` (arrays in, :class:`LoopbackCheck` out): the pattern as it came back
   through a cable on one channel: pin-to-pin delay against the internal pattern, high and low
   durations, and the DDR lane-order verdict of :func:`latscope.gateware.lane_order.check_loopback`.
-* :func:`run_selftest` drives an :class:`~latscope.capture.session.Instrument`; :func:`selftest`
+* :func:`run_selftest` drives an :class:`~latscope.capture.link.session.Instrument`; :func:`selftest`
   and :func:`calibrate` open the instrument (or the simulated one of
-  :mod:`latscope.capture.selftest_bench`), run it and judge the result.
+  :mod:`latscope.capture.sim.selftest_bench`), run it and judge the result.
 
 The user documentation is ``docs/selftest.md``.
 """
@@ -24,9 +24,9 @@ import time as _time
 import numpy as np
 
 from latscope import LatscopeError
-from latscope.capture import calibration, session
-from latscope.capture.selftest_bench import open_simulated_instrument
-from latscope.capture.transport import DEFAULT_BAUD, TransportClosed, open_port
+from latscope.capture.link import calibration, open_port, session
+from latscope.capture.link.transport import DEFAULT_BAUD, TransportClosed
+from latscope.capture.sim.selftest_bench import open_simulated_instrument
 from latscope.gateware import lane_order, protocol
 
 __all__ = [

@@ -4,7 +4,7 @@
 what a host needs from those layouts and nothing else, so a change to a layout reaches the host
 without a second edit. ``docs/stream-format.md`` is the prose specification and
 ``gateware/tests/test_codec.py`` ties this module to it. The host's stream decoder
-(``capture/stream.py``), the gate-level simulations and the benches all use it.
+(``capture/link/stream.py``), the gate-level simulations and the benches all use it.
 
 One helper, :func:`layout_dtype`, turns a layout into a NumPy structured dtype: one column per
 field, each the smallest unsigned integer that holds it. Where every field of a layout is whole

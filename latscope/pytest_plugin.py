@@ -109,7 +109,8 @@ class SimulatedSource:
         self.path = path
 
     def stop(self):
-        from latscope.capture import capfile, simbench  # the simulator: only when a test asks
+        from latscope.capture.files import capfile
+        from latscope.capture.sim import simbench  # the simulator: only when a test asks
         run = simbench.simulate(self.profile, self.packets, seed=self.seed)
         t = run.truth
         meta = {"tick_hz": run.meta["tick_hz"], "label": self.profile,

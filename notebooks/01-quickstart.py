@@ -12,7 +12,7 @@
 # %%
 from latscope.analysis import api, report
 from latscope.analysis.definitions import default_definitions
-from latscope.capture.examples import example_captures
+from latscope.capture.sim.examples import example_captures
 
 paths, provenance = example_captures(["gem-64"])
 print(paths[0], "-", provenance["gem-64"])

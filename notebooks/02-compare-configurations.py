@@ -10,7 +10,7 @@
 # %%
 from latscope.analysis import api, report
 from latscope.analysis.stats import n_required, quantile_ci_ranks
-from latscope.capture.examples import example_captures
+from latscope.capture.sim.examples import example_captures
 
 profiles = [f"{fam}-{size}" for fam in ("gem", "el-dm", "el-so", "fast-track")
             for size in (64, 256, 1024)]

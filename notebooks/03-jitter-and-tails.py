@@ -10,7 +10,7 @@
 import numpy as np
 from latscope.analysis import api, report
 from latscope.analysis.stats import describe
-from latscope.capture.examples import example_captures
+from latscope.capture.sim.examples import example_captures
 
 paths, provenance = example_captures(["gem-64"])
 a = api.load(paths[0])

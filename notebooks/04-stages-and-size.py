@@ -10,7 +10,7 @@
 # %%
 from IPython.display import Image, display
 from latscope.analysis import api, report
-from latscope.capture.examples import example_captures
+from latscope.capture.sim.examples import example_captures
 
 profiles = [f"{fam}-{size}" for fam in ("gem", "el-dm", "el-so") for size in (64, 256, 1024)]
 paths, provenance = example_captures(profiles)

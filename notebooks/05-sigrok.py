@@ -15,8 +15,8 @@ import tempfile
 import numpy as np
 from latscope.analysis import api
 from latscope.analysis.sigrokref import have_sigrok_cli, sigrok_jitter, write_sr
-from latscope.capture.capfile import open_capture
-from latscope.capture.examples import example_captures
+from latscope.capture.files.capfile import open_capture
+from latscope.capture.sim.examples import example_captures
 
 paths, provenance = example_captures(["el-dm-64"])
 print(provenance)

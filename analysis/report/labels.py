@@ -5,7 +5,7 @@ classes the FPGA only counted, and the note every figure from a damaged capture 
 ('hp', '3')
 """
 
-from latscope.capture.metadata import class_names
+from latscope.capture.files.metadata import class_names
 
 __all__ = ["class_label", "counted_only_classes", "integrity_note"]
 

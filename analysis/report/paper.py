@@ -5,7 +5,7 @@ Source: T. P. Corrêa, L. Almeida, E. Bueno Peña, "Hardware/Software Implementa
 Influencing Ethernet Latency", CISTER-TR-181115 (2018),
 ``../shared/seeds/002_495d9acf1864c931.txt``: "Table I: Incoming and outgoing packet mean delay
 and deviation, in µs" (x̄ and 3σ of 512 samples per cell) and the fast-track results in the text
-beside Fig. 9. The simulated bench's shipped profiles (``capture/profiles/*.toml``) model the
+beside Fig. 9. The simulated bench's shipped profiles (``capture/sim/profiles/*.toml``) model the
 same cells; ``analysis/tests/test_paper.py`` checks that the two agree.
 
 >>> reference_for({"simbench": {"profile": "gem-64"}}).stages["rx.udp"]

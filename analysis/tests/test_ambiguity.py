@@ -9,7 +9,7 @@ import numpy as np
 from latscope.analysis.ambiguity import ambiguity_lines
 from latscope.analysis.definitions import default_definitions
 from latscope.analysis.engine import analyze_events
-from latscope.capture import capfile
+from latscope.capture.files import capfile
 from latscope.cli import main
 
 TICK_HZ = 100_000_000          # 10 ns ticks

@@ -8,8 +8,8 @@ import pytest
 
 from latscope.cli import main
 
-simbench = pytest.importorskip("latscope.capture.simbench")
-capfile = pytest.importorskip("latscope.capture.capfile")
+simbench = pytest.importorskip("latscope.capture.sim.simbench")
+capfile = pytest.importorskip("latscope.capture.files.capfile")
 
 ROLES = ("rx_dv", "tx_en", "crs_dv", "m0", "m1", "m2", "m3", "m4")
 

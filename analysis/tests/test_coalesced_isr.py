@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 from latscope.analysis import api
-from latscope.capture import sim_load
+from latscope.capture.sim import sim_load
 from latscope.cli import main
 
 PACKETS = 200

@@ -17,8 +17,8 @@ from latscope.analysis.stats import PERCENTILES
 from latscope.analysis.synth import synthetic_chunks, synthetic_events
 from latscope.capture.events import LossRecord
 
-simbench = pytest.importorskip("latscope.capture.simbench")
-capfile = pytest.importorskip("latscope.capture.capfile")
+simbench = pytest.importorskip("latscope.capture.sim.simbench")
+capfile = pytest.importorskip("latscope.capture.files.capfile")
 
 def order_statistic(values, percent):
     """The ceil(q n)-th smallest value, with q n computed exactly (NumPy's inverted_cdf computes

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from latscope.analysis import api, report
-from latscope.capture import sim_load
+from latscope.capture.sim import sim_load
 from latscope.cli import main
 
 PACKETS = 120
@@ -69,7 +69,7 @@ def _two_class_capture(path, n=200, seed=4):
     """A capture whose requests alternate between class hp (replied after 3 µs + Exp(0.2 µs))
     and bg (8 µs + Exp(0.5 µs)), each reply carrying its request's sequence number; 10 ns
     ticks. Returns the true latencies in ns per class."""
-    from latscope.capture import capfile
+    from latscope.capture.files import capfile
     from latscope.gateware.codec import FLAGS, FRAME_DTYPE, HEADER_MAX
     rng = np.random.default_rng(seed)
     cls = np.where(np.arange(n) % 2 == 0, 1, 2)

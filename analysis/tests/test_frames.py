@@ -9,7 +9,7 @@ import pytest
 
 from latscope.analysis import api
 from latscope.analysis.frames import analyze_frames
-from latscope.capture import capfile
+from latscope.capture.files import capfile
 from latscope.cli import main
 from latscope.gateware.codec import FLAGS, FRAME_DTYPE
 

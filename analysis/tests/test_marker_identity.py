@@ -24,8 +24,8 @@ from latscope.analysis.marker_identity import (
     marker_rises,
     schedule,
 )
-from latscope.capture import capfile
-from latscope.capture.frames import FLAGS, FRAME_DTYPE
+from latscope.capture.files import capfile
+from latscope.capture.files.frames import FLAGS, FRAME_DTYPE
 
 VECTORS = (pathlib.Path(__file__).parents[2] / "zephyr-app" / "lib" / "latscope_core" / "tests"
            / "marker_code_vectors.txt")

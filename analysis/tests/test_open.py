@@ -1,5 +1,5 @@
 """One reader, one pass: :func:`latscope.analysis.api.analyze_file` opens each file once through
-:func:`latscope.capture.open.open_events`, reads its events in one pass without ever holding the
+:func:`latscope.capture.files.open.open_events`, reads its events in one pass without ever holding the
 whole capture, and the chunked results equal the whole-file results exactly (``==`` on every
 figure, frame captures included)."""
 
@@ -15,10 +15,10 @@ from latscope.analysis.definitions import default_definitions, resolve_channel, 
 from latscope.analysis.engine import analyze_events
 from latscope.analysis.frames import analyze_frames
 from latscope.analysis.sigrokref import write_sr
-from latscope.capture import capfile
 from latscope.capture.events import Events
-from latscope.capture.frames import capture_placement
-from latscope.capture.open import open_events
+from latscope.capture.files import capfile
+from latscope.capture.files.frames import capture_placement
+from latscope.capture.files.open import open_events
 from latscope.cli import main
 
 ROOT = Path(__file__).resolve().parents[2]

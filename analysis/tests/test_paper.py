@@ -1,11 +1,11 @@
 """The paper's published figures the report shows (analysis/report/paper.py) against the simulated
-bench's shipped profiles (capture/profiles/*.toml), which model the same cells: they must agree
+bench's shipped profiles (capture/sim/profiles/*.toml), which model the same cells: they must agree
 exactly, so the report's "paper's Table I next to ours" shows what the profiles simulate."""
 
 import pytest
 
 from latscope.analysis.report import paper
-from latscope.capture import simbench
+from latscope.capture.sim import simbench
 
 
 @pytest.mark.parametrize("name", simbench.list_profiles())

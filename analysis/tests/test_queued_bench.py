@@ -15,7 +15,7 @@ import pytest
 from latscope.analysis.engine import analyze_events
 from latscope.analysis.marker_identity import edges_of_schedule, schedule
 from latscope.analysis.pairing import OK, pair_next
-from latscope.capture import simbench as sb
+from latscope.capture.sim import simbench as sb
 
 PACKETS = 240
 MARKER_CHANNELS = range(3, 8)

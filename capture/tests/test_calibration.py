@@ -1,4 +1,4 @@
-"""Per-channel offsets (capture/calibration.py) and their use by the analysis engine.
+"""Per-channel offsets (capture/link/calibration.py) and their use by the analysis engine.
 
 Expected values are constructed: a known skew per channel is added to a common edge train, so the
 measured offsets must equal it exactly (integers), and latencies computed from the skewed capture
@@ -13,7 +13,7 @@ import pytest
 from latscope import LatscopeError
 from latscope.analysis.engine import analyze_chunks, analyze_events
 from latscope.analysis.synth import synthetic_events
-from latscope.capture import calibration as cal
+from latscope.capture.link import calibration as cal
 
 
 def fanout(skews, *, n=200, period=97, seed=0):

@@ -9,15 +9,15 @@ import pytest
 
 from latscope import LatscopeError
 from latscope.bench.capture import measure_read_memory
-from latscope.capture import capfile
-from latscope.capture.capfile import HBT_DTYPE as HEARTBEAT_DTYPE
-from latscope.capture.capfile import (
+from latscope.capture.events import LossRecord
+from latscope.capture.files import capfile, integrity
+from latscope.capture.files.capfile import HBT_DTYPE as HEARTBEAT_DTYPE
+from latscope.capture.files.capfile import (
     CaptureFileError,
     CaptureWriter,
     open_capture,
     truth_path,
 )
-from latscope.capture.events import LossRecord
 
 META = {"tick_hz": 200e6, "channels": {"0": "rx_dv", "1": "tx_en", "2": "m_isr"},
         "markers": {"m0": "rx.isr"}, "label": "test"}
@@ -192,7 +192,7 @@ def test_bit_flip_skips_only_the_damaged_chunk(tmp_path):
             ev = cap.events()
             assert ev.time.tolist() == time[keep].tolist()
             assert ev.channel.tolist() == channel[keep].tolist()
-        report = capfile.verify(bad)
+        report = integrity.verify(bad)
         assert report["state"] == "damaged, finalised" and report["ok"] is False
 
 
@@ -217,7 +217,7 @@ def test_garbage_over_several_chunks_resyncs(tmp_path):
         assert d.offset == chunks[i1].offset - capfile.CHUNK_HEADER_SIZE
         assert d.end == chunks[i4].offset - capfile.CHUNK_HEADER_SIZE
         assert cap.events().time[-len(time[f4:]):].tolist() == time[f4:].tolist()
-        summary = capfile.damage_summary(cap)
+        summary = integrity.damage_summary(cap)
         assert summary["damaged"] and summary["finalised"] and summary["regions"] == 1
         assert "1 damaged region(s)" in summary["text"]
 
@@ -430,7 +430,7 @@ def test_one_flipped_bit_in_the_metadata_loses_no_event(tmp_path):
             assert ev.time.tolist() == time.tolist()
             assert ev.channel.tolist() == channel.tolist()
             assert ev.rising.tolist() == rising.tolist()
-    report = capfile.verify(bad)
+    report = integrity.verify(bad)
     assert report["metadata_from"] == "METC" and report["events"] == len(time)
     assert "the metadata was read from its copy in the METC chunk" in " ".join(
         report["warnings"])

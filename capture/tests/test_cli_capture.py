@@ -10,8 +10,9 @@ import time
 import numpy as np
 import pytest
 
-from latscope.capture import capfile, events
-from latscope.capture.transport import EmulatedInstrument, PtyDevice
+from latscope.capture import events
+from latscope.capture.files import capfile
+from latscope.capture.link.transport import EmulatedInstrument, PtyDevice
 from latscope.cli import main
 from latscope.gateware import protocol
 
@@ -181,8 +182,8 @@ def test_progress_line_shows_the_nearest_limit_with_percentage_and_eta():
     is the remaining count at the average rate since the start; a duration limit's is exact."""
     import io
 
-    from latscope.capture.progress import CaptureProgress
-    from latscope.capture.session import CaptureOutcome, Limits
+    from latscope.capture.link.progress import CaptureProgress
+    from latscope.capture.link.session import CaptureOutcome, Limits
 
     stream = io.StringIO()
     now = [0.0]
@@ -209,8 +210,8 @@ def test_progress_line_shows_the_nearest_limit_with_percentage_and_eta():
 def test_progress_line_on_a_terminal_only():
     import io
 
-    from latscope.capture.progress import CaptureProgress
-    from latscope.capture.session import CaptureOutcome
+    from latscope.capture.link.progress import CaptureProgress
+    from latscope.capture.link.session import CaptureOutcome
 
     class Tty(io.StringIO):
         def isatty(self):
@@ -245,7 +246,7 @@ def test_calibration_goes_into_the_metadata_and_the_analysis(tmp_path, device, c
     3 ticks late in the calibration, so rx.isr (rx_dv falling at +100 -> m0 rising at +300,
     200 ticks = 1000 ns at 200 MHz ticks) becomes 197 ticks = 985 ns."""
     from latscope.analysis import api
-    from latscope.capture import calibration as cal
+    from latscope.capture.link import calibration as cal
     config = tmp_path / "cfg.toml"
     config.write_text(CONFIG)
     calfile = tmp_path / "cal.json"

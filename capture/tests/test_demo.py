@@ -1,4 +1,4 @@
-"""Tests of ``latscope demo`` (capture/demo.py, capture/demo_load.py, latscope/commands/demo.py)."""
+"""Tests of ``latscope demo`` (capture/sim/demo.py, capture/sim/demo_load.py, latscope/commands/demo.py)."""
 
 import json
 import os
@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 
 from latscope import LatscopeError, cli
-from latscope.capture import capfile, demo, simbench
+from latscope.capture.files import capfile
+from latscope.capture.sim import demo, simbench
 from latscope.commands import demo as demo_command
 
 
@@ -163,11 +164,11 @@ def test_table_format():
 
 
 def test_demo_under_load_per_class(tmp_path):
-    """The demo's captures under load (capture/demo_load.py): both reproduce their ground truth
+    """The demo's captures under load (capture/sim/demo_load.py): both reproduce their ground truth
     (every edge, every background frame counted), and the fast track delivers earlier than the
     stack. Expected from the profiles: rx.fast 1.51 µs against rx.udp 2.95 µs at 64 B (paper,
     Table I and the fast-track text), so the p50s differ by more than 1 µs."""
-    from latscope.capture import demo_load
+    from latscope.capture.sim import demo_load
     rows = demo_command.under_load_rows(str(tmp_path), packets=150, jobs=1)
     assert [r["profile"] for r in rows] == list(demo_load.PROFILES)
     for r in rows:

@@ -5,8 +5,10 @@ import doctest
 
 import numpy as np
 
-from latscope.capture import capfile, events, stream
+from latscope.capture import events
 from latscope.capture.events import COUNTERS, DecodeResult, Events, FrameRecords, LossRecord
+from latscope.capture.files import capfile
+from latscope.capture.link import stream
 from latscope.gateware.codec import COUNTER_DTYPE, FRAME_DTYPE, HEADER_MAX, HEARTBEAT_DTYPE
 from latscope.gateware.model_stream import Entry, LinkModel
 from latscope.gateware.protocol import EntryKind

@@ -1,7 +1,7 @@
 """Example captures: fixtures from the source tree, else simulated now."""
 
-from latscope.capture import examples
-from latscope.capture.capfile import open_capture, truth_path
+from latscope.capture.files.capfile import open_capture, truth_path
+from latscope.capture.sim import examples
 
 
 def test_fixture_from_the_source_tree():

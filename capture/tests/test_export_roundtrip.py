@@ -16,8 +16,8 @@ import pytest
 
 from latscope import LatscopeError
 from latscope.analysis import api
-from latscope.capture import capfile
-from latscope.capture.reimport import read_csv, read_vcd
+from latscope.capture.files import capfile
+from latscope.capture.files.reimport import read_csv, read_vcd
 from latscope.cli import main
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

@@ -10,9 +10,10 @@ or from the synthetic captures built here; tolerances are stated where used.
 import numpy as np
 import pytest
 
-from latscope.capture import capfile, sim_load
 from latscope.capture.events import LossRecord
-from latscope.capture.frames import place_frames
+from latscope.capture.files import capfile
+from latscope.capture.files.frames import place_frames
+from latscope.capture.sim import sim_load
 from latscope.gateware.codec import FLAGS, FRAME_DTYPE, HEADER_MAX
 
 SCENARIO = sim_load.LoadScenario(name="short", load=0.6, probe_rate_pps=50_000.0,
@@ -86,7 +87,7 @@ def test_capture_started_mid_frame_ties_every_later_frame_to_its_own_pulse(tmp_p
     """Before: the partial pulse took frame_index 0 from nobody, every later RX record got the
     next frame's pulse: 3 requests, 0 replied. Now the leading fall ends frame 0 and every reply
     pairs with the wire's own e2e (tolerance MII_TOL_NS)."""
-    replay = pytest.importorskip("latscope.capture.replay")
+    replay = pytest.importorskip("latscope.capture.sim.replay")
     run = _run()
     pins = sim_load.write_pins_vcd(run, tmp_path / "mii.vcd")
     vcd = _midframe_vcd(run, pins, tmp_path / "mid.vcd", run.wire[0]["start_ns"][0] + 2000)
@@ -105,9 +106,9 @@ def test_rmii_toggling_crs_dv_without_a_filter_is_unplaced_not_misplaced(tmp_pat
     truth of 5.40..5.56 us. Now the records that cannot be tied are unplaced (duration vs
     length) and said so; the one that is tied is within the RMII early carrier drop
     (carrier_early = 2 nibbles = 80 ns) plus the 20 ns REF_CLK sampling and 2 ticks."""
-    replay = pytest.importorskip("latscope.capture.replay")
-    from latscope.capture import capfile as cf
-    from latscope.capture.integrity import verify
+    replay = pytest.importorskip("latscope.capture.sim.replay")
+    from latscope.capture.files import capfile as cf
+    from latscope.capture.files.integrity import verify
     run = _run()
     vcd = sim_load.write_pins_vcd(run, tmp_path / "rmii.vcd", interface="rmii", carrier_early=2)
     out = tmp_path / "rmii.lsc"
@@ -163,7 +164,7 @@ def test_edges_lost_in_an_overflow_unplace_the_frames_from_the_loss_on(tmp_path,
     """Before: request 11 (edges lost) took request 12's start (41000 ticks, truth 21000) and
     verify said OK. Now requests from the loss on are unplaced, request 10 keeps its exact e2e
     (1000 ticks = 10 us, exact: synthetic ticks), verify and analyze warn with the loss time."""
-    from latscope.capture.integrity import verify
+    from latscope.capture.files.integrity import verify
     from latscope.cli import main as latscope_main
     path = tmp_path / "loss.lsc"
     truth = _synthetic(path, [1000, 21000, 41000], [68, 68, 68], lost=1)
@@ -230,8 +231,8 @@ def test_rmii_replay_filters_crs_dv_by_default_and_every_frame_is_tied(tmp_path)
     capture default (session.CRS_DV_GLITCH_NS = 50 ns -> 10 cycles at 200 MHz) swallows it:
     every record is placed and each e2e is the wire's within the 20 ns REF_CLK sampling of each
     edge + 2 ticks (the end is the data's end, not the early carrier drop)."""
-    replay = pytest.importorskip("latscope.capture.replay")
-    from latscope.capture.session import CRS_DV_GLITCH_NS
+    replay = pytest.importorskip("latscope.capture.sim.replay")
+    from latscope.capture.link.session import CRS_DV_GLITCH_NS
     run = _run()
     vcd = sim_load.write_pins_vcd(run, tmp_path / "rmii.vcd", interface="rmii", carrier_early=2)
     out = tmp_path / "rmii.lsc"
@@ -265,7 +266,7 @@ def test_rmii_replay_filters_crs_dv_by_default_and_every_frame_is_tied(tmp_path)
     ("crs_dv=5000", "this build's filter takes at most"),
 ])
 def test_replay_pins_glitch_option_rejects_bad_input_in_one_line(tmp_path, capsys, arg, message):
-    pytest.importorskip("latscope.capture.replay")
+    pytest.importorskip("latscope.capture.sim.replay")
     from latscope.cli import main as latscope_main
     run = _run()
     vcd = sim_load.write_pins_vcd(run, tmp_path / "p.vcd")

@@ -17,10 +17,11 @@ import numpy as np
 import pytest
 
 from latscope import LatscopeError
-from latscope.capture import capfile, session
-from latscope.capture.capfile import CaptureWriteError, CaptureWriter, open_capture
-from latscope.capture.session import Instrument, Limits, run_capture
-from latscope.capture.transport import EmulatedInstrument, EmulatedTransport
+from latscope.capture.files import integrity
+from latscope.capture.files.capfile import CaptureWriteError, CaptureWriter, open_capture
+from latscope.capture.link import session
+from latscope.capture.link.session import Instrument, Limits, run_capture
+from latscope.capture.link.transport import EmulatedInstrument, EmulatedTransport
 
 META = {"tick_hz": 200e6, "channels": {"0": "rx_dv", "1": "tx_en"}, "label": "full"}
 
@@ -81,7 +82,7 @@ def test_a_full_disk_keeps_every_complete_chunk_and_says_how_many_events(tmp_pat
         # cut back to the last complete chunk: no unreadable tail, nothing damaged
         assert cap.problems == [] and cap.truncated is None and not cap.finalised
         assert cap.events().time.tolist() == time[:2000].tolist()
-    report = capfile.verify(path)
+    report = integrity.verify(path)
     assert report["ok"] and report["events"] == 2000
     assert sorted(os.listdir(tmp_path)) == ["full.lsc"]
 
@@ -140,7 +141,7 @@ def test_the_capture_loop_reports_a_full_disk_with_exit_status_4(tmp_path):
 FSIZE_CHILD = textwrap.dedent("""
     import resource, signal, sys
     import numpy as np
-    from latscope.capture.capfile import CaptureWriteError, CaptureWriter
+    from latscope.capture.files.capfile import CaptureWriteError, CaptureWriter
     signal.signal(signal.SIGXFSZ, signal.SIG_IGN)     # EFBIG instead of a fatal signal
     limit = int(sys.argv[2])
     resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))

@@ -20,7 +20,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import latscope
-from latscope.capture.capfile import CaptureWriter, open_capture
+from latscope.capture.files.capfile import CaptureWriter, open_capture
 from latscope.cli import main
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -227,7 +227,7 @@ def test_export_window_initial_levels(tmp_path, capsys):
                  "--to", "250ns", "--json"]) == 0
     summary = json.loads(capsys.readouterr().out)
     assert (summary["start_tick"], summary["stop_tick"], summary["samples"]) == (120, 250, 130)
-    from latscope.capture.sigrok import SrReader
+    from latscope.capture.files.sigrok import SrReader
     with SrReader(tmp_path / "w.sr") as reader:
         assert reader.info.sample_offset == 120
         samples = np.concatenate([s for _, s in reader.iter_samples()])
@@ -297,7 +297,7 @@ def test_export_non_integer_tick_rate_needs_samplerate(tmp_path, capsys):
     assert main(["export", str(path), "-o", str(tmp_path / "f.sr")]) == 2
     assert "is not a whole number of Hz; give --samplerate" in capsys.readouterr().err
     assert main(["export", str(path), "-o", str(tmp_path / "f.sr"), "--samplerate", "1GHz"]) == 0
-    from latscope.capture.sigrok import SrReader
+    from latscope.capture.files.sigrok import SrReader
     with SrReader(tmp_path / "f.sr") as reader:
         samples = np.concatenate([s for _, s in reader.iter_samples()])
     # window [9, 21): edges 1 and 11 ticks after the start. The metadata float 333333333.3333333
@@ -336,9 +336,9 @@ def test_help_explains_units(capsys):
 def test_round_trip_of_any_window_is_exact(tmp_path_factory, seed, cut):
     """Any window [a, b) at the tick rate: importing the export gives exactly the events with
     a < t < b (an event at a only sets the initial level; see docs/sigrok.md)."""
-    from latscope.capture.interop import make_window
-    from latscope.capture.sigrok_import import import_sr
-    from latscope.capture.sigrok_write import export_sr
+    from latscope.capture.files.interop import make_window
+    from latscope.capture.files.sigrok_import import import_sr
+    from latscope.capture.files.sigrok_write import export_sr
     tmp = tmp_path_factory.mktemp("rt")
     time, channel, rising = random_capture(tmp / "a.lsc", n=120, seed=seed, first=0)
     lo, hi = sorted(cut)
@@ -393,7 +393,7 @@ def test_export_keeps_each_channels_initial_level(tmp_path, capsys, window):
         if not window:
             assert b.note["initial_levels"] == a.note["initial_levels"]
             assert b.events().time.tolist() == a.events().time.tolist()
-    from latscope.capture.sigrok import SrReader
+    from latscope.capture.files.sigrok import SrReader
     with SrReader(tmp_path / "out.sr") as reader:
         samples = np.concatenate([s for _, s in reader.iter_samples()])
     start = 10 if window else 49           # default window: a tick before the first edge

@@ -85,7 +85,7 @@ def test_analysis_reports_points_the_dut_cannot_mark_as_not_measured():
 
 
 def test_runner_passes_dut_markers_and_not_measured_into_the_capture_config():
-    from latscope.capture.session import config_from_dict
+    from latscope.capture.link.session import config_from_dict
 
     info = {"markers": "m1=rx.copy,m2=rx.udp,m3=rx.fast,m4=tx.send",
             "not_measured": "rx.isr,tx.xmit", "point.rx.isr": "not-measured",

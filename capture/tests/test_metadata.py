@@ -1,13 +1,13 @@
-"""The metadata facts the analysis reads (capture/metadata.py) and the one reader that parses
-them (capture/open.py): their docstring examples, and each origin and refusal."""
+"""The metadata facts the analysis reads (capture/files/metadata.py) and the one reader that parses
+them (capture/files/open.py): their docstring examples, and each origin and refusal."""
 
 import doctest
 
 import pytest
 
 from latscope import LatscopeError
-from latscope.capture import metadata
-from latscope.capture import open as open_module
+from latscope.capture.files import metadata
+from latscope.capture.files import open as open_module
 
 
 @pytest.mark.parametrize("module", [metadata, open_module], ids=["metadata", "open"])

@@ -1,4 +1,4 @@
-"""The one output policy (``latscope.capture.outputs``): same-file refusal, existing outputs,
+"""The one output policy (``latscope.capture.files.outputs``): same-file refusal, existing outputs,
 write-then-rename, direct outputs, result folders, and no temporary file left on any exit path."""
 
 import os
@@ -12,8 +12,8 @@ import threading
 import pytest
 
 from latscope import LatscopeError, Terminated
-from latscope.capture import outputs
-from latscope.capture.outputs import (
+from latscope.capture.files import outputs
+from latscope.capture.files.outputs import (
     check_output,
     check_output_folder,
     exists_message,
@@ -178,7 +178,7 @@ def test_an_interrupted_write_of_a_new_file_leaves_nothing(tmp_path):
 SIGTERM_CHILD = textwrap.dedent("""
     import signal, sys, time
     from latscope import Terminated
-    from latscope.capture.outputs import open_output
+    from latscope.capture.files.outputs import open_output
 
     def stop(signum, frame):
         raise Terminated
@@ -222,7 +222,7 @@ def test_a_read_only_folder_is_one_clear_line_and_leaves_nothing(tmp_path):
     folder = tmp_path / "ro"
     folder.mkdir()
     code = ("import sys\nfrom latscope import LatscopeError\n"
-            "from latscope.capture.outputs import open_output\n"
+            "from latscope.capture.files.outputs import open_output\n"
             "try:\n"
             "    with open_output(sys.argv[1] + '/out.csv') as h:\n"
             "        h.write('x')\n"
@@ -247,7 +247,7 @@ def test_standard_output_is_written_directly(capsys):
 
 
 def test_standard_output_is_refused_where_the_format_is_no_stream(tmp_path):
-    from latscope.capture.reimport import import_export
+    from latscope.capture.files.reimport import import_export
     csv_file = tmp_path / "a.csv"
     _write(csv_file, "# latscope {\"tick_hz\": 1000}\ntime_ns,channel,edge\n")
     for call in (lambda: check_output("-", allow_stdout=False),
@@ -261,7 +261,7 @@ def test_dev_stdout_redirected_to_a_file_is_written_through_the_shell_s_file(tmp
     """``-o /dev/stdout > out.csv``: /dev/stdout resolves to the regular file out.csv, which the
     shell holds open; it is written through, not replaced behind the shell's back."""
     out = tmp_path / "out.csv"
-    code = ("from latscope.capture.outputs import open_output\n"
+    code = ("from latscope.capture.files.outputs import open_output\n"
             "with open_output('/dev/stdout') as h:\n"
             "    h.write('through stdout')\n")
     with open(out, "w") as handle:
@@ -353,23 +353,23 @@ META = {"tick_hz": 1_000_000, "channels": {"0": "rx_dv", "1": "tx_en"},
 
 
 def _capture(path):
-    from latscope.capture.capfile import CaptureWriter
+    from latscope.capture.files.capfile import CaptureWriter
     with CaptureWriter(path, META, fsync=False) as writer:
         writer.append_events([10, 20, 30, 40], [0, 1, 0, 1], [1, 1, 0, 0])
     return path
 
 
 def _window(cap):
-    from latscope.capture.interop import make_window
+    from latscope.capture.files.interop import make_window
     return make_window(cap, None, None, None)
 
 
 @pytest.mark.parametrize("fmt", ["sr", "vcd", "csv"])
 def test_an_export_never_replaces_its_capture_even_by_a_hard_link(tmp_path, fmt):
-    from latscope.capture.capfile import open_capture
-    from latscope.capture.interop import export_csv
-    from latscope.capture.sigrok_write import export_sr
-    from latscope.capture.vcd import export_vcd
+    from latscope.capture.files.capfile import open_capture
+    from latscope.capture.files.interop import export_csv
+    from latscope.capture.files.sigrok_write import export_sr
+    from latscope.capture.files.vcd import export_vcd
     source = _capture(tmp_path / "in.lsc")
     before = source.read_bytes()
     hard = tmp_path / f"alias.{fmt}"
@@ -388,8 +388,8 @@ def test_an_export_never_replaces_its_capture_even_by_a_hard_link(tmp_path, fmt)
 
 
 def test_an_export_that_fails_midway_leaves_the_previous_file(tmp_path):
-    from latscope.capture.capfile import open_capture
-    from latscope.capture.interop import export_csv
+    from latscope.capture.files.capfile import open_capture
+    from latscope.capture.files.interop import export_csv
     source = _capture(tmp_path / "in.lsc")
     out = tmp_path / "out.csv"
     _write(out, "previous export")
@@ -407,9 +407,9 @@ def test_an_export_that_fails_midway_leaves_the_previous_file(tmp_path):
 
 
 def test_an_import_of_a_sigrok_file_onto_itself_keeps_the_input(tmp_path):
-    from latscope.capture.capfile import open_capture
-    from latscope.capture.sigrok_import import import_sr
-    from latscope.capture.sigrok_write import export_sr
+    from latscope.capture.files.capfile import open_capture
+    from latscope.capture.files.sigrok_import import import_sr
+    from latscope.capture.files.sigrok_write import export_sr
     source = _capture(tmp_path / "in.lsc")
     recording = tmp_path / "a.sr"
     with open_capture(source) as cap:
@@ -427,10 +427,10 @@ def test_an_import_of_a_sigrok_file_onto_itself_keeps_the_input(tmp_path):
 
 @pytest.mark.parametrize("fmt", ["vcd", "csv"])
 def test_a_reimport_onto_its_own_export_keeps_the_input(tmp_path, fmt):
-    from latscope.capture.capfile import open_capture
-    from latscope.capture.interop import export_csv
-    from latscope.capture.reimport import import_export
-    from latscope.capture.vcd import export_vcd
+    from latscope.capture.files.capfile import open_capture
+    from latscope.capture.files.interop import export_csv
+    from latscope.capture.files.reimport import import_export
+    from latscope.capture.files.vcd import export_vcd
     source = _capture(tmp_path / "in.lsc")
     exported = tmp_path / f"a.{fmt}"
     with open_capture(source) as cap:

@@ -12,8 +12,8 @@ import zlib
 import numpy as np
 import pytest
 
-from latscope.capture import capfile
-from latscope.capture.frames import frame_edge_times
+from latscope.capture.files import capfile
+from latscope.capture.files.frames import frame_edge_times
 from latscope.cli import main
 from latscope.gateware.codec import FLAGS, FRAME_DTYPE, HEADER_MAX
 from latscope.gateware.model_sniffer import FLAG_FIELDS, FRAME_FIELDS, parse_frame
@@ -261,6 +261,6 @@ def test_info_lists_frames_and_export_refuses_edge_only_capture(tmp_path, capsys
 def test_frames_module_doctests():
     import doctest
 
-    from latscope.capture import frames
+    from latscope.capture.files import frames
     result = doctest.testmod(frames, optionflags=doctest.NORMALIZE_WHITESPACE)
     assert result.attempted > 0 and result.failed == 0

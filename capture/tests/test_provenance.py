@@ -1,4 +1,4 @@
-"""Provenance travels (``latscope.capture.provenance``): a simulated capture exported to
+"""Provenance travels (``latscope.capture.files.provenance``): a simulated capture exported to
 ``.sr``, ``.vcd``, ``.csv`` and pcapng says so in each file, and imported back it is still
 simulated, from the same profile, seed and label, with the export and the import in its history.
 
@@ -20,13 +20,13 @@ import zipfile
 import numpy as np
 import pytest
 
-from latscope.capture import capfile
-from latscope.capture.interop import export_csv, make_window
-from latscope.capture.provenance import KEYS, parse, provenance
-from latscope.capture.reimport import import_export
-from latscope.capture.sigrok_import import import_sr
-from latscope.capture.sigrok_write import export_sr
-from latscope.capture.vcd import export_vcd
+from latscope.capture.files import capfile
+from latscope.capture.files.interop import export_csv, make_window
+from latscope.capture.files.provenance import KEYS, parse, provenance
+from latscope.capture.files.reimport import import_export
+from latscope.capture.files.sigrok_import import import_sr
+from latscope.capture.files.sigrok_write import export_sr
+from latscope.capture.files.vcd import export_vcd
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 FIXTURE = os.path.join(ROOT, "fixtures", "bench", "gem-64.lsc")
@@ -174,8 +174,8 @@ def _pcapng_section_comments(data):
 
 
 def test_pcapng_says_where_its_frames_came_from(tmp_path):
+    from latscope.capture.files.pcapng import PROVENANCE_TAG, export_pcapng
     from latscope.gateware.codec import FLAGS, FRAME_DTYPE
-    from latscope.capture.pcapng import PROVENANCE_TAG, export_pcapng
     path = tmp_path / "frames.lsc"
     meta = {"tick_hz": 100_000_000, "channels": {"0": "rx_dv"}, "label": "sim-frames",
             "simbench": {"profile": "gem-64", "seed": 5},
@@ -202,7 +202,7 @@ def test_pcapng_says_where_its_frames_came_from(tmp_path):
 
 
 def test_info_says_what_the_events_are(tmp_path, simulated):
-    from latscope.capture.info import info_dict
+    from latscope.capture.files.info import info_dict
     _export("csv", tmp_path / "w.csv")
     import_export(tmp_path / "w.csv", tmp_path / "back.lsc")
     info = info_dict(tmp_path / "back.lsc")

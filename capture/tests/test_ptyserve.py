@@ -1,4 +1,4 @@
-"""Tests of the pseudo-terminal server (capture/ptyserve.py), with a scripted engine."""
+"""Tests of the pseudo-terminal server (capture/sim/ptyserve.py), with a scripted engine."""
 
 import os
 import threading
@@ -7,8 +7,8 @@ import time
 import pytest
 
 from latscope import LatscopeError
-from latscope.capture.ptyserve import LINK_BYTES_PER_S, PtyServer
-from latscope.capture.transport import SerialTransport, TransportClosed
+from latscope.capture.link.transport import SerialTransport, TransportClosed
+from latscope.capture.sim.ptyserve import LINK_BYTES_PER_S, PtyServer
 
 
 class ScriptEngine:

@@ -5,10 +5,12 @@ import numpy as np
 import pytest
 
 from latscope import LatscopeError
-from latscope.capture import capfile, session, simbench
+from latscope.capture.files import capfile
+from latscope.capture.link import session
+from latscope.capture.link.transport import EmulatedInstrument, PtyDevice
 from latscope.capture.record import record
-from latscope.capture.sim_port import SimulatedSource
-from latscope.capture.transport import EmulatedInstrument, PtyDevice
+from latscope.capture.sim import simbench
+from latscope.capture.sim.sim_port import SimulatedSource
 
 ROLES = ("rx_dv", "tx_en", "crs_dv", "m0", "m1", "m2", "m3", "m4")
 

@@ -1,6 +1,6 @@
 """Reliability: kill -9 during capture, closing the port, link corruption, decoder fuzzing.
 
-Every expected value here comes from the emulated instrument (``capture/transport.py``), which
+Every expected value here comes from the emulated instrument (``capture/link/transport.py``), which
 knows exactly which events it put in which frame and which frames it damaged; comparisons of
 event times and loss counts are exact (integers, ``==``).
 """
@@ -15,8 +15,10 @@ import time
 import numpy as np
 import pytest
 
-from latscope.capture import capfile, events, session, stream
-from latscope.capture.transport import (
+from latscope.capture import events
+from latscope.capture.files import capfile, integrity
+from latscope.capture.link import session, stream
+from latscope.capture.link.transport import (
     EmulatedInstrument,
     PtyDevice,
     SerialTransport,
@@ -81,7 +83,7 @@ def _kill_trial(tmp_path, rng, trial, time_, channel, rising):
         assert np.array_equal(ev.time, time_[:n])        # exactly a prefix of what was sent
         assert np.array_equal(ev.channel, channel[:n])
         assert np.array_equal(ev.rising, rising[:n])
-        report = capfile.verify(path)
+        report = integrity.verify(path)
         assert report["recoverable_events"] == n
         return "events" if n else "empty"
 
@@ -153,7 +155,7 @@ def test_closing_the_port_ends_the_capture_with_a_clear_message(tmp_path):
         assert cap.note["exit_status"] == session.EXIT_LINK_LOST
         assert 0 < cap.n_events <= sent_when_closed
         assert np.array_equal(cap.events().time, time_[:cap.n_events])
-    assert capfile.verify(path)["ok"]
+    assert integrity.verify(path)["ok"]
 
 
 # --- link corruption through the pty -------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""``latscope.capture.repair.repair``: a damaged capture rebuilt from every intact chunk.
+"""``latscope.capture.files.repair.repair``: a damaged capture rebuilt from every intact chunk.
 
 Reference: what the reader reads from the damaged file (events, losses with the derived
 ``damage`` records, heartbeats, frames, metadata, note). The repaired file must read the same,
@@ -9,11 +9,11 @@ import numpy as np
 import pytest
 
 from latscope import LatscopeError
-from latscope.capture import capfile
-from latscope.capture.capfile import CaptureWriter, open_capture
 from latscope.capture.events import LossRecord
+from latscope.capture.files import integrity
+from latscope.capture.files.capfile import CaptureWriter, open_capture
+from latscope.capture.files.repair import repair
 from latscope.gateware.codec import COUNTER_DTYPE, FLAGS, FRAME_DTYPE
-from latscope.capture.repair import repair
 
 META = {"tick_hz": 200e6, "channels": {"0": "rx_dv", "1": "tx_en"}, "label": "repair"}
 
@@ -86,7 +86,7 @@ def test_repair_keeps_everything_the_reader_reads_and_no_damage(tmp_path, kind, 
         assert cap.metadata["repaired"]["metadata_from"] == summary.metadata_from
         assert cap.note["reason"] == "packet limit reached" and cap.note["packets"] == 150
         assert cap.note["events"] == cap.n_events
-    report = capfile.verify(out)
+    report = integrity.verify(out)
     assert report["ok"] and report["state"] == "intact"
 
 

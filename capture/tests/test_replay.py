@@ -22,7 +22,7 @@ import zlib
 import pytest
 
 from latscope import LatscopeError
-from latscope.capture import replay
+from latscope.capture.sim import replay
 
 scapy_all = pytest.importorskip("scapy.all", reason="scapy builds the test frames (pip: scapy)")
 pyvcd = pytest.importorskip("vcd", reason="pyvcd writes the test VCD (pip: pyvcd)")
@@ -110,7 +110,7 @@ def expected_edges(changes):
 
 
 def _check_edges(lsc, changes):
-    from latscope.capture import capfile
+    from latscope.capture.files import capfile
     cap = capfile.open_capture(lsc)
     time, channel, rising = cap.events()
     want = expected_edges(changes)
@@ -245,7 +245,7 @@ def test_header_bytes_reach_pcapng(tmp_path, capsys):
     the payload's magic, run id and sequence number; 32 would stop inside the IPv4 destination
     address), then export --format pcapng: scapy and tshark see exactly the stimulus frames'
     first 50 bytes, their Ethernet/IP/UDP fields and each frame's original length."""
-    from latscope.capture import capfile
+    from latscope.capture.files import capfile
     from latscope.cli import main
 
     vcd_path = tmp_path / "pins.vcd"
@@ -316,7 +316,7 @@ def test_export_replay_round_trip_same_analysis(tmp_path, capsys):
     """A bench capture (3.125 ns) exported as VCD and replayed through the ecpix5-x1 build gives
     the same per-stage figures as the exported window itself: exact (same tick rate, so the
     nearest-tick resampling is the identity)."""
-    from latscope.capture import capfile
+    from latscope.capture.files import capfile
     from latscope.cli import main
 
     src = "fixtures/bench/el-dm-64.lsc"
@@ -422,7 +422,7 @@ def test_rmii_replay_frames_and_edges(tmp_path):
     out = tmp_path / "rmii.lsc"
     result = replay.replay_pins(path, out, frames="rmii")
     assert result["phy_clock"] == {"rx": "recorded ref_clk", "tx": "recorded ref_clk"}
-    from latscope.capture import capfile
+    from latscope.capture.files import capfile
     cap = capfile.open_capture(out)
     time, channel, rising = cap.events()
     origin = min(t for lst in changes.values() for t, _ in lst)
@@ -457,7 +457,7 @@ def test_icebreaker_markers_at_nearest_10_4_ns_tick(tmp_path):
             w.change((m0, m1)[var], x, v)
     out = tmp_path / "ice.lsc"
     result = replay.replay_pins(path, out, board="icebreaker")
-    from latscope.capture import capfile
+    from latscope.capture.files import capfile
     cap = capfile.open_capture(out)
     assert cap.tick_hz == 96_000_000
     time, channel, rising = cap.events()

@@ -1,4 +1,4 @@
-"""Frame classes from the capture config (``capture/rules.py``): the ``[frames]`` TOML table is
+"""Frame classes from the capture config (``capture/link/rules.py``): the ``[frames]`` TOML table is
 parsed, turned into SET_RULE/SET_CLASS_MODE/SET_SEQ_OFFSET/SET_COUNTER_PERIOD commands, and those
 commands load the real classifier (``gateware/classify.py``, Amaranth simulator), which must then
 class and record frames of the simulated bench's wire exactly as the reference rule table
@@ -13,9 +13,9 @@ from amaranth.lib import data
 from amaranth.sim import Simulator
 
 from latscope import LatscopeError
-from latscope.capture import rules as rl
-from latscope.capture import session
-from latscope.capture import sim_wire as w
+from latscope.capture.link import rules as rl
+from latscope.capture.link import session
+from latscope.capture.sim import sim_wire as w
 from latscope.gateware.classify import FrameClassifier
 from latscope.gateware.model_sniffer import FLAG_FIELDS, FRAME_FIELDS, classify, parse_frame
 from latscope.gateware.protocol import CounterRecord, FrameRecord, FrameType, Opcode

@@ -8,7 +8,7 @@ import pytest
 
 from latscope import LatscopeError
 from latscope.capture import runner
-from latscope.capture.session import CaptureOutcome
+from latscope.capture.link.session import CaptureOutcome
 
 VECTORS = Path(__file__).parents[2] / "zephyr-app/lib/latscope_core/tests/control_vectors.txt"
 
@@ -60,11 +60,11 @@ def test_experiment_validation(tmp_path):
 
 
 def test_sim_matrix(tmp_path):
-    pytest.importorskip("latscope.capture.simbench", reason="simulated bench not present yet")
+    pytest.importorskip("latscope.capture.sim.simbench", reason="simulated bench not present yet")
     f = tmp_path / "exp.toml"
     f.write_text('name = "t"\ntarget = "sim"\npaths = ["gem", "fast-track"]\nsizes = [64, 256]\n'
                  'packets = 20\nengine = "model"\n')
-    from latscope.capture.capfile import open_capture
+    from latscope.capture.files.capfile import open_capture
     from latscope.cli import main
     assert main(["run", str(f), "-o", str(tmp_path / "out")]) == 0
     summary = json.loads((tmp_path / "out/summary.json").read_text())
@@ -186,7 +186,7 @@ DOCS = Path(__file__).parents[2] / "docs"
 def test_shipped_example_experiment_parses_and_names_real_profiles(tmp_path):
     """docs/experiment.toml is valid for the runner, every sim cell names a shipped profile, and
     the run turns it into one `latscope capture --sim` per cell (capture replaced by a recorder)."""
-    from latscope.capture import simbench
+    from latscope.capture.sim import simbench
     exp = runner.load_experiment(DOCS / "experiment.toml")
     assert exp["target"] == "sim"
     for path in exp["paths"]:
@@ -237,7 +237,7 @@ def test_sim_matrix_under_load_with_frame_classes(tmp_path):
                  '[[frames.rx]]\nclass = "probe"\ndst_port = 5000\n'
                  '[[frames.rx]]\nclass = "bulk"\nport = [9, 9]\n'
                  '[[frames.tx]]\nclass = "probe"\nsrc_port = 5000\n')
-    from latscope.capture.capfile import open_capture
+    from latscope.capture.files.capfile import open_capture
     from latscope.cli import main
     assert main(["run", str(f), "-o", str(tmp_path / "out")]) == 0
     summary = json.loads((tmp_path / "out/summary.json").read_text())

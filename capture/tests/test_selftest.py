@@ -373,7 +373,7 @@ def test_sim_calibrate_recovers_the_cable_skew_and_capture_applies_it(tmp_path, 
     calibration.measure_offsets documents); `capture --calibration` stores the offsets and the
     analysis subtracts them."""
     from latscope.analysis import api
-    from latscope.capture import calibration as cal
+    from latscope.capture.link import calibration as cal
     from latscope.cli import main
 
     chans, skew = [0, 1, 3, 5], [4, 0, 9, 2]
@@ -395,7 +395,7 @@ def test_sim_calibrate_recovers_the_cable_skew_and_capture_applies_it(tmp_path, 
     # measured from rx_dv (channel 0, offset 2) to its marker, so it moves by -(offset[marker] - 2)
     # ticks of 1.25 ns: rx.isr (m0, channel 3, +7) by -6.25 ns, rx.copy and rx.udp (m1, m2,
     # channels 4, 5, 0) by +2.5 ns. Medians of exactly shifted samples shift exactly.
-    from latscope.capture import capfile
+    from latscope.capture.files import capfile
     files = {}
     for name, extra in (("plain", []), ("calibrated", ["--calibration", str(calfile)])):
         files[name] = tmp_path / f"{name}.lsc"

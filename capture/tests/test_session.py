@@ -4,9 +4,11 @@ import numpy as np
 import pytest
 
 from latscope import LatscopeError
-from latscope.capture import capfile, events, session
-from latscope.capture.session import Instrument, Limits, load_config, run_capture
-from latscope.capture.transport import (
+from latscope.capture import events
+from latscope.capture.files import capfile
+from latscope.capture.link import session
+from latscope.capture.link.session import Instrument, Limits, load_config, run_capture
+from latscope.capture.link.transport import (
     EmulatedInstrument,
     EmulatedTransport,
     ReplayTransport,

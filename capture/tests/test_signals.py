@@ -22,8 +22,8 @@ import numpy as np
 import pytest
 
 from latscope import LatscopeError
-from latscope.capture import capfile
-from latscope.capture.transport import EmulatedInstrument, PtyDevice
+from latscope.capture.files import capfile
+from latscope.capture.link.transport import EmulatedInstrument, PtyDevice
 
 ROLES = ("rx_dv", "tx_en", "crs_dv", "m0", "m1", "m2", "m3", "m4")
 
@@ -174,7 +174,7 @@ def test_signal_before_recording_is_one_line(tmp_path, sig, status, word):
     out = tmp_path / "early.lsc"
     term = Terminal([sys.executable, "-c",
                      "import time, sys\n"
-                     "from latscope.capture import sim_port\n"
+                     "from latscope.capture.sim import sim_port\n"
                      "def slow(*a, **k):\n"
                      "    print('starting', flush=True)\n"
                      "    time.sleep(60)\n"

@@ -1,4 +1,4 @@
-"""The sigrok session reader, writer and importer (``latscope.capture.sigrok``).
+"""The sigrok session reader, writer and importer (``latscope.capture.files.sigrok``).
 
 Expected values come from three independent places: ``fixtures/sigrok/expected.json`` (what
 sigrok-cli 0.7.2 reads from each fixture, recorded by ``make_fixtures.py``), sigrok-cli run live
@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 
 from latscope import LatscopeError
-from latscope.capture.sigrok import (
+from latscope.capture.files.sigrok import (
     SigrokFileError,
     SrLimits,
     SrReader,
@@ -28,8 +28,8 @@ from latscope.capture.sigrok import (
     parse_channel_map,
     parse_samplerate,
 )
-from latscope.capture.sigrok_import import import_sr
-from latscope.capture.sigrok_write import SrWriter, _sample_index, make_sparse_sr
+from latscope.capture.files.sigrok_import import import_sr
+from latscope.capture.files.sigrok_write import SrWriter, _sample_index, make_sparse_sr
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 FIXTURES = os.path.join(HERE, "..", "..", "fixtures", "sigrok")
@@ -323,7 +323,7 @@ def test_sample_index_is_exact_ceiling():
 
 # --- import --------------------------------------------------------------------------------------
 def test_import_writes_capture_with_metadata(tmp_path):
-    from latscope.capture.capfile import open_capture
+    from latscope.capture.files.capfile import open_capture
     out = tmp_path / "c.lsc"
     summary = import_sr(os.path.join(FIXTURES, "wide16.sr"), out, "rx_dv=rx_dv,isr=m0,x=11")
     with open_capture(out) as capture:
@@ -349,8 +349,8 @@ def test_import_of_1e9_samples_in_bounded_memory(tmp_path):
     sr_path, lsc_path = tmp_path / "big.sr", tmp_path / "big.lsc"
     make_sparse_sr(sr_path, samples)
     # VmHWM (peak RSS of this process image; ru_maxrss would carry the parent's over exec)
-    code = ("from latscope.capture.sigrok_import import import_sr\n"
-            "from latscope.capture.sigrok_write import peak_rss\n"
+    code = ("from latscope.capture.files.sigrok_import import import_sr\n"
+            "from latscope.capture.files.sigrok_write import peak_rss\n"
             f"s = import_sr({str(sr_path)!r}, {str(lsc_path)!r}, 'a=D0')\n"
             "print(s.events, s.samples, peak_rss())")
     out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True,

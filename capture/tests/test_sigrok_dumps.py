@@ -1,5 +1,5 @@
 """sigrok files in every form the real ones take, read as sigrok reads them
-(``latscope.capture.sigrok_metadata`` and the importer on the forms of sigrokproject/sigrok-dumps).
+(``latscope.capture.files.sigrok_metadata`` and the importer on the forms of sigrokproject/sigrok-dumps).
 
 Expected values come from tools nobody here wrote:
 
@@ -36,9 +36,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from latscope.capture.capfile import open_capture
-from latscope.capture.sigrok import SrReader, parse_channel_map
-from latscope.capture.sigrok_metadata import SAMPLERATE_RANGE, sigrok_samplerate
+from latscope.capture.files.capfile import open_capture
+from latscope.capture.files.sigrok import SrReader, parse_channel_map
+from latscope.capture.files.sigrok_metadata import SAMPLERATE_RANGE, sigrok_samplerate
 from latscope.cli import main
 
 HERE = os.path.dirname(os.path.abspath(__file__))

@@ -1,4 +1,4 @@
-"""The simulated bench under load (``capture/sim_load.py``): the wire it builds obeys IEEE 802.3
+"""The simulated bench under load (``capture/sim/sim_load.py``): the wire it builds obeys IEEE 802.3
 (40 ns grid, 96-bit gap, frames that scapy/zlib accept: ``test_sim_wire.py``), the background
 takes its share of the line, the DUT model's queueing behaves as its docstring says, and a
 capture of it through ``latscope capture --sim ... --sim-load`` (model engine: the sniffers' and
@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from latscope import LatscopeError
-from latscope.capture import sim_load as sl
-from latscope.capture import sim_wire as w
+from latscope.capture.sim import sim_load as sl
+from latscope.capture.sim import sim_wire as w
 from latscope.gateware.model_sniffer import parse_frame
 
 
@@ -102,7 +102,7 @@ def test_capture_under_load_analyses_per_class(tmp_path):
     """``latscope capture --sim fast-track-64 --sim-load bg30``: FRAME records of class hp for
     every request and reply, background counted only, per-class statistics equal the truth."""
     from latscope.analysis import api
-    from latscope.capture.capfile import open_capture
+    from latscope.capture.files.capfile import open_capture
     from latscope.cli import main
     out = tmp_path / "ft.lsc"
     assert main(["capture", "--sim", "fast-track-64", "--sim-load", "bg30", "--packets", "150",
@@ -149,7 +149,7 @@ def test_background_udp_is_never_a_request_when_everything_is_recorded(tmp_path)
     and long enough for a sequence number but carry no traffic magic, so the requests are exactly
     the 100 measured ones, each answered, and node.e2e equals the simulation's truth."""
     from latscope.analysis import api
-    from latscope.capture.capfile import open_capture
+    from latscope.capture.files.capfile import open_capture
     from latscope.cli import main
     from latscope.gateware.codec import FLAGS
     config = tmp_path / "all.toml"

@@ -1,7 +1,7 @@
 """A run under load as pins (``sim_load.write_pins_vcd``): read back by the VCD reader, the data
 pins sampled mid-bit inside each valid window reassemble every frame of the wire (preamble, SFD,
 frame with its FCS), and the capture channels hold exactly the truth's edges. Where
-``latscope replay-pins`` is present (``capture/replay.py``), the same file played through the
+``latscope replay-pins`` is present (``capture/sim/replay.py``), the same file played through the
 real gateware in Verilator with the MII sniffers gives the FRAME records the model engine sends."""
 
 import zlib
@@ -9,8 +9,8 @@ import zlib
 import numpy as np
 import pytest
 
-from latscope.capture import sim_load
-from latscope.capture.reimport import read_vcd
+from latscope.capture.files.reimport import read_vcd
+from latscope.capture.sim import sim_load
 
 SCENARIO = sim_load.LoadScenario(name="short", load=0.6, probe_rate_pps=50_000.0,
                                  drop_probability=0.0)
@@ -64,11 +64,11 @@ def test_pins_vcd_reassembles_every_frame(tmp_path):
 
 @pytest.mark.slow
 def test_pins_through_replay_pins_give_the_model_engines_records(tmp_path):
-    replay = pytest.importorskip("latscope.capture.replay",
+    replay = pytest.importorskip("latscope.capture.sim.replay",
                                  reason="latscope replay-pins (issue 10 item 5) not present")
-    from latscope.capture.capfile import open_capture
-    from latscope.capture.sim_engines import _FrameRecords
-    from latscope.capture.stream import StreamDecoder
+    from latscope.capture.files.capfile import open_capture
+    from latscope.capture.link.stream import StreamDecoder
+    from latscope.capture.sim.sim_engines import _FrameRecords
     from latscope.gateware.model_stream import frame
     run = _run()
     vcd = sim_load.write_pins_vcd(run, tmp_path / "pins.vcd")
@@ -127,11 +127,11 @@ def test_rmii_pins_vcd_toggles_crs_dv_and_reassembles(tmp_path):
 
 @pytest.mark.slow
 def test_rmii_pins_through_replay_pins_give_the_model_engines_records(tmp_path):
-    replay = pytest.importorskip("latscope.capture.replay",
+    replay = pytest.importorskip("latscope.capture.sim.replay",
                                  reason="latscope replay-pins (issue 10 item 5) not present")
-    from latscope.capture.capfile import open_capture
-    from latscope.capture.sim_engines import _FrameRecords
-    from latscope.capture.stream import StreamDecoder
+    from latscope.capture.files.capfile import open_capture
+    from latscope.capture.link.stream import StreamDecoder
+    from latscope.capture.sim.sim_engines import _FrameRecords
     from latscope.gateware.model_stream import frame
     run = _run()
     vcd = sim_load.write_pins_vcd(run, tmp_path / "rmii.vcd", interface="rmii", carrier_early=2)

@@ -1,4 +1,4 @@
-"""The simulated bench's wire (``capture/sim_wire.py``) against tools nobody here wrote: scapy
+"""The simulated bench's wire (``capture/sim/sim_wire.py``) against tools nobody here wrote: scapy
 parses every frame, ``zlib.crc32`` checks every FCS; the pins are reassembled into bytes and
 checked against IEEE 802.3 §22.2.3 (MII: 7 x 0x55, SFD 0xD5, low nibble first) and RMII 1.2 §5.3
 (dibits, CRS_DV toggling at nibble rate after carrier loss). Expected values are from those
@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from latscope import LatscopeError
-from latscope.capture import sim_wire as w
+from latscope.capture.sim import sim_wire as w
 from latscope.gateware.model_sniffer import parse_frame
 from latscope.gateware.protocol import TRAFFIC_MAGIC
 

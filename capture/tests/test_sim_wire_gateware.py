@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 from amaranth.sim import Simulator
 
-from latscope.capture import sim_load, sim_wire
-from latscope.capture.sim_engines import _FrameRecords
-from latscope.capture.stream import StreamDecoder
+from latscope.capture.link.stream import StreamDecoder
+from latscope.capture.sim import sim_load, sim_wire
+from latscope.capture.sim.sim_engines import _FrameRecords
 from latscope.gateware.codec import encode_command
 from latscope.gateware.model_stream import frame
 from latscope.gateware.protocol import Opcode

@@ -1,4 +1,4 @@
-"""Tests of the simulated bench's DUT model, profiles and engines (capture/simbench.py)."""
+"""Tests of the simulated bench's DUT model, profiles and engines (capture/sim/simbench.py)."""
 
 import math
 import os
@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from latscope import LatscopeError
-from latscope.capture import simbench as sb
+from latscope.capture.sim import simbench as sb
 
 # Table I of the origin paper (seed 002), mean and 3σ in µs, for the cells the profiles take from it
 # (Rx PBUF -> rx.copy, Rx UDP -> rx.udp, Tx PBUF -> tx.xmit, Tx UDP -> tx.wire). Retyped from the
@@ -274,7 +274,7 @@ def test_compare_to_truth_detects_missing_and_moved_events():
 
 
 def test_truth_file_beside_the_capture(tmp_path):
-    from latscope.capture import capfile
+    from latscope.capture.files import capfile
     run = sb.simulate("gem-64", 20, seed=1)
     capture = tmp_path / "c.lsc"
     target = run.save_truth(capture, engine="model", tick_offset=32)
@@ -289,9 +289,9 @@ def test_truth_file_beside_the_capture(tmp_path):
 
 def _full_path_run(engine_name, packets):
     """Simulate, serve on a pty, capture with the session code over SerialTransport."""
-    from latscope.capture import session
-    from latscope.capture.ptyserve import PtyServer
-    from latscope.capture.transport import SerialTransport
+    from latscope.capture.link import session
+    from latscope.capture.link.transport import SerialTransport
+    from latscope.capture.sim.ptyserve import PtyServer
     run = sb.simulate("gem-64", packets, seed=7)
     engine = sb.open_engine(run, engine_name)
     server = PtyServer(engine)
@@ -400,7 +400,7 @@ def test_open_engine_checks_a_given_simulator_binary(tmp_path):
 
 def test_latscope_capture_sim_in_one_step(tmp_path, capsys):
     from latscope import cli
-    from latscope.capture import capfile
+    from latscope.capture.files import capfile
     out = tmp_path / "sim.lsc"
     status = cli.main(["capture", "--sim", "el-dm-64", "--packets", "40", "--sim-engine",
                        "model", "--sim-seed", "3", "-o", str(out), "--quiet"])

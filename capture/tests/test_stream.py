@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from latscope.capture.events import COUNTERS, DecodeResult, LossRecord
-from latscope.capture.stream import StreamDecoder, _Scratch, decode_reference
+from latscope.capture.link.stream import StreamDecoder, _Scratch, decode_reference
 from latscope.gateware.codec import parse_identify
 from latscope.gateware.model_stream import (
     ENTRY_RESET,

@@ -1,5 +1,5 @@
 """Transports (serial on a pty, fd, replay, recording) and the emulated instrument's encoder,
-cross-checked against the host decoder (``capture/stream.py``)."""
+cross-checked against the host decoder (``capture/link/stream.py``)."""
 
 import os
 import tty
@@ -8,8 +8,9 @@ import numpy as np
 import pytest
 
 from latscope import LatscopeError
-from latscope.capture import events, stream
-from latscope.capture.transport import (
+from latscope.capture import events
+from latscope.capture.link import stream
+from latscope.capture.link.transport import (
     EmulatedInstrument,
     EmulatedTransport,
     FdTransport,

@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 
 from latscope import LatscopeError
-from latscope.capture import session
-from latscope.capture import simbench as sb
-from latscope.capture.transport import SerialTransport, TransportClosed, open_port
-from latscope.capture.udp import DEFAULT_PORT, UdpServer, UdpTransport, parse_udp_url
+from latscope.capture.link import open_port, session
+from latscope.capture.link.transport import SerialTransport, TransportClosed
+from latscope.capture.link.udp import DEFAULT_PORT, UdpServer, UdpTransport, parse_udp_url
+from latscope.capture.sim import simbench as sb
 from latscope.gateware.eth.model import DatagramPacker, stream_frame_lengths
 
 
@@ -44,7 +44,7 @@ def test_unanswered_port_is_a_closed_link():
 
 
 def test_packer_model_keeps_whole_frames():
-    from latscope.capture.transport import encode_frame
+    from latscope.capture.link.transport import encode_frame
     frames = [encode_frame(1, i, bytes(n)) for i, n in enumerate([5, 1000, 300, 40, 1024, 0])]
     packer = DatagramPacker(max_frame=1046)
     out = packer.feed(b"".join(frames)) + packer.idle()
@@ -107,7 +107,7 @@ def test_lost_datagrams_are_link_loss_with_exact_counts():
 def test_latscope_capture_over_udp_port(tmp_path, capsys):
     """``latscope capture --port udp://127.0.0.1:PORT``: the real CLI and host path."""
     from latscope import cli
-    from latscope.capture import capfile
+    from latscope.capture.files import capfile
     run = sb.simulate("el-dm-64", 50, seed=2)
     server = UdpServer(sb.open_engine(run, "model"))
     out = tmp_path / "udp.lsc"
@@ -129,7 +129,7 @@ def test_latscope_capture_over_udp_port(tmp_path, capsys):
 
 def test_latscope_capture_sim_link_udp(tmp_path, capsys):
     from latscope import cli
-    from latscope.capture import capfile
+    from latscope.capture.files import capfile
     out = tmp_path / "sim-udp.lsc"
     status = cli.main(["capture", "--sim", "el-dm-64", "--packets", "30", "--sim-engine",
                        "model", "--sim-link", "udp", "-o", str(out), "--quiet"])
@@ -153,7 +153,7 @@ def test_latscope_selftest_over_udp_port(capsys):
     if shutil.which("g++") is None:
         pytest.skip("needs a C++ compiler (g++) for the Verilator model")
     from latscope import cli
-    from latscope.capture.selftest_bench import SelftestBenchEngine
+    from latscope.capture.sim.selftest_bench import SelftestBenchEngine
     server = UdpServer(SelftestBenchEngine())
     try:
         status = cli.main(["selftest", "--port", server.url, "--high", "101", "--low", "99",

@@ -1,4 +1,4 @@
-"""VCD export (``latscope.capture.vcd``), read back by independent readers: pyvcd's tokenizer
+"""VCD export (``latscope.capture.files.vcd``), read back by independent readers: pyvcd's tokenizer
 (``vcd.reader``, installed with Amaranth) and, when installed, sigrok-cli's VCD input.
 
 Expected values are computed here from the events written (times times the tick period, exact
@@ -14,9 +14,9 @@ import numpy as np
 import pytest
 from vcd.reader import TokenKind, tokenize
 
-from latscope.capture.capfile import CaptureWriter, open_capture
-from latscope.capture.interop import make_window
-from latscope.capture.vcd import choose_timescale, export_vcd, vcd_identifier
+from latscope.capture.files.capfile import CaptureWriter, open_capture
+from latscope.capture.files.interop import make_window
+from latscope.capture.files.vcd import choose_timescale, export_vcd, vcd_identifier
 
 needs_sigrok = pytest.mark.skipif(shutil.which("sigrok-cli") is None,
                                   reason="sigrok-cli is not installed (apt-get install sigrok-cli)")

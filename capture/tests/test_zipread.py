@@ -5,7 +5,7 @@ import zlib
 
 import pytest
 
-from latscope.capture import zipread
+from latscope.capture.files import zipread
 
 
 def _archive(path, payload):

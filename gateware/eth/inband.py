@@ -24,8 +24,8 @@ from amaranth.hdl import DomainRenamer, Module, Signal
 from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
-from ..control import ConfigCrossing
 from ..checks import rejected
+from ..control import ConfigCrossing
 from .rgmii import TX_LANE_BITS
 
 __all__ = ["EthLinkStatus", "SPEED_MBPS", "STALE_CYCLES", "InbandStatus", "inband_nibble"]

@@ -14,7 +14,7 @@ from cocotb.triggers import ClockCycles, RisingEdge, Timer, with_timeout
 from cocotbext.eth import GmiiFrame, RgmiiSink, RgmiiSource
 from scapy.all import ARP, IP, UDP, Ether, Raw
 
-from latscope.capture.stream import StreamDecoder
+from latscope.capture.link.stream import StreamDecoder
 from latscope.gateware.codec import encode_command, parse_identify
 from latscope.gateware.eth import model
 from latscope.gateware.protocol import Opcode, Status

@@ -6,7 +6,7 @@ import random
 from amaranth.hdl import ClockDomain, Module
 from amaranth.sim import Simulator
 
-from latscope.capture.transport import encode_frame
+from latscope.capture.link.transport import encode_frame
 from latscope.gateware.codec import encode_command
 from latscope.gateware.control import Control
 from latscope.gateware.eth import model

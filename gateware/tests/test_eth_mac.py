@@ -7,7 +7,7 @@ import pytest
 from amaranth.hdl import ClockDomain, Module
 from amaranth.sim import Simulator
 
-from latscope.capture.transport import encode_frame
+from latscope.capture.link.transport import encode_frame
 from latscope.gateware.eth import model
 from latscope.gateware.eth.mac import EthReceiver, UdpStreamer
 from latscope.gateware.protocol import FrameType

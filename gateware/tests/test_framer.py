@@ -10,7 +10,7 @@ from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 from amaranth.sim import Simulator
 
-from latscope.capture.stream import StreamDecoder
+from latscope.capture.link.stream import StreamDecoder
 from latscope.gateware.encoder import Encoder
 from latscope.gateware.framer import Framer, ReplyByte
 from latscope.gateware.model_stream import ENTRY_RESET, Entry, LinkModel, pack_entry

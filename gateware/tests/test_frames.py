@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from amaranth.sim import Simulator
 
-from latscope.capture.stream import StreamDecoder
+from latscope.capture.link.stream import StreamDecoder
 from latscope.gateware.codec import FLAGS, encode_command, rule_command
 from latscope.gateware.frames import FrameCapture
 from latscope.gateware.model_sniffer import classify, mii_nibbles, parse_frame
@@ -185,8 +185,8 @@ def test_core_records_classifies_counts_and_matches_edges(tmp_path):
         assert np.all(np.diff(rise) > 0)
 
     # gateware -> host decoder -> .lsc -> pcapng -> scapy
-    from latscope.capture import capfile
-    from latscope.capture.pcapng import export_pcapng
+    from latscope.capture.files import capfile
+    from latscope.capture.files.pcapng import export_pcapng
     path = tmp_path / "frames.lsc"
     with capfile.CaptureWriter(path, {"tick_hz": 1 / CAPTURE_PERIOD,
                                       "channels": {"0": "rx_dv", "1": "tx_en"}}) as w:

@@ -6,7 +6,7 @@ import shutil
 
 import pytest
 
-from latscope.capture.stream import StreamDecoder
+from latscope.capture.link.stream import StreamDecoder
 from latscope.gateware import gatesim
 from latscope.gateware.codec import parse_identify
 from latscope.gateware.protocol import Opcode, Status

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from latscope import LatscopeError
-from latscope.capture.stream import StreamDecoder
+from latscope.capture.link.stream import StreamDecoder
 from latscope.gateware import gatesim, gatesim_ecp5
 from latscope.gateware.codec import parse_identify
 from latscope.gateware.lane_order import simulator_available

@@ -13,7 +13,7 @@ import pytest
 from amaranth.lib import data
 from amaranth.sim import Simulator
 
-from latscope.capture.stream import StreamDecoder, decode_reference
+from latscope.capture.link.stream import StreamDecoder, decode_reference
 from latscope.gateware import protocol
 from latscope.gateware.codec import encode_command
 from latscope.gateware.model_stream import Entry, LinkModel, echo_traffic

@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 from latscope.capture.events import DecodeResult
-from latscope.capture.stream import StreamDecoder
+from latscope.capture.link.stream import StreamDecoder
 from latscope.gateware import model_capture as mc
 from latscope.gateware.boards import CHANNEL_ROLES
 from latscope.gateware.codec import encode_command

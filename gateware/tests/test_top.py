@@ -11,7 +11,7 @@ import pytest
 from amaranth.hdl import ClockDomain, ClockSignal, Elaboratable, Module, ResetSignal
 from amaranth.sim import Simulator
 
-from latscope.capture.stream import StreamDecoder
+from latscope.capture.link.stream import StreamDecoder
 from latscope.gateware.codec import encode_command, parse_identify
 from latscope.gateware.eth.model import DEFAULT_NET
 from latscope.gateware.protocol import EthSpeed, Opcode, Status

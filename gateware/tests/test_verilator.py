@@ -211,7 +211,7 @@ def test_bench_quick_rows():
 def test_fast_forward_is_invisible_for_the_core():
     """The real core on random traffic: the bytes sent are identical with and without skipping
     idle time, and skipping did happen."""
-    from latscope.capture.stream import StreamDecoder
+    from latscope.capture.link.stream import StreamDecoder
     from latscope.gateware.codec import encode_command
     from latscope.gateware.protocol import Opcode
     inst = vl.VerilatorInstrument(channels=8, lanes=2, counter_width=24, max_glitch=2,
@@ -244,7 +244,7 @@ def test_fast_forward_is_invisible_for_the_core():
 def test_drain_sends_the_last_partly_filled_frame():
     """One edge, then DRAIN: the core turns quiescent with the event in a partly filled frame;
     the drain runs on to the next heartbeat (skipping the idle time), which sends it."""
-    from latscope.capture.stream import StreamDecoder
+    from latscope.capture.link.stream import StreamDecoder
     from latscope.gateware.codec import encode_command
     from latscope.gateware.protocol import Opcode
     inst = vl.VerilatorInstrument(channels=8, lanes=2, counter_width=24, max_glitch=2,
@@ -269,9 +269,9 @@ def test_fast_forward_is_invisible_on_the_demo_core():
     """The simulated bench's core (heartbeat every 2**20 cycles, glitch filters up to 15) on 40
     echo packets of the bench's DUT model: identical bytes with and without fast-forward, every
     event decoded exactly, and over 90 % of the cycles skipped."""
-    from latscope.capture import simbench
     from latscope.capture.events import DecodeResult
-    from latscope.capture.stream import StreamDecoder
+    from latscope.capture.link.stream import StreamDecoder
+    from latscope.capture.sim import simbench
     from latscope.gateware.codec import encode_command
     from latscope.gateware.protocol import Opcode
     run = simbench.simulate("el-dm-64", 40, seed=3)

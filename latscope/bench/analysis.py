@@ -25,7 +25,7 @@ import time
 import numpy as np
 
 from latscope.analysis.synth import synthetic_chunks
-from latscope.capture.capfile import CaptureWriter
+from latscope.capture.files.capfile import CaptureWriter
 from latscope.gateware.codec import FLAGS, FRAME_DTYPE, HEADER_MAX
 
 SECTION = "analysis: pairing, statistics, sigrok comparison, start-up"

@@ -16,7 +16,7 @@ import zlib
 
 import numpy as np
 
-from latscope.capture import capfile
+from latscope.capture.files import capfile
 
 SECTION = "capture: stream decoding, capture through a pseudo-terminal, capture files, import"
 
@@ -25,7 +25,7 @@ __all__ = ["SECTION", "run", "realistic_stream", "measure_read_memory"]
 
 def _base_stream(packets, seed=0):
     """Bytes and event count of ``packets`` echoed gem-64 packets through the reference models."""
-    from latscope.capture import simbench
+    from latscope.capture.sim import simbench
     from latscope.gateware import model_capture as mc
     from latscope.gateware import model_stream as ms
     run = simbench.simulate("gem-64", packets, seed=seed)
@@ -95,7 +95,7 @@ def realistic_stream(n_events, *, base_packets=4000):
 def _decode_rows(data, events, quick):
     """Decode ``data`` fed in 1 MiB pieces (as a transport hands them over; the pieces are cut
     before timing), best and median of several runs, against the per-byte baseline."""
-    from latscope.capture import stream
+    from latscope.capture.link import stream
     pieces = [data[i:i + (1 << 20)] for i in range(0, len(data), 1 << 20)]
     runs = []
     for _ in range(3 if quick else 5):
@@ -152,9 +152,10 @@ class _BytesEngine:
 def _pty_capture(data, events, rate):
     """Capture ``data`` served on a pty (at ``rate`` bytes/s or unthrottled) with the host's
     transport, decoder and capture writer. Returns (seconds, events decoded, events lost)."""
-    from latscope.capture import capfile, stream
-    from latscope.capture.ptyserve import PtyServer
-    from latscope.capture.transport import SerialTransport, TransportClosed
+    from latscope.capture.files import capfile
+    from latscope.capture.link import stream
+    from latscope.capture.link.transport import SerialTransport, TransportClosed
+    from latscope.capture.sim.ptyserve import PtyServer
     server = PtyServer(_BytesEngine(data), rate=rate)
     transport = SerialTransport(server.path)
     decoder = stream.StreamDecoder()
@@ -182,7 +183,7 @@ def _pty_capture(data, events, rate):
 
 
 def _pty_rows(data, events):
-    from latscope.capture.ptyserve import LINK_BYTES_PER_S
+    from latscope.capture.sim.ptyserve import LINK_BYTES_PER_S
     rows = []
     seconds, got, lost = _pty_capture(data, events, LINK_BYTES_PER_S)
     rows.append(("pty capture at the link rate (12 Mbaud)", len(data) / seconds / 1e6, "MB/s",
@@ -197,7 +198,7 @@ def _pty_rows(data, events):
 
 _READER = """
 import sys, time
-from latscope.capture.capfile import open_capture
+from latscope.capture.files.capfile import open_capture
 def status(key):
     for line in open('/proc/self/status'):
         if line.startswith(key + ':'):
@@ -252,9 +253,9 @@ def _memory_rows(quick):
 
 
 def _engine_rows(quick):
-    from latscope.capture import simbench
-    from latscope.capture.ptyserve import PtyServer
-    from latscope.capture.transport import SerialTransport
+    from latscope.capture.link.transport import SerialTransport
+    from latscope.capture.sim import simbench
+    from latscope.capture.sim.ptyserve import PtyServer
     rows = []
     for name in ("model", "verilator"):
         packets = {"model": 1000, "verilator": 300}[name] * (1 if quick else 10)
@@ -265,7 +266,7 @@ def _engine_rows(quick):
             rows.append((f"simulated bench, {name} engine", float("nan"), "k events/s",
                          f"unavailable: {str(error)[:80]}"))
             continue
-        from latscope.capture import session
+        from latscope.capture.link import session
         server = PtyServer(engine)
         transport = SerialTransport(server.path)
         try:
@@ -295,14 +296,14 @@ def run(quick=False):
     cut = _frames(data)
     end = next(pos for pos, _, _ in cut if pos >= len(data) * pty_events // n) \
         if pty_events < n else len(data)
-    from latscope.capture import stream
+    from latscope.capture.link import stream
     part = data[:end]
     decoder = stream.StreamDecoder()
     part_events = len(decoder.feed(part).time) + len(decoder.finish().time)
     rows += _pty_rows(part, part_events)
     rows += _engine_rows(quick)
     rows += _memory_rows(quick)
-    from latscope.capture import sigrok_write
+    from latscope.capture.files import sigrok_write
     rows += sigrok_write.bench_import(quick)
     return rows
 

@@ -13,7 +13,7 @@ The link is modelled by the rate its transmitter accepts the framer's bytes: the
 8N1) one byte per 40 link cycles, 1.2 MB/s; the Ethernet link one byte per link cycle, 48 MB/s
 (the framer's own limit; 1000BASE-T would carry 119.7 MB/s of UDP payload).
 
-The host decoder (:class:`~latscope.capture.stream.StreamDecoder`) reads the output and every
+The host decoder (:class:`~latscope.capture.link.stream.StreamDecoder`) reads the output and every
 frame is checked against the stimulus: each FRAME record has the frame index, class, length,
 FCS flag and sequence number the generator gave that frame; the last COUNTERS record of each
 class holds exactly the frames of that class; a recorded class's frames are recorded or counted
@@ -433,12 +433,12 @@ def _has_seq(templates):
 
 def run_harness(binary, setup, on_result, *, pins_path=None, edges_path=None):
     """Run the harness ``binary`` on ``setup`` bytes, passing each decoded piece of its output
-    (a :class:`~latscope.capture.stream.DecodeResult`) to ``on_result``; returns ``(stats,
+    (a :class:`~latscope.capture.link.stream.DecodeResult`) to ``on_result``; returns ``(stats,
     link_bytes, wall_s)``. With ``pins_path`` the harness also writes the pins it drove there
     (``framebench.cpp``, ``FRAMEBENCH_PINS``), with ``edges_path`` the level changes of the
     capture channels (``FRAMEBENCH_EDGES``,
     :data:`~latscope.bench.framebench_edges.STIMULUS_EDGE_DTYPE`)."""
-    from latscope.capture.stream import StreamDecoder
+    from latscope.capture.link.stream import StreamDecoder
     decoder = StreamDecoder()
     env = dict(os.environ)
     if pins_path is not None:
@@ -531,9 +531,9 @@ def run_frames(interface, frames, *, carrier_early=None, pins_path=None):
     """Send ``frames`` (bytes with their FCS, as given: runts and bad FCSs too) once each way,
     back to back with the minimum gap, through the frame-capture core with every class
     recorded over the Ethernet link model; returns ``(result, stats)``, ``result`` the whole
-    decoded stream (:class:`~latscope.capture.stream.DecodeResult`). ``carrier_early[k]``:
+    decoded stream (:class:`~latscope.capture.link.stream.DecodeResult`). ``carrier_early[k]``:
     on RMII receive, frame ``k``'s CRS_DV toggles over its last that many nibbles."""
-    from latscope.capture.stream import DecodeResult
+    from latscope.capture.link.stream import DecodeResult
     from latscope.gateware.boards import get_board
     board = get_board("ecpix5")
     early = list(carrier_early) if carrier_early is not None else [0] * len(frames)

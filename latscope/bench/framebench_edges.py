@@ -110,7 +110,7 @@ def check_edges(stimulus, period_ps, lanes, time, channel, rising, records, chan
         ``capture.frames.frame_edge_times``, is not their frame's stimulus edge) and
         ``mismatches``, the sum of the last five.
     """
-    from latscope.capture.frames import frame_edge_times
+    from latscope.capture.files.frames import frame_edge_times
     time, channel = np.asarray(time, np.int64), np.asarray(channel)
     rising = np.asarray(rising, bool)
     want = {}

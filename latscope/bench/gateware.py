@@ -51,7 +51,7 @@ def arm_commands(channels=8):
 
 def decode(data):
     """Decode a byte stream with the host decoder; one :class:`DecodeResult`."""
-    from latscope.capture.stream import DecodeResult, StreamDecoder
+    from latscope.capture.link.stream import DecodeResult, StreamDecoder
     decoder = StreamDecoder()
     return DecodeResult.concat([decoder.feed(data), decoder.finish()])
 
@@ -79,7 +79,7 @@ def run_stimulus(inst, ticks, values, *, throttle=1, settle=8192, lanes=2, chann
 
 def bytes_per_event(inst, board, packets):
     """Wire bytes per event for the echo of 64-byte frames at line rate, in Verilator."""
-    from latscope.capture.simbench import InstrumentTiming, Traffic, simulate
+    from latscope.capture.sim.simbench import InstrumentTiming, Traffic, simulate
     run = simulate("el-dm-64", packets, seed=1,
                    traffic=Traffic(host_turnaround_us=1.0, turnaround_jitter_us=0.0),
                    timing=InstrumentTiming(capture_hz=board.capture_hz, lanes=board.lanes))

@@ -63,7 +63,7 @@ def periodic(rate, duration_s, tick_hz):
 
 def echo_base(board, packets):
     """The ``el-dm-64`` echo (back-to-back 64-byte requests at 100 Mb/s) as (ticks, values)."""
-    from latscope.capture.simbench import InstrumentTiming, Traffic, simulate
+    from latscope.capture.sim.simbench import InstrumentTiming, Traffic, simulate
     run = simulate("el-dm-64", packets, seed=1,
                    traffic=Traffic(host_turnaround_us=1.0, turnaround_jitter_us=0.0),
                    timing=InstrumentTiming(capture_hz=board.capture_hz, lanes=board.lanes))
@@ -147,7 +147,7 @@ def echo_stream(inst, board, packets, throttle, *, block_packets=20_000, settle=
     bytes themselves.
     """
     from latscope.bench.gateware import arm_commands
-    from latscope.capture.stream import StreamDecoder
+    from latscope.capture.link.stream import StreamDecoder
     from latscope.gateware.eth.model import DatagramPacker
     from latscope.gateware.protocol import Status
     from latscope.gateware.verilator import Commands, stimulus_commands
@@ -291,7 +291,7 @@ def host_udp_rate(stream_bytes, *, round_bytes=2 << 20):
 
     The board's datagrams of ``stream_bytes`` come from a sender process in rounds of at most
     ``round_bytes`` payload bytes, each sent whole into the receive socket's buffer before the
-    clock runs; the receiver (:class:`~latscope.capture.udp.UdpTransport`, several datagrams
+    clock runs; the receiver (:class:`~latscope.capture.link.udp.UdpTransport`, several datagrams
     per wake-up) then takes them out and the stream decoder decodes them in batches of
     :data:`HOST_BATCH` bytes. Only the receiving side is timed, so the figure is the host's
     capacity, not the sender's speed on a shared machine. Returns ``(events, lost, seconds,
@@ -302,8 +302,8 @@ def host_udp_rate(stream_bytes, *, round_bytes=2 << 20):
     import sys
     import tempfile
 
-    from latscope.capture.stream import StreamDecoder
-    from latscope.capture.udp import UdpTransport
+    from latscope.capture.link.stream import StreamDecoder
+    from latscope.capture.link.udp import UdpTransport
     from latscope.gateware.eth.model import DatagramPacker
     packer = DatagramPacker(max_frame=6 + 12 + 1024 + 4)
     datagrams = packer.feed(stream_bytes) + packer.idle()
@@ -353,7 +353,7 @@ def host_udp_rate(stream_bytes, *, round_bytes=2 << 20):
 def decoder_rate(stream_bytes, batch=HOST_BATCH):
     """Events/s of the stream decoder alone on ``stream_bytes`` already in memory, fed in
     ``batch``-byte calls: the host path's baseline (what the socket path costs on top)."""
-    from latscope.capture.stream import StreamDecoder
+    from latscope.capture.link.stream import StreamDecoder
     decoder = StreamDecoder()
     events = 0
     started = time.perf_counter()

@@ -5,13 +5,13 @@ import json
 import sys
 
 from latscope import LatscopeError
-from latscope.capture import session
-from latscope.capture.progress import CaptureProgress
+from latscope.capture.link import session
+from latscope.capture.link.progress import CaptureProgress
+from latscope.capture.link.transport import DEFAULT_BAUD
 from latscope.capture.record import record
-from latscope.capture.sim_engines import ENGINES
-from latscope.capture.sim_port import DEFAULT_PACKETS, LINKS, SimulatedSource
-from latscope.capture.sim_profile import list_profiles
-from latscope.capture.transport import DEFAULT_BAUD
+from latscope.capture.sim.sim_engines import ENGINES
+from latscope.capture.sim.sim_port import DEFAULT_PACKETS, LINKS, SimulatedSource
+from latscope.capture.sim.sim_profile import list_profiles
 from latscope.userio import check_output
 
 CAPTURE_EPILOG = """\
@@ -81,7 +81,7 @@ def _add_sim_arguments(parser):
                         help="put the measured stream beside background traffic on a real wire "
                              "(frames with FCS, nibble by nibble; FRAME/COUNTERS records from "
                              "the sniffers' reference model): a scenario of "
-                             "capture/profiles/under-load.toml (bg0, bg30, bg60, bg90, "
+                             "capture/sim/profiles/under-load.toml (bg0, bg30, bg60, bg90, "
                              "bg60-coalesce), FILE.toml:NAME, or a share of the line rate such "
                              "as 0.6; frames to/from UDP port 5000 are class hp (recorded), "
                              "other IPv4 bg (counted) unless --config has a [frames] table")
@@ -92,7 +92,7 @@ def _add_sim_arguments(parser):
 
 def capture(args, stderr=None):
     """Record what ``args`` asks for with :func:`latscope.capture.record.record`; returns the
-    :class:`~latscope.capture.session.CaptureOutcome`."""
+    :class:`~latscope.capture.link.session.CaptureOutcome`."""
     if bool(args.port) == bool(args.sim):
         raise LatscopeError("give exactly one of --port DEVICE and --sim PROFILE")
     check_output(args.output, force=args.force)     # before the config is read

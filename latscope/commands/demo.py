@@ -1,6 +1,6 @@
 """``latscope demo``: the paper's configurations on the simulated bench, captured and compared
-(:mod:`latscope.capture.demo`), and two captures under background load
-(:mod:`latscope.capture.demo_load`)."""
+(:mod:`latscope.capture.sim.demo`), and two captures under background load
+(:mod:`latscope.capture.sim.demo_load`)."""
 
 import json
 import os
@@ -11,8 +11,8 @@ import numpy as np
 
 from latscope import LatscopeError
 from latscope.analysis import api
-from latscope.capture import demo_load, simbench
-from latscope.capture.demo import DEFAULT_PACKETS, QUICK_PACKETS, run_demo
+from latscope.capture.sim import demo_load, simbench
+from latscope.capture.sim.demo import DEFAULT_PACKETS, QUICK_PACKETS, run_demo
 from latscope.userio import check_output
 
 
@@ -85,7 +85,7 @@ def format_table(rows):
 # --- under load -----------------------------------------------------------------------------------
 
 def analyse_under_load(row):
-    """A capture of :func:`latscope.capture.demo_load.run_under_load` with its per-class figures:
+    """A capture of :func:`latscope.capture.sim.demo_load.run_under_load` with its per-class figures:
     requests, replies and drops of class ``hp``, and the delivery and end-to-end stages (µs)."""
     analysis = api.analyze_file(row["path"])
     hp = analysis.result.frames.classes.get(1)
@@ -99,7 +99,7 @@ def analyse_under_load(row):
 
 
 def under_load_rows(out_dir, **options):
-    """The two captures under load (:func:`~latscope.capture.demo_load.run_under_load`, same
+    """The two captures under load (:func:`~latscope.capture.sim.demo_load.run_under_load`, same
     options), each analysed per class."""
     return [analyse_under_load(r) for r in demo_load.run_under_load(out_dir, **options)]
 
@@ -181,7 +181,7 @@ def add_arguments(parser):
     parser.add_argument("--json", action="store_true", help="print the results as JSON")
     parser.add_argument("--no-load", action="store_true",
                         help="skip the two captures under 60 %% background load (fast track "
-                             "against the stack, per class; capture/demo_load.py), which run "
+                             "against the stack, per class; capture/sim/demo_load.py), which run "
                              "when --profiles is not given")
 
 

@@ -5,7 +5,7 @@ import json
 import sys
 
 from latscope.capture.doctor import DEFAULT_SOAK_S, doctor
-from latscope.capture.transport import DEFAULT_BAUD
+from latscope.capture.link.transport import DEFAULT_BAUD
 from latscope.commands.selftest import channel_list
 from latscope.gateware import protocol
 

@@ -5,11 +5,17 @@ import dataclasses
 import os
 
 from latscope import LatscopeError
-from latscope.capture.capfile import open_capture
-from latscope.capture.interop import exact_rate, export_csv, make_window, parse_rate, parse_time
-from latscope.capture.pcapng import export_pcapng
-from latscope.capture.sigrok_write import export_sr
-from latscope.capture.vcd import export_vcd
+from latscope.capture.files.capfile import open_capture
+from latscope.capture.files.interop import (
+    exact_rate,
+    export_csv,
+    make_window,
+    parse_rate,
+    parse_time,
+)
+from latscope.capture.files.pcapng import export_pcapng
+from latscope.capture.files.sigrok_write import export_sr
+from latscope.capture.files.vcd import export_vcd
 from latscope.commands.output import FractionProgress, print_summary
 from latscope.userio import check_input, check_output
 

@@ -5,10 +5,10 @@ import dataclasses
 import time
 
 from latscope import LatscopeError
-from latscope.capture.interop import parse_rate
-from latscope.capture.reimport import import_export
-from latscope.capture.sigrok import SrLimits
-from latscope.capture.sigrok_import import import_sr
+from latscope.capture.files.interop import parse_rate
+from latscope.capture.files.reimport import import_export
+from latscope.capture.files.sigrok import SrLimits
+from latscope.capture.files.sigrok_import import import_sr
 from latscope.commands.output import FractionProgress, print_summary
 from latscope.userio import check_input, check_output
 

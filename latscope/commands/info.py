@@ -2,7 +2,7 @@
 
 import json
 
-from latscope.capture.info import info_dict
+from latscope.capture.files.info import info_dict
 
 
 def add_arguments(p):

@@ -5,9 +5,9 @@ import argparse
 import sys
 
 from latscope import LatscopeError
-from latscope.capture import replay
-from latscope.capture.session import CRS_DV_GLITCH_NS
-from latscope.capture.sigrok import parse_samplerate
+from latscope.capture.files.sigrok import parse_samplerate
+from latscope.capture.link.session import CRS_DV_GLITCH_NS
+from latscope.capture.sim import replay
 from latscope.gateware.build import frame_build_options
 
 

@@ -5,8 +5,8 @@ import json
 import sys
 
 from latscope import LatscopeError
+from latscope.capture.link.transport import DEFAULT_BAUD
 from latscope.capture.selftest import DEFAULT_EDGES, DEFAULT_HIGH, DEFAULT_LOW, calibrate, selftest
-from latscope.capture.transport import DEFAULT_BAUD
 from latscope.gateware import protocol
 
 EPILOG = EPILOG = """\

@@ -2,7 +2,7 @@
 
 import json
 
-from latscope.capture import capfile
+from latscope.capture.files import integrity
 
 
 def add_arguments(p):
@@ -18,7 +18,7 @@ def add_arguments(p):
 
 
 def run(args):
-    report = capfile.verify(args.file)
+    report = integrity.verify(args.file)
     if args.json:
         print(json.dumps(report, sort_keys=True, default=str))
         return 0 if report["ok"] else 1

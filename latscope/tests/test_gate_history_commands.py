@@ -13,7 +13,7 @@ from latscope import LatscopeError
 from latscope.analysis import store
 from latscope.analysis.definitions import CHANNEL_ROLES
 from latscope.analysis.synth import SyntheticSpec, synthetic_events
-from latscope.capture import capfile
+from latscope.capture.files import capfile
 from latscope.commands import gate as gate_cmd
 from latscope.commands import history as history_cmd
 

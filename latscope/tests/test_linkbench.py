@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from latscope.bench import linkbench
-from latscope.capture.transport import encode_frame
+from latscope.capture.link.transport import encode_frame
 from latscope.gateware.model_stream import Entry, LinkModel
 
 

@@ -1,6 +1,6 @@
 """Regressions of the newcomer review's data-loss cases (issue 24, D1-D3), through the command
 line: no command replaces its own input, with or without ``--force``, and the input's bytes are
-unchanged afterwards. The policy itself is ``latscope.capture.outputs`` (its tests:
+unchanged afterwards. The policy itself is ``latscope.capture.files.outputs`` (its tests:
 ``capture/tests/test_outputs.py``)."""
 
 import os

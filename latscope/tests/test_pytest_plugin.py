@@ -96,9 +96,9 @@ def test_live_source_runs_latscope_capture_for_the_tests_length(tmp_path):
     import time
 
     from latscope.analysis import api
-    from latscope.capture import capfile
-    from latscope.capture.ptyserve import PtyServer
-    from latscope.capture.simbench import open_engine, simulate
+    from latscope.capture.files import capfile
+    from latscope.capture.sim.ptyserve import PtyServer
+    from latscope.capture.sim.simbench import open_engine, simulate
     from latscope.pytest_plugin import LiveSource
 
     run = simulate("gem-64", 500, seed=3)

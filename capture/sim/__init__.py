@@ -1,0 +1,1 @@
+"""latscope.capture.sim."""
