@@ -26,7 +26,8 @@ SR = os.path.join(ROOT, "fixtures", "sigrok", "counter.sr")
 
 #: Good values for required arguments, by metavar or destination (never by command name).
 GOOD = {"FILE": CAPTURE, "CAPTURE": CAPTURE, "FILE.sr": SR, "HOST:PORT": "127.0.0.1:9",
-        "board": "icebreaker", "RECORDING": SR}
+        "board": "icebreaker", "RECORDING": SR, "BASELINE": CAPTURE, "CANDIDATE": CAPTURE,
+        "measure": "rx.isr"}
 #: Inputs that are binary by nature (a bitstream): no "binary where text is expected" case.
 BINARY_INPUTS = {"bitstream"}
 #: Kinds of path arguments, by metavar or destination.
@@ -78,6 +79,8 @@ def _base(prefix, parser, tmp_path):
             value = GOOD[action.dest]
         elif key in TEXT_INPUT:
             value = str(tmp_path / "good.toml")
+        elif key == "DIR":              # a results store (history)
+            value = str(tmp_path / "store")
         else:
             raise AssertionError(f"{' '.join(prefix)}: add a good value for required "
                                  f"{key!r} to GOOD")
