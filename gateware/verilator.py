@@ -667,7 +667,7 @@ class BuildProgress:
             self._write(f"latscope: {name} ...")
 
     def _end(self, detail=""):
-        self._write(f"latscope: {self._name}: done in {self.clock() - self._since:.1f} s"
+        self._write(f"latscope:   done in {self.clock() - self._since:.1f} s"
                     + (f" ({detail})" if detail else ""))
         self._name = None
 

@@ -343,12 +343,12 @@ def test_build_progress_names_stages_files_and_time(tmp_path):
     progress.done("2 files")
     assert out.getvalue().splitlines() == [
         "latscope: Verilator: translating the Verilog to C++ ...",
-        "latscope: Verilator: translating the Verilog to C++: done in 20.0 s",
+        "latscope:   done in 20.0 s",
         "latscope: g++: compiling the generated C++ and the harness ...",
         "latscope:   g++ file 1/4 (verilated.cpp), 0:00",
         "latscope:   g++ file 2/4 (Vtop__ALL.cpp), 0:00",
         "latscope:   g++ file 2/4 (Vtop__ALL.cpp), 0:31",
-        "latscope: g++: compiling the generated C++ and the harness: done in 70.0 s (2 files)"]
+        "latscope:   done in 70.0 s (2 files)"]
 
 
 def test_build_progress_redraws_one_line_on_a_terminal():
