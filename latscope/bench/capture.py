@@ -339,11 +339,11 @@ def _sim_memory_rows(quick):
         rows.append((f"simulated run + truth, {what}, {large:.0e} packets: peak RSS",
                      b / 2**20, "MiB", f"{b / a:.2f}x the {small:.0e}-packet run "
                      f"({events:,} events)"))
-    cap_small, cap_large = {None: (2000, 20000), "bg60": (200, 2000)} if quick else \
+    sizes = {None: (2000, 20000), "bg60": (200, 2000)} if quick else \
         {None: (10**4, 10**5), "bg60": (10**3, 10**4)}
     for load in (None, "bg60"):
         profile = "fast-track-64" if load else "gem-64"
-        n_small, n_large = cap_small[load], cap_large[load]
+        n_small, n_large = sizes[load]
         a, _ = _peak("capture", profile, n_small, load)
         b, events = _peak("capture", profile, n_large, load)
         rows.append((f"capture --sim {profile}{' --sim-load ' + load if load else ''} "
