@@ -20,9 +20,8 @@ they are not.
 import concurrent.futures
 import math
 import multiprocessing
-import multiprocessing.managers
 import os
-import signal
+import queue as _queue
 import sys
 import time
 
@@ -43,8 +42,8 @@ def capture_profile(profile, packets, out_dir, *, seed=0, engine="auto", rate=No
     The capture goes through :class:`~latscope.capture.transport.SerialTransport` and
     :mod:`latscope.capture.session` as with a board; the ground truth is written beside the
     capture. ``binary``: the Verilator engine's simulator binary (see
-    :func:`simbench.open_engine`). ``board``: a :class:`ProgressBoard` (or its ``shared``
-    mapping, from another process) where the capture posts its progress. Returns a dict:
+    :func:`simbench.open_engine`). ``board``: a mapping where the capture posts its progress
+    (``{profile: (packets done, packets, seconds)}``, see :class:`ProgressBoard`). Returns a dict:
     ``profile``, ``path``, ``events``,
     ``expected``, ``packets``, ``engine``, ``seconds``, ``reason``, ``bytes``, ``lost``,
     ``check`` (:func:`simbench.compare_to_truth`).
@@ -78,7 +77,8 @@ def capture_profile(profile, packets, out_dir, *, seed=0, engine="auto", rate=No
             "simbench": {**run.meta, "engine": engine.metadata()}, "frame_bytes": p.size})
         metadata["instrument"].update(simulated=True, engine=engine.name)
         writer = capfile.CaptureWriter(path, metadata)
-        post = _Poster(board, run.profile.name, run.n_events, run.n_packets)
+        post = _Poster(_QueuePoster() if board == _QUEUE else board, run.profile.name,
+                       run.n_events, run.n_packets)
         outcome = session.run_capture(instrument, writer,
                                       limits=session.Limits(events=run.n_events,
                                                             duration=timeout),
@@ -130,7 +130,7 @@ class _Poster:
 class ProgressBoard:
     """The demo's live progress: packets, rate and time left of every running capture.
 
-    The captures (in worker processes) post into :attr:`shared`, a manager's dict; :meth:`show`
+    The captures post into :attr:`shared` (from worker processes through a queue); :meth:`show`
     draws one line for them, redrawn in place on a terminal, or, elsewhere, printed as plain
     lines at most every ``plain_interval`` seconds.
     """
@@ -214,26 +214,59 @@ def _run_all(profiles, each, out_dir, engine, jobs, seed, log, binary=None, stre
             log(_progress_line(results[name], len(results), len(profiles)))
         return [results[name] for name in profiles]
     context = multiprocessing.get_context("spawn")
-    manager = multiprocessing.managers.SyncManager(ctx=context)
-    # Ctrl-C reaches the whole process group: the board's server ignores it, the demo stops
-    manager.start(signal.signal, (signal.SIGINT, signal.SIG_IGN))
-    with manager, concurrent.futures.ProcessPoolExecutor(jobs, mp_context=context) as pool:
-        board = ProgressBoard(manager.dict(), stream)
+    # the workers post progress into a queue (its feeder thread writes the pipe, so a Ctrl-C
+    # in either process cannot leave it half-written)
+    posts = context.Queue()
+    board = ProgressBoard({}, stream)
+    with concurrent.futures.ProcessPoolExecutor(jobs, mp_context=context,
+                                                initializer=_worker_posts,
+                                                initargs=(posts,)) as pool:
         futures = {pool.submit(capture_profile, name, each, out_dir, seed=seed + k,
-                               engine=engine, binary=binary, board=board.shared): name
+                               engine=engine, binary=binary, board=_QUEUE): name
                    for k, name in enumerate(profiles)}
         pending = set(futures)
-        while pending:
-            done, pending = concurrent.futures.wait(
-                pending, timeout=0.5, return_when=concurrent.futures.FIRST_COMPLETED)
-            for future in done:
-                name = futures[future]
-                results[name] = future.result()
-                board.finished(name)
-                log(_progress_line(results[name], len(results), len(profiles)))
-            if pending:
-                board.show()
+        try:
+            while pending:
+                done, pending = concurrent.futures.wait(
+                    pending, timeout=0.5, return_when=concurrent.futures.FIRST_COMPLETED)
+                _drain(posts, board.shared)
+                for future in done:
+                    name = futures[future]
+                    results[name] = future.result()
+                    board.finished(name)
+                    log(_progress_line(results[name], len(results), len(profiles)))
+                if pending:
+                    board.show()
+        except KeyboardInterrupt:
+            # the captures running stop on the same Ctrl-C; the queued ones never start
+            pool.shutdown(wait=True, cancel_futures=True)
+            raise
     return [results[name] for name in profiles]
+
+
+#: ``board`` argument of :func:`capture_profile` in a demo worker: post to the worker's queue.
+_QUEUE = "queue"
+_posts = None
+
+
+def _worker_posts(queue):
+    global _posts
+    _posts = queue
+
+
+class _QueuePoster(dict):
+    def __setitem__(self, key, value):
+        _posts.put_nowait((key, value))
+
+
+def _drain(queue, shared):
+    """Move the progress posted so far into ``shared``."""
+    while True:
+        try:
+            key, value = queue.get_nowait()
+        except (EOFError, OSError, _queue.Empty):
+            return
+        shared[key] = value
 
 
 class _Drawing(dict):
