@@ -29,6 +29,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 from pathlib import Path
 
 import numpy as np
@@ -632,7 +633,6 @@ class BuildProgress:
     _CXX = re.compile(r"(?:^|[\s/])(?:g\+\+|c\+\+|clang\+\+)(?:-\d+)?\s")
 
     def __init__(self, stream=None, *, enabled=True, clock=None, tty=None, plain_interval=30.0):
-        import time
         self.stream = stream if stream is not None else sys.stderr
         self.enabled = enabled
         self.clock = clock or time.monotonic
