@@ -119,11 +119,17 @@ def open_simulated_port(profile, *, packets=DEFAULT_PACKETS, output=None, seed=0
         if truth is not None:
             truth.abandon()
         raise
-    if link == "udp":
-        server = UdpServer(opened, rate=rate)
-        server.path = server.url
-    else:
-        server = PtyServer(opened, rate=rate)
+    try:
+        if link == "udp":
+            server = UdpServer(opened, rate=rate)
+            server.path = server.url
+        else:
+            server = PtyServer(opened, rate=rate)
+    except BaseException:
+        opened.close()
+        if truth is not None:
+            truth.abandon()
+        raise
     return SimulatedPort(run, opened, server, output, truth)
 
 

@@ -207,3 +207,12 @@ def test_hundred_thousand_requests_under_load_equal_the_truth(tmp_path):
     assert check["ok"] and check["max_error"] == 0 and check["decoded"] == len(truth["time"])
     bg = counters[(counters["direction"] == 0) & (counters["cls"] == 2)]
     assert int(bg[-1]["frames"]) == int(truth["bg_frames"])
+
+
+def test_a_bench_that_cannot_start_leaves_no_truth_behind(tmp_path):
+    """A bad serving rate is refused before anything is served: no truth file and no folder of
+    truth parts is left beside the output."""
+    out = tmp_path / "r0.lsc"
+    with pytest.raises(LatscopeError):
+        record.record(SimulatedSource("gem-64", packets=10, engine="model", rate=0.0), str(out))
+    assert list(tmp_path.iterdir()) == []
