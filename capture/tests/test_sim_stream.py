@@ -204,7 +204,8 @@ def test_hundred_thousand_requests_under_load_equal_the_truth(tmp_path):
         truth = cap.truth()["simbench"]
         check = simbench.compare_to_truth(events.time, events.channel, events.rising, truth)
         counters = cap.frame_counters()
-    assert check["ok"] and check["max_error"] == 0 and check["decoded"] == len(truth["time"])
+    assert check["ok"] and check["max_error"] == 0 and check["decoded"] == len(truth["time"]), \
+        check
     bg = counters[(counters["direction"] == 0) & (counters["cls"] == 2)]
     assert int(bg[-1]["frames"]) == int(truth["bg_frames"])
 
