@@ -6,6 +6,7 @@ request (``stop``, Ctrl-C or SIGTERM) ends the capture cleanly. A signal before 
 started (while the instrument or the simulator is starting) raises, and no file is written.
 """
 
+import functools
 import signal
 import sys
 
@@ -121,6 +122,8 @@ def record(source, output, *, config=None, limits=None, baud=DEFAULT_BAUD, overw
         port = handle.path
         if limits.events is None:
             limits = session.Limits(limits.duration, handle.expected_events, None)
+            if limits.events is None:     # under load: known once the whole run is simulated
+                handle.run.on_total = functools.partial(setattr, limits, "events")
         for key in ("label", "dut", "scenario"):
             if not getattr(config, key):
                 setattr(config, key, getattr(handle, key))

@@ -29,6 +29,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 from pathlib import Path
 
 import numpy as np
@@ -508,7 +509,11 @@ class VerilatorInstrument:
                 _mark_used(self.component)
                 self._binary = binary
                 return binary
+        progress = BuildProgress(enabled=verbose)
+        progress.stage(f"exporting the gateware ({self._describe()}) to Verilog with Yosys, to "
+                       "find or build the simulated instrument")
         core_v = export_verilog(self.component, "latscope_core")
+        progress.done(f"{core_v.count(chr(10)):,} lines of Verilog")
         wrapper_v = _wrapper(_module_ports(core_v, "latscope_core"), "latscope_core")
         harness = HARNESS_SOURCE.read_bytes()
         verilator_version = _verilator_version()
@@ -521,18 +526,23 @@ class VerilatorInstrument:
             with open(target.parent / ".lock", "w") as lock:
                 fcntl.flock(lock, fcntl.LOCK_EX)
                 if not binary.exists():
-                    if verbose:
-                        print("latscope: compiling the simulated instrument: the gateware "
-                              "(LatscopeCore) exported to Verilog and compiled by Verilator with "
-                              "its C++ harness, once, into "
-                              f"{target} (one to a few minutes) ...", file=sys.stderr, flush=True)
-                    _compile(target, core_v, wrapper_v, harness)
+                    progress.say(f"compiling the simulated instrument once, into {target} (one "
+                                 "to a few minutes; later runs start at once):")
+                    _compile(target, core_v, wrapper_v, harness, progress)
+                    progress.say(f"simulated instrument built in {progress.total():.0f} s")
         if index is not None:
             tmp = index.with_suffix(f".{os.getpid()}.tmp")
             tmp.write_text(key + "\n")
             os.replace(tmp, index)
         self._binary = binary
         return binary
+
+    def _describe(self):
+        params = self.core_params
+        if "lanes" in params and "capture_hz" in params:
+            return (f"LatscopeCore, {params.get('channels', 8)} channels, {params['lanes']} "
+                    f"lanes at {params['capture_hz'] / 1e6:g} MHz")
+        return type(self.component).__name__
 
     def open(self):
         """Start the simulator; returns a :class:`VerilatorProcess`."""
@@ -612,7 +622,144 @@ def _verilator_version():
                             f"package and a C++ compiler (g++)") from None
 
 
-def _compile(target, core_v, wrapper_v, harness):
+class BuildProgress:
+    """What the one-time build of the simulated instrument is doing, on stderr: one line per
+    stage with its time; while Verilator and g++ run, the files compiled so far (of the total the
+    generated makefile lists) and the elapsed time, redrawn every second on a terminal, or on
+    other streams a line per file and one every ``plain_interval`` seconds.
+
+    Feed the build's output lines to :meth:`line`."""
+
+    _CXX = re.compile(r"(?:^|[\s/])(?:g\+\+|c\+\+|clang\+\+)(?:-\d+)?\s")
+
+    def __init__(self, stream=None, *, enabled=True, clock=None, tty=None, plain_interval=30.0):
+        self.stream = stream if stream is not None else sys.stderr
+        self.enabled = enabled
+        self.clock = clock or time.monotonic
+        self.tty = bool(getattr(self.stream, "isatty", lambda: False)()) if tty is None else tty
+        self.plain_interval = plain_interval
+        self._begin = self._since = self.clock()
+        self._name = None
+        self.files, self.of, self.current = 0, None, None
+        self._lock = threading.Lock()
+        self._ticker = None
+        self._last_plain = None
+
+    def _write(self, text, *, line=True):
+        if self.enabled:
+            self.stream.write(("\r\x1b[K" if self.tty else "") + text + ("\n" if line else ""))
+            self.stream.flush()
+
+    def say(self, text):
+        """Print a line of its own."""
+        with self._lock:
+            self._write(f"latscope: {text}")
+
+    def total(self):
+        return self.clock() - self._begin
+
+    def stage(self, name):
+        """A stage starts (the previous one, if any, ends)."""
+        with self._lock:
+            if self._name is not None:
+                self._end()
+            self._name, self._since = name, self.clock()
+            self._write(f"latscope: {name} ...")
+
+    def _end(self, detail=""):
+        self._write(f"latscope:   done in {self.clock() - self._since:.1f} s"
+                    + (f" ({detail})" if detail else ""))
+        self._name = None
+
+    def done(self, detail=""):
+        """The current stage ends."""
+        with self._lock:
+            if self._name is not None:
+                self._end(detail)
+
+    def status(self):
+        """The live line: ``"latscope:   g++ file 2/4 (Vtop__ALL.cpp), 0:45"``: the file being
+        compiled and the stage's elapsed time."""
+        elapsed = int(self.clock() - self._since)
+        count = f"{self.files}/{self.of}" if self.of else f"{self.files}"
+        now = f" ({self.current})" if self.current else ""
+        return f"latscope:   g++ file {count}{now}, {elapsed // 60}:{elapsed % 60:02d}"
+
+    def line(self, text, obj_dir=None):
+        """One line of the build's output: a compiler job starting counts a file."""
+        if not self._CXX.search(text):
+            return
+        if " -c " not in text and "c++-header" not in text:
+            return           # the link
+        if self.files == 0:
+            self.stage("g++: compiling the generated C++ and the harness")
+            self.of = _compile_jobs(obj_dir) if obj_dir is not None else None
+        with self._lock:
+            self.files += 1
+            if self.of is not None:
+                self.of = max(self.of, self.files)
+            names = [t for t in text.split() if t.endswith((".cpp", ".h"))]
+            self.current = os.path.basename(names[-1]) if names else None
+            if not self.tty:
+                self._write(self.status())
+                self._last_plain = self.clock()
+
+    def tick(self):
+        """Redraw the live line (a terminal) or say the build goes on (otherwise)."""
+        with self._lock:
+            if self._name is None or not self.files:
+                return
+            if self.tty:
+                self._write(self.status(), line=False)
+            elif self._last_plain is None or self.clock() - self._last_plain >= \
+                    self.plain_interval:
+                self._last_plain = self.clock()
+                self._write(self.status())
+
+    def __enter__(self):
+        if self.enabled:
+            stop = threading.Event()
+
+            def run():
+                while not stop.wait(1.0):
+                    self.tick()
+            self._ticker = (stop, threading.Thread(target=run, daemon=True))
+            self._ticker[1].start()
+        return self
+
+    def __exit__(self, *exc):
+        if self._ticker is not None:
+            self._ticker[0].set()
+            self._ticker[1].join()
+            self._ticker = None
+
+
+def _compile_jobs(obj_dir):
+    """Compiler jobs the generated makefile will run (objects, precompiled headers aside), from
+    ``Vtop_classes.mk``; ``None`` if it cannot be read."""
+    try:
+        text = (Path(obj_dir) / "Vtop_classes.mk").read_text()
+    except OSError:
+        return None
+    lists, name = {}, None
+    for raw in text.splitlines():
+        line = raw.split("#")[0].rstrip()
+        if "+=" in line:
+            name = line.split("+=")[0].strip()
+            lists.setdefault(name, [])
+            continue
+        if name and line.strip():
+            lists[name] += [w for w in line.replace("\\", " ").split()]
+        if not raw.rstrip().endswith("\\"):
+            name = None
+    parallel = re.search(r"^VM_PARALLEL_BUILDS\s*=\s*1", text, re.M)
+    design = sum(len(lists.get(k, [])) for k in ("VM_CLASSES_FAST", "VM_CLASSES_SLOW",
+                                                  "VM_SUPPORT_FAST", "VM_SUPPORT_SLOW"))
+    runtime = len(lists.get("VM_GLOBAL_FAST", [])) + len(lists.get("VM_GLOBAL_SLOW", []))
+    return (design if parallel else 1) + runtime + 1      # + the harness
+
+
+def _compile(target, core_v, wrapper_v, harness, progress=None):
     if shutil.which("g++") is None and shutil.which("c++") is None:
         raise LatscopeError("A C++ compiler (g++) is needed to build the simulated instrument")
     with tempfile.TemporaryDirectory(dir=target.parent, prefix=".build-") as tmp:
@@ -631,10 +778,19 @@ def _compile(target, core_v, wrapper_v, harness):
             "-MAKEFLAGS", "CFG_CXXFLAGS_PCH_I=-include",
             "latscope_core.v", "harness_top.v", "harness.cpp",
         ]
-        result = subprocess.run(cmd, cwd=tmp, capture_output=True, text=True)
-        if result.returncode != 0:
+        progress = progress or BuildProgress(enabled=False)
+        progress.stage("Verilator: translating the Verilog to C++")
+        tail = []
+        with progress, subprocess.Popen(cmd, cwd=tmp, stdout=subprocess.PIPE,
+                                        stderr=subprocess.STDOUT, text=True) as proc:
+            for line in proc.stdout:
+                tail = (tail + [line])[-60:]
+                progress.line(line, tmp / "obj")
+            code = proc.wait()
+        if code != 0:
             raise LatscopeError("Verilator failed to build the simulated instrument:\n"
-                                + (result.stderr or result.stdout)[-4000:])
+                                + "".join(tail)[-4000:])
+        progress.done(f"{progress.files} files")
         final = tmp / "final"
         final.mkdir()
         shutil.copy2(tmp / "obj" / "harness", final / "harness")

@@ -21,6 +21,7 @@ import concurrent.futures
 import math
 import multiprocessing
 import os
+import queue as _queue
 import sys
 import time
 
@@ -35,13 +36,15 @@ QUICK_PACKETS = 2_400
 
 
 def capture_profile(profile, packets, out_dir, *, seed=0, engine="auto", rate=None,
-                    timeout=600.0, log=None, binary=None):
+                    timeout=600.0, log=None, binary=None, board=None):
     """Simulate ``packets`` of ``profile`` and capture them through a pseudo-terminal.
 
     The capture goes through :class:`~latscope.capture.link.transport.SerialTransport` and
     :mod:`latscope.capture.link.session` as with a board; the ground truth is written beside the
     capture. ``binary``: the Verilator engine's simulator binary (see
-    :func:`simbench.open_engine`). Returns a dict: ``profile``, ``path``, ``events``,
+    :func:`simbench.open_engine`). ``board``: a mapping where the capture posts its progress
+    (``{profile: (packets done, packets, seconds)}``, see :class:`ProgressBoard`). Returns a dict:
+    ``profile``, ``path``, ``events``,
     ``expected``, ``packets``, ``engine``, ``seconds``, ``reason``, ``bytes``, ``lost``,
     ``check`` (:func:`simbench.compare_to_truth`).
     """
@@ -75,9 +78,12 @@ def capture_profile(profile, packets, out_dir, *, seed=0, engine="auto", rate=No
             "simbench": {**run.meta, "engine": engine.metadata()}, "frame_bytes": p.size})
         metadata["instrument"].update(simulated=True, engine=engine.name)
         writer = capfile.CaptureWriter(path, metadata)
+        post = _Poster(_QueuePoster() if board == _QUEUE else board, run.profile.name,
+                       run.n_events, run.n_packets)
         outcome = session.run_capture(instrument, writer,
                                       limits=session.Limits(events=run.n_events,
-                                                            duration=timeout))
+                                                            duration=timeout),
+                                      progress=post)
     finally:
         if transport is not None:
             transport.close()
@@ -99,6 +105,88 @@ def _log(message):
     print(message, file=sys.stderr, flush=True)
 
 
+class _Poster:
+    """A capture's progress callback: posts ``(packets, packets in all, seconds)`` to a shared
+    mapping at most twice a second (each post is a message to the main process)."""
+
+    def __init__(self, shared, name, events, packets):
+        self.shared, self.name = shared, name
+        self.events, self.packets = events, packets
+        self._last = None
+
+    def __call__(self, outcome):
+        if self.shared is None:
+            return
+        now = time.monotonic()
+        if self._last is not None and now - self._last < 0.5:
+            return
+        self._last = now
+        done = outcome.events * self.packets // max(1, self.events)
+        try:
+            self.shared[self.name] = (done, self.packets, outcome.seconds)
+        except (OSError, EOFError):     # the main process is gone or stopping: stop posting
+            self.shared = None
+
+
+class ProgressBoard:
+    """The demo's live progress: packets, rate and time left of every running capture.
+
+    The captures post into :attr:`shared` (from worker processes through a queue); :meth:`show`
+    draws one line for them, redrawn in place on a terminal, or, elsewhere, printed as plain
+    lines at most every ``plain_interval`` seconds.
+    """
+
+    def __init__(self, shared, stream=None, *, plain_interval=10.0, clock=time.monotonic):
+        self.shared = shared
+        self.stream = stream if stream is not None else sys.stderr
+        self.tty = bool(getattr(self.stream, "isatty", lambda: False)())
+        self.plain_interval, self.clock = plain_interval, clock
+        self._last_plain = None
+        self._drawn = False
+
+    @staticmethod
+    def text(entries):
+        """``"gem-64 4,120/8,334 packets 1,230/s ETA 0:03 | ..."`` for ``{name: (done, total,
+        seconds)}``."""
+        parts = []
+        for name, (done, total, seconds) in sorted(entries.items()):
+            rate = done / seconds if seconds > 0 else 0.0
+            eta = f"{max(0.0, (total - done) / rate):.0f} s" if rate > 0 else "-"
+            parts.append(f"{name} {done:,}/{total:,} packets {rate:,.0f}/s ETA {eta}")
+        return " | ".join(parts)
+
+    def show(self):
+        """Draw the running captures' progress now (nothing when none is running)."""
+        try:
+            entries = dict(self.shared)
+        except (OSError, EOFError):     # the manager stopped (shutting down)
+            return
+        if not entries:
+            return
+        line = "  capturing: " + self.text(entries)
+        if self.tty:
+            self.stream.write("\r\x1b[K" + line)
+            self._drawn = True
+        else:
+            now = self.clock()
+            if self._last_plain is not None and now - self._last_plain < self.plain_interval:
+                return
+            self._last_plain = now
+            self.stream.write(line + "\n")
+        self.stream.flush()
+
+    def finished(self, name):
+        """Forget a finished capture and clear the live line (a result line follows)."""
+        try:
+            self.shared.pop(name, None)
+        except (OSError, EOFError):
+            pass
+        if self._drawn:
+            self.stream.write("\r\x1b[K")
+            self.stream.flush()
+            self._drawn = False
+
+
 def _verilator_binary():
     """Build the simulated instrument once (or find it in the cache), before the workers start;
     they all run this binary. Returns ``(path, None)``, or ``(None, reason)`` when it cannot be
@@ -116,24 +204,82 @@ def _verilator_binary():
         return None, str(error).splitlines()[0]
 
 
-def _run_all(profiles, each, out_dir, engine, jobs, seed, log, binary=None):
+def _run_all(profiles, each, out_dir, engine, jobs, seed, log, binary=None, stream=None):
     results = {}
     if jobs <= 1:
+        board = ProgressBoard({}, stream)
         for k, name in enumerate(profiles):
             results[name] = capture_profile(name, each, out_dir, seed=seed + k, engine=engine,
-                                            binary=binary)
+                                            binary=binary, board=_Drawing(board))
+            board.finished(name)
             log(_progress_line(results[name], len(results), len(profiles)))
-    else:
-        context = multiprocessing.get_context("spawn")
-        with concurrent.futures.ProcessPoolExecutor(jobs, mp_context=context) as pool:
-            futures = {pool.submit(capture_profile, name, each, out_dir, seed=seed + k,
-                                   engine=engine, binary=binary): name
-                       for k, name in enumerate(profiles)}
-            for future in concurrent.futures.as_completed(futures):
-                name = futures[future]
-                results[name] = future.result()
-                log(_progress_line(results[name], len(results), len(profiles)))
+        return [results[name] for name in profiles]
+    context = multiprocessing.get_context("spawn")
+    # the workers post progress into a queue (its feeder thread writes the pipe, so a Ctrl-C
+    # in either process cannot leave it half-written)
+    posts = context.Queue()
+    board = ProgressBoard({}, stream)
+    with concurrent.futures.ProcessPoolExecutor(jobs, mp_context=context,
+                                                initializer=_worker_posts,
+                                                initargs=(posts,)) as pool:
+        futures = {pool.submit(capture_profile, name, each, out_dir, seed=seed + k,
+                               engine=engine, binary=binary, board=_QUEUE): name
+                   for k, name in enumerate(profiles)}
+        pending = set(futures)
+        try:
+            while pending:
+                done, pending = concurrent.futures.wait(
+                    pending, timeout=0.5, return_when=concurrent.futures.FIRST_COMPLETED)
+                _drain(posts, board.shared)
+                for future in done:
+                    name = futures[future]
+                    results[name] = future.result()
+                    board.finished(name)
+                    log(_progress_line(results[name], len(results), len(profiles)))
+                if pending:
+                    board.show()
+        except KeyboardInterrupt:
+            # the captures running stop on the same Ctrl-C; the queued ones never start
+            pool.shutdown(wait=True, cancel_futures=True)
+            raise
     return [results[name] for name in profiles]
+
+
+#: ``board`` argument of :func:`capture_profile` in a demo worker: post to the worker's queue.
+_QUEUE = "queue"
+_posts = None
+
+
+def _worker_posts(queue):
+    global _posts
+    _posts = queue
+
+
+class _QueuePoster(dict):
+    def __setitem__(self, key, value):
+        _posts.put_nowait((key, value))
+
+
+def _drain(queue, shared):
+    """Move the progress posted so far into ``shared``."""
+    while True:
+        try:
+            key, value = queue.get_nowait()
+        except (EOFError, OSError, _queue.Empty):
+            return
+        shared[key] = value
+
+
+class _Drawing(dict):
+    """The board's mapping in the capturing process itself: each post redraws the board."""
+
+    def __init__(self, board):
+        super().__init__()
+        self.board = board
+
+    def __setitem__(self, key, value):
+        self.board.shared[key] = value
+        self.board.show()
 
 
 def choose_engine(engine, log=_log):

@@ -37,14 +37,15 @@ def capture_under_load(profile, out_dir, *, packets=PACKETS, scenario=SCENARIO, 
     if outcome.exit_status != 0:
         raise LatscopeError(f"capture of {profile} under {scenario} failed "
                             f"(exit {outcome.exit_status}: {outcome.reason})")
-    run = source.port.run           # the simulation just captured: its ground truth
+    run = source.port.run           # the simulation just captured
     with capfile.open_capture(path) as cap:
         events = cap.events()
-        check = simbench.compare_to_truth(events.time, events.channel, events.rising, run.truth)
+        truth = cap.truth()["simbench"]       # its ground truth, written beside the capture
+        check = simbench.compare_to_truth(events.time, events.channel, events.rising, truth)
         counters = cap.frame_counters()
     bg = counters[(counters["direction"] == 0) & (counters["cls"] == 2)]
     counted_bg = int(bg[-1]["frames"]) if len(bg) else 0
-    check["ok"] = bool(check["ok"] and counted_bg == int(run.truth["bg_frames"]))
+    check["ok"] = bool(check["ok"] and counted_bg == int(truth["bg_frames"]))
     deliver = "rx.fast[hp]" if "rx.fast" in run.profile.stages else "rx.udp[hp]"
     return {"profile": profile, "scenario": scenario, "path": path, "check": check,
             "load": run.scenario.load, "counted_bg": counted_bg, "deliver_stage": deliver}

@@ -9,6 +9,7 @@ import numpy as np
 
 from latscope import LatscopeError
 from latscope.capture.sim.sim_profile import CHANNEL_ROLES
+from latscope.capture.sim.sim_stream import SimStream
 
 # --- Engines: the instrument that sees the stimulus -----------------------------------------------
 
@@ -63,12 +64,18 @@ class _HostCommands:
             yield body[1], body[4:]
 
 
-def _chunks(stimulus, lanes, chunk=CHUNK_CHANGES):
-    """Split a stimulus at cycle boundaries: yields ``(start_tick, ticks - start_tick, values,
+def _blocks(run):
+    """The blocks of ``run`` in time order: a :class:`SimStream`'s, or the ``SimRun`` itself."""
+    return run.blocks() if isinstance(run, SimStream) else iter([run])
+
+
+def _chunks(stimulus, lanes, chunk=CHUNK_CHANGES, start=0):
+    """Split a stimulus at cycle boundaries, from tick ``start`` (a cycle boundary, all levels
+    low from there to the first change) on: yields ``(start_tick, ticks - start_tick, values,
     end_tick - start_tick, initial)``; consecutive chunks tile time exactly."""
     ticks, values = stimulus.ticks, stimulus.values
     n = len(ticks)
-    start, initial, i = 0, 0, 0
+    initial, i = 0, 0
     while i < n:
         j = min(n, i + chunk)
         if j < n:   # end the chunk at the start of the cycle holding change j
@@ -124,7 +131,8 @@ class ModelEngine(_Engine):
                                         lanes=self.lanes)
         self.parser = _HostCommands()
         #: FRAME/COUNTERS records when the run has a wire (a frame-capture build), else None
-        self.frames = _FrameRecords(run, timing.lanes) if getattr(run, "wire", None) else None
+        self.frames = _FrameRecords(run, timing.lanes) \
+            if getattr(run, "scenario", None) is not None else None
         self.cycle = 0                  # capture cycles since the last timestamp reset
         self._out = bytearray()
         self._pending = None            # iterator over lists of entries of the stimulus
@@ -160,28 +168,35 @@ class ModelEngine(_Engine):
         self.link.output.clear()
 
     def _stimulus_entries(self, start_cycle, chunk=4096):
-        """Lists of entries for the stimulus played from ``start_cycle`` on (ticks included)."""
+        """Lists of entries for the stimulus played from ``start_cycle`` on (ticks included),
+        block by block (each block starts and ends with every level low)."""
         from latscope.gateware import model_capture as mc
         cfg = self.commands.config
-        stim = self.run.stimulus
-        shifted = mc.Stimulus(stim.ticks + start_cycle * self.lanes, stim.values)
-        end = int(shifted.ticks[-1]) // self.lanes + 2 if len(stim.ticks) else start_cycle + 2
         latency = mc.pipeline(self.lanes, CORE_PARAMS["max_glitch"]).latency
-        entries = mc.capture_entries_fast(
-            shifted, mc.Config(armed=True, rise_en=cfg["rise_en"], fall_en=cfg["fall_en"],
-                               glitch=tuple(cfg["glitch"])),
-            channels=self.channels, lanes=self.lanes, counter_width=CORE_PARAMS["counter_width"],
-            max_glitch=CORE_PARAMS["max_glitch"], heartbeat_shift=self.hb,
-            n_cycles=end + latency + 1)
-        # Ticks up to now were already sent while idle.
-        entries = entries[(entries["kind"] != mc.TICK) | (entries["cycle"] > self.cycle)]
         Entry = self._ms.Entry
-        for i in range(0, len(entries), chunk):
-            part = entries[i:i + chunk]
-            yield [Entry(int(k), int(c), int(e), int(v)) for k, c, e, v in
-                   zip(part["kind"], part["cycle"], part["edges"], part["levels"],
-                       strict=True)]
-        self.cycle = max(self.cycle, end)
+        for block in _blocks(self.run):
+            if self.frames is not None:
+                self.frames.add(block)
+            stim = block.stimulus
+            shifted = mc.Stimulus(stim.ticks + start_cycle * self.lanes, stim.values)
+            end = int(shifted.ticks[-1]) // self.lanes + 2 if len(stim.ticks) else \
+                self.cycle + 2
+            entries = mc.capture_entries_fast(
+                shifted, mc.Config(armed=True, rise_en=cfg["rise_en"], fall_en=cfg["fall_en"],
+                                   glitch=tuple(cfg["glitch"])),
+                channels=self.channels, lanes=self.lanes,
+                counter_width=CORE_PARAMS["counter_width"],
+                max_glitch=CORE_PARAMS["max_glitch"], heartbeat_shift=self.hb,
+                n_cycles=end + latency + 1)
+            # Ticks up to now were already sent (while idle, or with the previous block).
+            entries = entries[(entries["kind"] != mc.TICK) | (entries["cycle"] > self.cycle)]
+            for i in range(0, len(entries), chunk):
+                part = entries[i:i + chunk]
+                yield [Entry(int(k), int(c), int(e), int(v)) for k, c, e, v in
+                       zip(part["kind"], part["cycle"], part["edges"], part["levels"],
+                           strict=True)]
+            del entries
+            self.cycle = max(self.cycle, end)
 
     def _records(self, final=False):
         """Frame records due by now, each its own frame between the EVENTS frames (the framer
@@ -310,13 +325,18 @@ class VerilatorEngine(_Engine):
         try:
             # Small chunks: the harness flushes its output whenever it waits for input, so the
             # host sees events (and replies) about every chunk.
-            for _, ticks, values, end, initial in _chunks(self.run.stimulus, timing.lanes,
-                                                              chunk=2048):
-                commands = self._v.stimulus_commands(ticks, values, lanes=timing.lanes,
-                                                     channels=CORE_PARAMS["channels"],
-                                                     end_tick=end, initial=initial)
-                with self._lock:
-                    self.proc.write(commands)
+            start = 0
+            for block in _blocks(self.run):
+                for first, ticks, values, end, initial in _chunks(block.stimulus, timing.lanes,
+                                                                  chunk=2048, start=start):
+                    commands = self._v.stimulus_commands(ticks, values, lanes=timing.lanes,
+                                                         channels=CORE_PARAMS["channels"],
+                                                         end_tick=end, initial=initial)
+                    with self._lock:
+                        self.proc.write(commands)
+                    if self._closing:
+                        return
+                    start = first + end
             with self._lock:   # past the next heartbeat, so the last EVENTS frame is sent
                 self.proc.write(self._v.Commands().run(
                     (1 << CORE_PARAMS["heartbeat_shift"]) + COMMAND_CYCLES).stats())
@@ -401,6 +421,10 @@ def open_engine(run, engine="auto", *, link="fast", log=None, binary=None):
                 "using the gateware's reference models")
             return ModelEngine(run)
     if engine == "amaranth":
+        if isinstance(run, SimStream):      # tiny runs only: one block
+            if run.n_events is None or run.n_events > AmaranthEngine.MAX_EVENTS:
+                AmaranthEngine.refuse(run.n_events)
+            run = run.materialize()
         return AmaranthEngine(run)
     return ModelEngine(run)
 
@@ -419,9 +443,7 @@ class AmaranthEngine(_Engine):
     def __init__(self, run):
         super().__init__(run)
         if run.n_events > self.MAX_EVENTS:
-            raise LatscopeError(f"the Amaranth-simulator engine runs about 10^3 cycles/s: use it "
-                                f"for at most {self.MAX_EVENTS} events (this run has "
-                                f"{run.n_events}); use the verilator or model engine")
+            self.refuse(run.n_events)
         import queue
         import threading
 
@@ -448,6 +470,13 @@ class AmaranthEngine(_Engine):
         self.error = None
         self._thread = threading.Thread(target=self._run, name="simbench-amaranth", daemon=True)
         self._thread.start()
+
+    @classmethod
+    def refuse(cls, n_events):
+        raise LatscopeError(f"the Amaranth-simulator engine runs about 10^3 cycles/s: use it "
+                            f"for at most {cls.MAX_EVENTS} events (this run has "
+                            f"{n_events if n_events is not None else 'more'}); use the "
+                            f"verilator or model engine")
 
     def _run(self):
         try:
@@ -605,7 +634,6 @@ class _FrameRecords:
         self.classes = self.CLASSES
         self.offset = None           # instrument tick of stimulus tick 0
         self._events = None
-        self._next = 0
         self._totals = None
         self._last_snapshot = 0
 
@@ -636,13 +664,23 @@ class _FrameRecords:
         return Status.OK
 
     def start(self, tick_offset):
-        """The stimulus starts at instrument tick ``tick_offset``: number and class the frames."""
-        from latscope.gateware.model_sniffer import classify, parse_frame
+        """The stimulus starts at instrument tick ``tick_offset``; frames come with
+        :meth:`add`."""
+        import collections
         self.offset = tick_offset
+        self._events = collections.deque()
+        self._totals = {}
+        self._seen = [0, 0]
+
+    def add(self, block):
+        """Number and class the frames of ``block`` (a ``LoadRun`` of the run, in time order,
+        after the frames of the blocks before it)."""
+        from latscope.gateware.model_sniffer import classify, parse_frame
         tick_ns = self.run.timing.tick_ns
         events = []
         for d in (0, 1):
-            w = self.run.wire[d]
+            w = block.wire[d]
+            first = w.get("first_index", 0)
             rules = [self.rules[d][i] for i in sorted(self.rules[d])]
             parsed = {}        # background frames repeat: parse and class each once
             for index, (frame, end) in enumerate(zip(w["frames"], w["end_ns"], strict=True)):
@@ -651,12 +689,10 @@ class _FrameRecords:
                     cls = classify(rec, rules)
                     parsed[frame] = (rec, cls if cls < self.classes else 0)
                 rec, cls = parsed[frame]
-                cycle = (int(np.ceil(end / tick_ns - 1e-9)) + tick_offset) // self.lanes
-                events.append((cycle, d, index, cls, rec))
+                cycle = (int(np.ceil(end / tick_ns - 1e-9)) + self.offset) // self.lanes
+                events.append((cycle, d, first + index, cls, rec))
         events.sort(key=lambda e: (e[0], e[1]))
-        self._events = events
-        self._totals = {}
-        self._seen = [0, 0]
+        self._events.extend(events)
 
     def _counter_payloads(self):
         from latscope.gateware.model_stream import to_bytes
@@ -680,9 +716,8 @@ class _FrameRecords:
         if self._events is None:
             return out
         events = self._events
-        while self._next < len(events) and (final or events[self._next][0] <= cycle):
-            at, d, index, cls, rec = events[self._next]
-            self._next += 1
+        while events and (final or events[0][0] <= cycle):
+            at, d, index, cls, rec = events.popleft()
             if self.period and at >> self.period != self._last_snapshot >> self.period:
                 out += [(FrameType.COUNTERS, p) for p in self._counter_payloads()]
                 self._last_snapshot = at

@@ -56,7 +56,7 @@ from latscope.capture.sim.sim_profile import (
 
 __all__ = ["LoadScenario", "LoadRun", "load_scenario", "list_scenarios", "simulate_load",
            "SCENARIO_FILE", "PROBE_PORT", "BACKGROUND_PORT", "CLASSES", "default_frames_config",
-           "write_pins_vcd"]
+           "write_pins_vcd", "probe_frame"]
 
 SCENARIO_FILE = "under-load"
 #: UDP port of the measured stream (the DUT's echo port) and of the background traffic (discard).
@@ -369,14 +369,10 @@ def simulate_load(profile, packets, scenario="bg0", *, seed=0, timing=None):
     background = {int(b): wire.udp_frame(int(b), 0, dst_port=BACKGROUND_PORT,
                                          src_port=BACKGROUND_PORT, traffic=False)
                   for b in np.unique(bg_size)}
-    rx_frames = [wire.udp_frame(int(sizes[f]), int(probe[f]), dst_port=PROBE_PORT,
-                                src_port=PROBE_PORT, run_id=run_id,
-                                intended_ns=int(intended[probe[f]]))
+    rx_frames = [probe_frame(int(sizes[f]), int(probe[f]), intended[probe[f]], run_id)
                  if probe[f] >= 0 else background[int(sizes[f])]
                  for f in range(m)]
-    tx_frames = [wire.udp_frame(size, int(k), src=wire.DUT, dst=wire.HOST, src_port=PROBE_PORT,
-                                dst_port=PROBE_PORT, run_id=run_id, intended_ns=int(intended[k]))
-                 for k in reply]
+    tx_frames = [probe_frame(size, int(k), intended[k], run_id, reply=True) for k in reply]
     wire_runs = {0: {"frames": rx_frames, "start_ns": rx_start + lead_ns,
                      "end_ns": rx_end + lead_ns, "probe": probe},
                  1: {"frames": tx_frames, "start_ns": tx_start[reply] + lead_ns,
@@ -400,6 +396,14 @@ def simulate_load(profile, packets, scenario="bg0", *, seed=0, timing=None):
             "mii_phase_ns": mii_phase, "cpu_phase_ns": cpu_phase, "tick_offset": None}
     return LoadRun(profile, timing, traffic, stimulus, truth, meta, wire=wire_runs,
                    scenario=scenario)
+
+
+def probe_frame(size, seq, intended_ns, run_id, *, reply=False):
+    """A frame of the measured stream: request ``seq`` (to the DUT's echo port) or, with
+    ``reply``, its echo (from it), carrying the traffic payload with ``intended_ns``."""
+    ends = dict(src=wire.DUT, dst=wire.HOST) if reply else {}
+    return wire.udp_frame(int(size), int(seq), dst_port=PROBE_PORT, src_port=PROBE_PORT,
+                          run_id=run_id, intended_ns=int(intended_ns), **ends)
 
 
 def write_pins_vcd(run, path, *, interface="mii", carrier_early=0):

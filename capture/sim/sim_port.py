@@ -8,11 +8,11 @@ import dataclasses
 import sys
 
 from latscope import LatscopeError
-from latscope.capture.link.udp import UdpServer
 from latscope.capture.sim.ptyserve import PtyServer
-from latscope.capture.sim.sim_dut import simulate
 from latscope.capture.sim.sim_engines import open_engine
-from latscope.capture.sim.sim_load import default_frames_config, simulate_load
+from latscope.capture.sim.sim_load import default_frames_config
+from latscope.capture.sim.sim_stream import SimStream, TruthWriter
+from latscope.capture.link.udp import UdpServer
 
 #: Packets simulated by ``latscope capture --sim`` when ``--packets`` is not given.
 DEFAULT_PACKETS = 1_000
@@ -22,21 +22,24 @@ LINKS = ("pty", "udp")
 
 
 class SimulatedPort:
-    """Handle returned by :func:`open_simulated_port`: the pty server, the run and its engine.
+    """Handle returned by :func:`open_simulated_port`: the pty server, the run (a
+    :class:`~latscope.capture.sim.sim_stream.SimStream`) and its engine.
 
     ``metadata`` is for the capture's metadata (``instrument.simulated`` and the engine),
     ``markers`` the profile's marker meanings, ``label``/``dut``/``scenario`` describe the run;
-    ``expected_events`` is the number of events the instrument must report."""
+    :attr:`expected_events` is the number of events the instrument must report (under load
+    ``None`` until the whole run has been simulated). ``truth`` writes the ground truth beside
+    the output as the run is produced."""
 
-    def __init__(self, run, engine, server, output=None):
+    def __init__(self, run, engine, server, output=None, truth=None):
         self.run, self.engine, self.server, self.output = run, engine, server, output
+        self.truth = truth
         self.path = server.path
         self.markers = dict(run.profile.markers)
         self.label = run.profile.name
         self.dut = f"simulated: {run.profile.title}"
         self.scenario = (f"{run.traffic.mode}, {run.n_packets} x {run.profile.size} B UDP "
                          f"frames (simulated)")
-        self.expected_events = run.n_events
         #: The rule table for runs with a wire (capture/sim/sim_load.py), else None.
         self.frames = None
         scenario = getattr(run, "scenario", None)
@@ -49,14 +52,19 @@ class SimulatedPort:
         self.metadata = {"instrument": {"simulated": True, "engine": engine.name},
                          "simbench": {**run.meta, "engine": engine.metadata()}}
 
+    @property
+    def expected_events(self):
+        return self.run.n_events
+
     def close(self):
-        """Stop the simulation and update the ground truth's metadata (engine, tick offset)."""
+        """Stop the simulation and finish the ground truth (of the blocks simulated: all of them
+        unless the capture stopped early), with the engine and the tick offset in its metadata."""
         try:
             self.server.close()
         finally:
-            if self.output:
-                self.run.save_truth(self.output, engine=self.engine.name,
-                                    tick_offset=self.engine.tick_offset)
+            if self.truth is not None:
+                self.truth.close({**self.run.meta, "engine": self.engine.name,
+                                  "tick_offset": self.engine.tick_offset})
 
 
 def open_simulated_port(profile, *, packets=DEFAULT_PACKETS, output=None, seed=0, load=None,
@@ -100,21 +108,29 @@ def open_simulated_port(profile, *, packets=DEFAULT_PACKETS, output=None, seed=0
             raise LatscopeError(f"--sim-load runs on the model engine only (the {engine} "
                                 f"engine has no PHY clock domains for the sniffers yet)")
         engine = "model"
-        run = simulate_load(profile, int(packets), load, seed=seed)
-    else:
-        run = simulate(profile, int(packets), seed=seed)
-    if output:
-        run.save_truth(output)
-    if log is None:
-        def log(message):
-            print(message, file=sys.stderr, flush=True)
-    opened = open_engine(run, engine, log=log)
-    if link == "udp":
-        server = UdpServer(opened, rate=rate)
-        server.path = server.url
-    else:
-        server = PtyServer(opened, rate=rate)
-    return SimulatedPort(run, opened, server, output)
+    truth = TruthWriter(output) if output else None
+    try:
+        run = SimStream(profile, packets, seed=seed, load=load, truth=truth)
+        if log is None:
+            def log(message):
+                print(message, file=sys.stderr, flush=True)
+        opened = open_engine(run, engine, log=log)
+    except BaseException:
+        if truth is not None:
+            truth.abandon()
+        raise
+    try:
+        if link == "udp":
+            server = UdpServer(opened, rate=rate)
+            server.path = server.url
+        else:
+            server = PtyServer(opened, rate=rate)
+    except BaseException:
+        opened.close()
+        if truth is not None:
+            truth.abandon()
+        raise
+    return SimulatedPort(run, opened, server, output, truth)
 
 
 @dataclasses.dataclass
@@ -123,8 +139,8 @@ class SimulatedSource:
     simulate, started by :meth:`open` once the capture's output is known.
 
     The fields are the parameters of :func:`open_simulated_port`. After :meth:`open`, ``port``
-    is the running :class:`SimulatedPort`; its ``run`` is the simulation the capture recorded,
-    whose ``truth`` is the ground truth of that capture.
+    is the running :class:`SimulatedPort`; its ``run`` is the simulation the capture recorded
+    (produced block by block), whose ground truth is written beside the capture.
     """
     profile: str
     packets: int = DEFAULT_PACKETS

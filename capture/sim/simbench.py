@@ -21,6 +21,7 @@ Model choices, and where every number comes from, are in ``docs/simulated-bench.
 
 The bench is split by concern: :mod:`~latscope.capture.sim.sim_profile` (profiles),
 :mod:`~latscope.capture.sim.sim_dut` (the DUT model and the ground truth),
+:mod:`~latscope.capture.sim.sim_stream` (runs of any length, block by block),
 :mod:`~latscope.capture.sim.sim_engines` (the engines) and :mod:`~latscope.capture.sim.sim_port`
 (``latscope capture --sim``). This module is their public face: import from here.
 """
@@ -84,10 +85,12 @@ from latscope.capture.sim.sim_profile import (  # noqa: F401 - re-exported
     list_profiles,
     load_profile,
 )
+from latscope.capture.sim.sim_stream import SimStream, TruthWriter  # noqa: F401 - re-exported
 
 __all__ = [
     "ProfileError", "StageSpec", "TailSpec", "Profile", "Traffic", "InstrumentTiming",
     "Stimulus", "SimRun", "list_profiles", "load_profile", "simulate", "compare_to_truth",
     "CHANNEL_ROLES", "MII_CLOCK_NS", "PREAMBLE_SFD_BYTES", "FCS_BYTES", "IFG_NS",
-    "ENGINES", "open_engine", "open_simulated_port", "SimulatedSource",
+    "ENGINES", "open_engine", "open_simulated_port", "SimulatedSource", "SimStream",
+    "TruthWriter",
 ]

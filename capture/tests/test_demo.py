@@ -1,5 +1,6 @@
 """Tests of ``latscope demo`` (capture/sim/demo.py, capture/sim/demo_load.py, latscope/commands/demo.py)."""
 
+import io
 import json
 import os
 
@@ -179,3 +180,46 @@ def test_demo_under_load_per_class(tmp_path):
     assert stack["deliver"]["p50"] - fast["deliver"]["p50"] > 1.0
     table = demo_command.format_load_table(rows)
     assert "fast-track-64" in table and " hp " in table and "earlier than the stack" in table
+
+
+class _Terminal(io.StringIO):
+    def isatty(self):
+        return True
+
+
+def test_progress_board_shows_packets_rate_and_time_left():
+    """Expected text from the numbers given: 500 of 1,000 packets in 2 s is 250/s, 2 s left."""
+    assert demo.ProgressBoard.text({"gem-64": (500, 1000, 2.0), "el-dm-64": (0, 800, 0.0)}) == (
+        "el-dm-64 0/800 packets 0/s ETA - | gem-64 500/1,000 packets 250/s ETA 2 s")
+
+
+def test_progress_board_redraws_on_a_terminal_and_prints_plain_lines_elsewhere():
+    now = [0.0]
+    plain = io.StringIO()
+    board = demo.ProgressBoard({"gem-64": (10, 100, 1.0)}, plain, plain_interval=10,
+                               clock=lambda: now[0])
+    board.show()
+    now[0] = 5.0
+    board.show()                       # within the interval: nothing
+    now[0] = 10.0
+    board.show()
+    assert plain.getvalue().splitlines() == [
+        "  capturing: gem-64 10/100 packets 10/s ETA 9 s"] * 2
+    term = _Terminal()
+    board = demo.ProgressBoard({"gem-64": (10, 100, 1.0)}, term)
+    board.show()
+    board.show()
+    board.finished("gem-64")
+    board.show()                       # nothing running: nothing drawn
+    line = "\r\x1b[K  capturing: gem-64 10/100 packets 10/s ETA 9 s"
+    assert term.getvalue() == line * 2 + "\r\x1b[K" and board.shared == {}
+
+
+def test_demo_shows_live_progress_of_its_captures(tmp_path):
+    """jobs=2 on the model engine, a terminal as the stream: the captures post their progress
+    from the worker processes, and the board drew it while they ran."""
+    term = _Terminal()
+    results = demo._run_all(["el-so-64", "el-so-256"], 3000, str(tmp_path), "model", 2, 0,
+                            lambda message: None, stream=term)
+    assert all(r["check"]["ok"] for r in results)
+    assert "packets" in term.getvalue() and "ETA" in term.getvalue()

@@ -29,8 +29,8 @@ def test_simulated_source_records_every_event_of_its_own_simulation(tmp_path):
         assert cap.metadata["label"] == "gem-64"
         assert cap.markers == simbench.load_profile("gem-64").markers
         assert cap.metadata["instrument"]["simulated"] is True
-    check = simbench.compare_to_truth(events.time, events.channel, events.rising,
-                                      source.port.run.truth)
+        truth = cap.truth()["simbench"]
+    check = simbench.compare_to_truth(events.time, events.channel, events.rising, truth)
     assert check["ok"] and check["max_error"] == 0, check
 
 

@@ -1,6 +1,8 @@
 """The Verilator flow: command encoding, stimulus conversion, and the harness's clocking, link
 throttle, fast-forward and streaming, on a probe core (the real core is covered by test_soak)."""
 
+import io
+
 import numpy as np
 import pytest
 from amaranth.hdl import Cat, Module, Mux, Signal
@@ -292,3 +294,72 @@ def test_fast_forward_is_invisible_on_the_demo_core():
     result = DecodeResult.concat([decoder.feed(fast), decoder.finish()])
     check = simbench.compare_to_truth(result.time, result.channel, result.rising, run.truth)
     assert check["ok"] and check["max_error"] == 0 and check["decoded"] == run.n_events
+
+
+CLASSES_MK = """# Verilated -*- Makefile -*-
+VM_PARALLEL_BUILDS = {parallel}
+VM_CLASSES_FAST += \\
+  Vtop \\
+  Vtop___024root__0 \\
+
+VM_CLASSES_SLOW += \\
+  Vtop___024root__Slow \\
+
+VM_SUPPORT_FAST += \\
+
+VM_SUPPORT_SLOW += \\
+  Vtop__Syms__Slow \\
+
+VM_GLOBAL_FAST += \\
+  verilated \\
+  verilated_threads \\
+
+VM_GLOBAL_SLOW += \\
+"""
+
+
+@pytest.mark.parametrize("parallel, jobs", [(0, 4), (1, 7)])
+def test_compile_jobs_come_from_the_generated_makefile(tmp_path, parallel, jobs):
+    """Expected: one job for the design (Vtop__ALL) or one per listed class (4), plus the two
+    runtime files and the harness."""
+    (tmp_path / "Vtop_classes.mk").write_text(CLASSES_MK.format(parallel=parallel))
+    assert vl._compile_jobs(tmp_path) == jobs
+    assert vl._compile_jobs(tmp_path / "missing") is None
+
+
+def test_build_progress_names_stages_files_and_time(tmp_path):
+    """Plain lines (not a terminal): each stage with its time, each compiler job with its file,
+    and a line every plain_interval seconds while a file compiles; the link is not a file."""
+    (tmp_path / "Vtop_classes.mk").write_text(CLASSES_MK.format(parallel=0))
+    out, now = io.StringIO(), [0.0]
+    progress = vl.BuildProgress(out, clock=lambda: now[0], tty=False, plain_interval=30)
+    progress.stage("Verilator: translating the Verilog to C++")
+    now[0] = 20.0
+    progress.line("ccache g++ -Os -c -o verilated.o /usr/share/verilator/include/verilated.cpp",
+                  tmp_path)
+    progress.line("g++ -O2 -I. -c -o Vtop__ALL.o Vtop__ALL.cpp", tmp_path)
+    now[0] = 40.0
+    progress.tick()                      # 20 s since the last line: quiet
+    now[0] = 51.0
+    progress.tick()
+    progress.line("g++ Vtop__ALL.o harness.o verilated.o -o harness", tmp_path)
+    now[0] = 90.0
+    progress.done("2 files")
+    assert out.getvalue().splitlines() == [
+        "latscope: Verilator: translating the Verilog to C++ ...",
+        "latscope:   done in 20.0 s",
+        "latscope: g++: compiling the generated C++ and the harness ...",
+        "latscope:   g++ file 1/4 (verilated.cpp), 0:00",
+        "latscope:   g++ file 2/4 (Vtop__ALL.cpp), 0:00",
+        "latscope:   g++ file 2/4 (Vtop__ALL.cpp), 0:31",
+        "latscope:   done in 70.0 s (2 files)"]
+
+
+def test_build_progress_redraws_one_line_on_a_terminal():
+    out, now = io.StringIO(), [0.0]
+    progress = vl.BuildProgress(out, clock=lambda: now[0], tty=True)
+    progress.stage("Verilator: translating the Verilog to C++")
+    progress.line("g++ -O2 -c -o Vtop__ALL.o Vtop__ALL.cpp")
+    now[0] = 65.0
+    progress.tick()
+    assert out.getvalue().endswith("\r\x1b[Klatscope:   g++ file 1 (Vtop__ALL.cpp), 1:05")

@@ -287,8 +287,75 @@ def _engine_rows(quick):
     return rows
 
 
+_SIM_MEMORY = """
+import os, resource, sys, tempfile
+from latscope.capture.link import session
+from latscope.capture.record import record
+from latscope.capture.sim.sim_dut import simulate
+from latscope.capture.sim.sim_load import simulate_load
+from latscope.capture.sim.sim_port import SimulatedSource
+from latscope.capture.sim.sim_stream import SimStream, TruthWriter
+what, profile, n, load = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4] or None
+with tempfile.TemporaryDirectory() as tmp:
+    out = os.path.join(tmp, "x.lsc")
+    if what == "whole":          # the whole run at once, as before the stream
+        run = simulate_load(profile, n, load) if load else simulate(profile, n)
+        run.save_truth(out)
+        events = run.n_events
+    elif what == "stream":       # block by block, the truth written as it is produced
+        writer = TruthWriter(out)
+        stream = SimStream(profile, n, load=load, truth=writer)
+        for block in stream.blocks():
+            pass
+        writer.close(stream.meta)
+        events = stream.n_events
+    else:                        # a whole capture on the model engine
+        outcome = record(SimulatedSource(profile, packets=n, load=load, engine="model"), out,
+                         limits=session.Limits())
+        events = outcome.events
+print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024, events)
+"""
+
+
+def _peak(what, profile, n, load=None):
+    """Peak RSS (bytes) and events of one child process doing ``what`` (see _SIM_MEMORY)."""
+    out = subprocess.run([sys.executable, "-c", _SIM_MEMORY, what, profile, str(n), load or ""],
+                         check=True, capture_output=True, text=True).stdout.split()
+    return int(out[0]), int(out[1])
+
+
+def _sim_memory_rows(quick):
+    """Peak memory of the simulated bench against the run's length: the simulation with its
+    ground truth written, and whole captures on the model engine, each in a child process."""
+    rows = []
+    small, large = (10**4, 10**5) if quick else (10**5, 10**6)
+    for load in (None, "bg60"):
+        profile = "fast-track-64" if load else "gem-64"
+        what = f"{profile}" + (f", {load}" if load else "")
+        whole, _ = _peak("whole", profile, small, load)
+        a, _ = _peak("stream", profile, small, load)
+        b, events = _peak("stream", profile, large, load)
+        rows.append((f"simulated run + truth, {what}, {small:.0e} packets: peak RSS",
+                     a / 2**20, "MiB", f"whole run at once (before): {whole / 2**20:.0f} MiB"))
+        rows.append((f"simulated run + truth, {what}, {large:.0e} packets: peak RSS",
+                     b / 2**20, "MiB", f"{b / a:.2f}x the {small:.0e}-packet run "
+                     f"({events:,} events)"))
+    sizes = {None: (2000, 20000), "bg60": (200, 2000)} if quick else \
+        {None: (10**4, 10**5), "bg60": (10**3, 10**4)}
+    for load in (None, "bg60"):
+        profile = "fast-track-64" if load else "gem-64"
+        n_small, n_large = sizes[load]
+        a, _ = _peak("capture", profile, n_small, load)
+        b, events = _peak("capture", profile, n_large, load)
+        rows.append((f"capture --sim {profile}{' --sim-load ' + load if load else ''} "
+                     f"(model engine), {n_large:.0e} packets: peak RSS", b / 2**20, "MiB",
+                     f"{b / a:.2f}x the {n_small:.0e}-packet capture ({events:,} events)"))
+    return rows
+
+
 def run(quick=False):
     rows = []
+    rows += _sim_memory_rows(quick)
     events = 500_000 if quick else 5_000_000
     data, n = realistic_stream(events)
     rows += _decode_rows(data, n, quick)
