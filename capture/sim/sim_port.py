@@ -8,11 +8,11 @@ import dataclasses
 import sys
 
 from latscope import LatscopeError
+from latscope.capture.link.udp import UdpServer
 from latscope.capture.sim.ptyserve import PtyServer
 from latscope.capture.sim.sim_engines import open_engine
 from latscope.capture.sim.sim_load import default_frames_config
 from latscope.capture.sim.sim_stream import SimStream, TruthWriter
-from latscope.capture.link.udp import UdpServer
 
 #: Packets simulated by ``latscope capture --sim`` when ``--packets`` is not given.
 DEFAULT_PACKETS = 1_000

@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from latscope import LatscopeError
-from latscope.capture.files import capfile
 from latscope.capture import record
+from latscope.capture.files import capfile
 from latscope.capture.link import session
 from latscope.capture.sim import sim_stream, simbench
 from latscope.capture.sim.sim_load import simulate_load
