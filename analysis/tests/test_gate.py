@@ -161,7 +161,7 @@ def test_budget_file(tmp_path):
     assert [r.text for r in b.rules_for("rx.isr")[0]] == ["+10 % at p50"]
     assert [r.text for r in b.rules_for("rx.udp")[0]] == ["+3 % at p99", "rx.udp p99 <= 12 us"]
     path.write_text("relative = [")
-    with pytest.raises(LatscopeError, match="the budget must be valid TOML"):
+    with pytest.raises(LatscopeError, match="is not valid TOML"):
         g.load_budget(path)
 
 

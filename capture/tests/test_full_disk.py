@@ -198,7 +198,9 @@ ls -a "$1"
 """
 
 
-@pytest.mark.parametrize("size", ["450k", "120k"])
+# 900k holds the ground truth the simulated bench writes as it goes but not the whole capture
+# (2000 packets: a 287 kB capture beside a 320 kB truth file, measured); 120k holds neither
+@pytest.mark.parametrize("size", ["900k", "120k"])
 def test_latscope_capture_on_a_small_tmpfs(tmp_path, size):
     """The review's D6 on a real full file system (a tmpfs in a private mount namespace): exit
     status 4 and a readable, verified capture when the disk fills while recording; exit status
@@ -221,7 +223,7 @@ def test_latscope_capture_on_a_small_tmpfs(tmp_path, size):
     assert not [n for n in names if n.endswith(".tmp")]
     if size == "120k":
         assert status == 2 and "full.lsc" not in names
-        assert "full.lsc.truth.npz: no space left on the device" in result.stderr
+        assert "no space left on the device" in result.stderr
         return
     assert status == 4, result.stderr
     assert "no space left on the device; the file holds the" in result.stderr
