@@ -76,10 +76,11 @@ class Analysis:
 
     @property
     def integrity(self):
-        """The input file's integrity facts (:func:`latscope.capture.files.capfile.damage_summary`:
-        ``damaged``, ``finalised``, ``truncated``, ``regions``, ``skipped_bytes``, ``problems``,
-        ``text``), or ``None`` for inputs that are not capture files. Show :func:`integrity_note`
-        next to every figure made from a capture whose note is not empty."""
+        """The input file's integrity facts
+        (:func:`latscope.capture.files.integrity.damage_summary`: ``damaged``, ``finalised``,
+        ``truncated``, ``regions``, ``skipped_bytes``, ``problems``, ``text``), or ``None`` for
+        inputs that are not capture files. Show :func:`integrity_note` next to every figure made
+        from a capture whose note is not empty."""
         return self.result.metadata.get("integrity")
 
     def summary(self, stages=False):

@@ -1,8 +1,7 @@
 """Integrity of capture files: :func:`verify` (``latscope verify``) and :func:`damage_summary`
 (the facts ``analyze``, ``compare`` and ``report`` warn with). Reading, resynchronising after
 damage and the loss records of damaged regions live in :mod:`latscope.capture.files.capfile`; this
-module judges what the reader found. ``capfile.verify`` and ``capfile.damage_summary`` call
-these."""
+module judges what the reader found."""
 
 import numpy as np
 
