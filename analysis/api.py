@@ -1,9 +1,9 @@
 """Python API for notebooks and scripts: load a capture, get DataFrames of packets and results.
 
 This is the thin shell around the array core (:mod:`latscope.analysis.engine`): it opens any
-capture file through the one reader (:func:`latscope.capture.files.open.open_events`: ``.lsc``, ``.sr``
-with a ``--map``-style channel map, ``.vcd``, ``.csv``) and feeds its events chunk by chunk, in
-one pass, to an :class:`~latscope.analysis.engine.Analyzer`.
+capture file through the one reader (:func:`latscope.capture.files.open.open_events`: ``.lsc``,
+``.sr`` with a ``--map``-style channel map, ``.vcd``, ``.csv``) and feeds its events chunk by chunk,
+in one pass, to an :class:`~latscope.analysis.engine.Analyzer`.
 
 Examples
 --------

@@ -337,8 +337,8 @@ def run_doctor(instrument, *, loopback=(), soak_s=DEFAULT_SOAK_S, engine=None, e
 # --- the simulated instrument with a loop-back cable and faults ----------------------------------
 
 class DoctorBenchEngine:
-    """The self-test bench (:class:`~latscope.capture.sim.selftest_bench.SelftestBenchEngine`: the real
-    gateware in Verilator) with a simulated loop-back cable and injectable faults.
+    """The self-test bench (:class:`~latscope.capture.sim.selftest_bench.SelftestBenchEngine`: the
+    real gateware in Verilator) with a simulated loop-back cable and injectable faults.
 
     The cable: while :meth:`loopback` is on, the wired channels' input pins carry the pattern
     ``high``/``low`` ticks (the harness does not connect the core's self-test output, so the

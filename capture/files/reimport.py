@@ -39,8 +39,8 @@ def export_descriptor(window, step=None):
     """The descriptor of an export of ``window`` (a :class:`latscope.capture.files.interop.Window`):
     ``tick_hz`` (exact, as ``"num/den"`` text when not whole), ``channels`` (output index ->
     role), ``markers`` (role -> meaning, only the exported marker channels), ``label``,
-    ``source_file`` and ``provenance`` (:mod:`latscope.capture.files.provenance`, with ``step``, e.g.
-    ``"export vcd"``, as its last step when given)."""
+    ``source_file`` and ``provenance`` (:mod:`latscope.capture.files.provenance`, with ``step``,
+    e.g. ``"export vcd"``, as its last step when given)."""
     metadata = window.capture.metadata or {}
     prov = provenance(metadata)
     tick = window.tick_hz

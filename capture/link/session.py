@@ -1,12 +1,13 @@
 """Instrument session: commands with sequence numbers and retries, capture config, capture loop.
 
-:class:`Instrument` talks to the instrument over any :class:`~latscope.capture.link.transport.Transport`.
-Replies and events share one byte stream: everything decoded while waiting for a reply (events,
-losses, heartbeats) is kept and handed to the capture loop, never dropped.
+:class:`Instrument` talks to the instrument over any
+:class:`~latscope.capture.link.transport.Transport`. Replies and events share one byte stream:
+everything decoded while waiting for a reply (events, losses, heartbeats) is kept and handed to the
+capture loop, never dropped.
 
-:func:`run_capture` records into a :class:`~latscope.capture.files.capfile.CaptureWriter` until a limit,
-a stop request (Ctrl-C, SIGTERM) or a lost link, and always finalises the file with a ``NOTE``
-chunk saying why it stopped.
+:func:`run_capture` records into a :class:`~latscope.capture.files.capfile.CaptureWriter` until a
+limit, a stop request (Ctrl-C, SIGTERM) or a lost link, and always finalises the file with a
+``NOTE`` chunk saying why it stopped.
 """
 
 import dataclasses

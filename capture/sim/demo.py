@@ -6,10 +6,11 @@ simulation (:class:`~latscope.capture.sim.simbench.VerilatorEngine`: ``LatscopeC
 Verilator, idle time skipped by the core's fast-forward port), the bytes are served on a
 pseudo-terminal and captured through the same session code as a board on a serial port
 (:mod:`latscope.capture.link.session`). Captures run two at a time (one per core). Every capture is
-compared with the simulation's ground truth (:func:`~latscope.capture.sim.simbench.compare_to_truth`:
-no missing, extra or mis-timed event), and any mismatch fails the command. Then the captures are
-analysed with :mod:`latscope.analysis`, a comparison table is printed next to the paper's Table I,
-and the report is written when the analysis package provides one.
+compared with the simulation's ground truth
+(:func:`~latscope.capture.sim.simbench.compare_to_truth`: no missing, extra or mis-timed event), and
+any mismatch fails the command. Then the captures are analysed with :mod:`latscope.analysis`, a
+comparison table is printed next to the paper's Table I, and the report is written when the analysis
+package provides one.
 
 ``--engine auto`` (the default) runs every packet through the real gateware when Verilator and a
 C++ compiler are present (the first run compiles the simulated instrument once and says so), and

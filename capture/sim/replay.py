@@ -6,9 +6,10 @@ capture channels) and, for frame capture, the MII/RMII clocks and data. :func:`r
 them through :class:`~latscope.gateware.top.LatscopeCore` compiled with Verilator
 (:mod:`latscope.gateware.verilator`; the capture front end and, with ``frames``, the sniffers of
 :mod:`latscope.gateware.frames`) and records what the instrument sends through the normal host
-path (:class:`PinReplayTransport` -> :mod:`latscope.capture.link.session` -> ``.lsc``), so ``latscope
-analyze/info/verify/export`` read the result like a board's capture. It is how a user checks
-their wiring from a logic-analyzer recording, and how tests feed stimulus from independent models.
+path (:class:`PinReplayTransport` -> :mod:`latscope.capture.link.session` -> ``.lsc``), so
+``latscope analyze/info/verify/export`` read the result like a board's capture. It is how a user
+checks their wiring from a logic-analyzer recording, and how tests feed stimulus from independent
+models.
 
 How recording times become the instrument's (``docs/replay-pins.md`` says the same for users):
 
@@ -443,10 +444,10 @@ def _arm_in(data):
 
 
 class PinReplayTransport:
-    """A :class:`~latscope.capture.link.transport.Transport` to the real gateware in Verilator playing
-    a recording: the host's commands go to the core's UART input (each followed by enough cycles
-    for the reply); the stimulus starts when the host arms the instrument. :attr:`finished` is
-    true once the whole stimulus was played and the output went quiet."""
+    """A :class:`~latscope.capture.link.transport.Transport` to the real gateware in Verilator
+    playing a recording: the host's commands go to the core's UART input (each followed by enough
+    cycles for the reply); the stimulus starts when the host arms the instrument. :attr:`finished`
+    is true once the whole stimulus was played and the output went quiet."""
 
     #: Capture cycles run after a host command so that the gateware answers it.
     COMMAND_CYCLES = 4096

@@ -4,9 +4,9 @@
 # (MII: preamble, SFD, low nibble first, 25 MHz at 100 Mb/s); RMII Specification rev. 1.2 §5.3
 # (50 MHz REF_CLK, dibits, CRS_DV at the end of a frame); RFC 791/768 (IPv4, UDP).
 
-Part of :mod:`latscope.capture.sim.simbench`. :func:`udp_frame` builds a frame (destination MAC through
-FCS) whose UDP payload follows ``latscope traffic``'s layout (``protocol.TRAFFIC_*``, built by
-:func:`latscope.capture.traffic.encode_payload`), so the sniffers find its sequence number where
+Part of :mod:`latscope.capture.sim.simbench`. :func:`udp_frame` builds a frame (destination MAC
+through FCS) whose UDP payload follows ``latscope traffic``'s layout (``protocol.TRAFFIC_*``, built
+by :func:`latscope.capture.traffic.encode_payload`), so the sniffers find its sequence number where
 they look by default. :func:`background_frames` draws background traffic at a given share of the
 line rate with mixed sizes; :func:`serialize` puts frames on one direction's wire in order, never
 closer than the interframe gap; :func:`mii_cycles` and :func:`rmii_cycles` give the pins cycle by
