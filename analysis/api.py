@@ -427,8 +427,8 @@ class _FrameEdges:
     the markers' identity codes where the firmware sends them (``docs/marker-identity.md``)."""
 
     def __init__(self, info, marker_meanings):
-        from latscope.capture.files.frames import (
-            DIRECTION_ROLES,  # why: amaranth, frame captures only
+        from latscope.capture.files.frames import (  # why: amaranth, frame captures only
+            DIRECTION_ROLES,
         )
         dv_roles = {role for roles in DIRECTION_ROLES.values() for role in roles}
         self.dv = [ch for ch, role in (info.channel_names or {}).items() if role in dv_roles]
@@ -503,8 +503,10 @@ def _add_frame_analysis(info, edges, result, confidence):
     add each class's stages to ``result.stats`` as ``<stage>[<class>]``, so analyze, compare,
     report and the API show them like any measurement. ``edges``: the :class:`_FrameEdges`
     gathered in the analysis pass."""
-    # why: capture.frames imports amaranth (the record layouts); only frame captures need it
-    from latscope.capture.files.frames import direction_channels, place_frames
+    from latscope.capture.files.frames import (  # why: amaranth, frame captures only
+        direction_channels,
+        place_frames,
+    )
     records = info.frames
     time, channel, rising = edges.dv_edges()
     channels = direction_channels(info.channel_names or {}, channel, rising)

@@ -212,8 +212,11 @@ class Capture:
 
     def _parse_frames(self, chunk):
         """Map a FRMS or FCNT chunk; False (with a problem noted) if its size is inconsistent."""
-        # amaranth (the layouts the dtypes come from): only frame captures need it
-        from latscope.gateware.codec import COUNTER_DTYPE, FRAME_DTYPE, HEADER_MAX
+        from latscope.gateware.codec import (  # why: amaranth (record layouts), frame captures only
+            COUNTER_DTYPE,
+            FRAME_DTYPE,
+            HEADER_MAX,
+        )
         if chunk.type == b"FCNT":
             if chunk.length % COUNTER_DTYPE.itemsize:
                 self.problems.append(f"FCNT chunk at {chunk.offset} has a partial record")
@@ -244,9 +247,10 @@ class Capture:
         in stream order, as :class:`~latscope.capture.events.FrameRecords`. The records are
         ``capture.frames.HOST_FRAME_DTYPE``: ``FRAME_DTYPE`` with each direction's 32-bit
         ``frame_index`` unwrapped to 64 bits (``capture.frames.unwrap_frame_index``)."""
-        # amaranth (the layouts the dtypes come from): only frame captures need it
-        from latscope.capture.files.frames import unwrap_frame_index
-        from latscope.gateware.codec import HEADER_MAX, empty_frames
+        from latscope.capture.files.frames import (  # why: amaranth, frame captures only
+            unwrap_frame_index,
+        )
+        from latscope.gateware.codec import HEADER_MAX, empty_frames  # why: amaranth, frames only
         if not self._frms:
             records, headers = empty_frames()
             return FrameRecords(unwrap_frame_index(records), headers)
@@ -260,7 +264,7 @@ class Capture:
 
     def frame_counters(self):
         """Every COUNTERS record (``gateware.codec.COUNTER_DTYPE``), in stream order."""
-        from latscope.gateware.codec import empty_counters  # amaranth: frame captures only
+        from latscope.gateware.codec import empty_counters  # why: amaranth, frames only
         return np.concatenate(self._fcnt) if self._fcnt else empty_counters()
 
     def _json(self, payload, kind):

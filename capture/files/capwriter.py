@@ -294,7 +294,7 @@ class CaptureWriter:
     def append_frames(self, records, headers=None):
         """Store FRAME records (a ``gateware.codec.FRAME_DTYPE`` array) and their kept header
         bytes (an ``(n, k)`` uint8 array, zero past each record's ``header_len``)."""
-        from latscope.gateware.codec import FRAME_DTYPE  # amaranth: only frame captures need it
+        from latscope.gateware.codec import FRAME_DTYPE  # why: amaranth, frame captures only
         self._check_open()
         records = np.ascontiguousarray(records, FRAME_DTYPE)
         if not len(records):
@@ -309,7 +309,7 @@ class CaptureWriter:
 
     def append_frame_counters(self, counters):
         """Store COUNTERS records (a ``gateware.codec.COUNTER_DTYPE`` array)."""
-        from latscope.gateware.codec import COUNTER_DTYPE  # amaranth: only frame captures
+        from latscope.gateware.codec import COUNTER_DTYPE  # why: amaranth, frame captures only
         self._check_open()
         counters = np.ascontiguousarray(counters, COUNTER_DTYPE)
         if len(counters):

@@ -100,7 +100,9 @@ def verify(path):
                 if np.any(np.diff(index) <= 0):
                     warnings.append(f"{'RX' if d == 0 else 'TX'} frame indices go backwards "
                                     f"(a timestamp reset, or records out of order)")
-            from latscope.capture.files.frames import capture_placement
+            from latscope.capture.files.frames import (  # why: amaranth, frame captures only
+                capture_placement,
+            )
             note = capture_placement(cap).summary()
             if note:
                 warnings.append(note)
