@@ -20,10 +20,12 @@ import numpy as np
 
 from latscope import LatscopeError, __version__
 from latscope.capture.files.capfile import CaptureWriteError
+from latscope.capture.link.rules import rules_from_dict
 from latscope.capture.link.stream import StreamDecoder
 from latscope.capture.link.transport import TransportClosed
 from latscope.gateware import protocol
 from latscope.gateware.codec import encode_command, parse_identify
+from latscope.userio import read_toml
 
 __all__ = [
     "Instrument", "CaptureConfig", "load_config", "Limits", "CaptureOutcome", "run_capture",
@@ -298,7 +300,6 @@ class CaptureConfig:
 
 def load_config(path):
     """Read a capture config TOML file into a :class:`CaptureConfig` (errors name the key)."""
-    from latscope.userio import read_toml
     raw = read_toml(path, "config")
     return config_from_dict(raw, where=os.fspath(path))
 
@@ -338,7 +339,6 @@ def config_from_dict(raw, where="config"):
     if dut:
         config.extra["dut"] = dut
     if "frames" in raw:
-        from latscope.capture.link.rules import rules_from_dict
         config.frames = rules_from_dict(raw.pop("frames"), where)
     traffic = dict(raw.pop("traffic", {}))
     config.scenario = str(traffic.pop("scenario", ""))
