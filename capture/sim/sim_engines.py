@@ -9,6 +9,19 @@ import numpy as np
 
 from latscope import LatscopeError
 from latscope.capture.sim.sim_profile import CHANNEL_ROLES
+from latscope.gateware import model_capture, model_stream, protocol, verilator
+from latscope.gateware.classify import CONFIG_ARG_BYTES
+from latscope.gateware.model_sniffer import FLAG_FIELDS, FRAME_FIELDS, classify, parse_frame
+from latscope.gateware.model_stream import to_bytes
+from latscope.gateware.protocol import (
+    TRAFFIC_SEQ_OFFSET,
+    ClassRule,
+    CounterRecord,
+    FrameRecord,
+    FrameType,
+    Opcode,
+    Status,
+)
 
 # --- Engines: the instrument that sees the stimulus -----------------------------------------------
 
@@ -30,7 +43,6 @@ class _HostCommands:
     def __init__(self):
         import zlib
 
-        from latscope.gateware import protocol
         self._crc = zlib.crc32
         self._sync = protocol.SYNC
         self._buffer = bytearray()
@@ -109,19 +121,18 @@ class ModelEngine(_Engine):
 
     def __init__(self, run):
         super().__init__(run)
-        from latscope.gateware import model_stream as ms
-        self._ms = ms
+        self._ms = model_stream
         timing = run.timing
         self.lanes, self.channels = timing.lanes, CORE_PARAMS["channels"]
         self.hb = CORE_PARAMS["heartbeat_shift"]
-        identify = ms.identify_data(
+        identify = model_stream.identify_data(
             lanes=timing.lanes, capture_hz=int(timing.capture_hz), board="sim",
             channel_names=CHANNEL_ROLES, **CORE_PARAMS)
-        self.link = ms.LinkModel(channels=self.channels, lanes=self.lanes,
-                                 counter_width=CORE_PARAMS["counter_width"])
-        self.commands = ms.CommandModel(channels=self.channels,
-                                        max_glitch=CORE_PARAMS["max_glitch"], identify=identify,
-                                        lanes=self.lanes)
+        self.link = model_stream.LinkModel(channels=self.channels, lanes=self.lanes,
+                                           counter_width=CORE_PARAMS["counter_width"])
+        self.commands = model_stream.CommandModel(channels=self.channels,
+                                                  max_glitch=CORE_PARAMS["max_glitch"],
+                                                  identify=identify, lanes=self.lanes)
         self.parser = _HostCommands()
         #: FRAME/COUNTERS records when the run has a wire (a frame-capture build), else None
         self.frames = _FrameRecords(run, timing.lanes) if getattr(run, "wire", None) else None
@@ -131,7 +142,6 @@ class ModelEngine(_Engine):
         self._last_wall = None
 
     def host_bytes(self, data):
-        from latscope.gateware.protocol import Opcode, Status
         for seq, payload in self.parser.feed(data):
             if seq is None:
                 self.link.reply(0, 0, Status.BAD_FRAME)
@@ -161,20 +171,20 @@ class ModelEngine(_Engine):
 
     def _stimulus_entries(self, start_cycle, chunk=4096):
         """Lists of entries for the stimulus played from ``start_cycle`` on (ticks included)."""
-        from latscope.gateware import model_capture as mc
         cfg = self.commands.config
         stim = self.run.stimulus
-        shifted = mc.Stimulus(stim.ticks + start_cycle * self.lanes, stim.values)
+        shifted = model_capture.Stimulus(stim.ticks + start_cycle * self.lanes, stim.values)
         end = int(shifted.ticks[-1]) // self.lanes + 2 if len(stim.ticks) else start_cycle + 2
-        latency = mc.pipeline(self.lanes, CORE_PARAMS["max_glitch"]).latency
-        entries = mc.capture_entries_fast(
-            shifted, mc.Config(armed=True, rise_en=cfg["rise_en"], fall_en=cfg["fall_en"],
-                               glitch=tuple(cfg["glitch"])),
+        latency = model_capture.pipeline(self.lanes, CORE_PARAMS["max_glitch"]).latency
+        entries = model_capture.capture_entries_fast(
+            shifted, model_capture.Config(armed=True, rise_en=cfg["rise_en"],
+                                          fall_en=cfg["fall_en"], glitch=tuple(cfg["glitch"])),
             channels=self.channels, lanes=self.lanes, counter_width=CORE_PARAMS["counter_width"],
             max_glitch=CORE_PARAMS["max_glitch"], heartbeat_shift=self.hb,
             n_cycles=end + latency + 1)
         # Ticks up to now were already sent while idle.
-        entries = entries[(entries["kind"] != mc.TICK) | (entries["cycle"] > self.cycle)]
+        entries = entries[(entries["kind"] != model_capture.TICK)
+                          | (entries["cycle"] > self.cycle)]
         Entry = self._ms.Entry
         for i in range(0, len(entries), chunk):
             part = entries[i:i + chunk]
@@ -257,7 +267,6 @@ class VerilatorEngine(_Engine):
         super().__init__(run)
         import threading
 
-        from latscope.gateware import verilator
         if link not in ("fast", "uart"):
             raise LatscopeError(f"link must be 'fast' or 'uart', not {link!r}")
         if binary is not None:
@@ -290,7 +299,6 @@ class VerilatorEngine(_Engine):
         return {**super().metadata(), "link": self.link}
 
     def host_bytes(self, data):
-        from latscope.gateware.protocol import Opcode
         arm = any(seq is not None and payload[:2] == bytes([Opcode.ARM, 1])
                   for seq, payload in self.parser.feed(data))
         with self._lock:
@@ -428,7 +436,7 @@ class AmaranthEngine(_Engine):
         from amaranth.hdl import DomainRenamer, Module
         from amaranth.sim import Simulator
 
-        from latscope.gateware.top import LatscopeCore
+        from latscope.gateware.top import LatscopeCore  # why: amaranth simulator, this engine only
         timing = run.timing
         params = dict(CORE_PARAMS, heartbeat_shift=self.HEARTBEAT_SHIFT)
         self.core = LatscopeCore(async_fifo=False, fast_forward=True, board="sim",
@@ -460,7 +468,6 @@ class AmaranthEngine(_Engine):
         import collections
         import time as _t
 
-        from latscope.gateware.protocol import Opcode
         core = self.core
         cycles, words = self._schedule
         parser = _HostCommands()
@@ -596,7 +603,6 @@ class _FrameRecords:
     RULES, CLASSES = 4, 4
 
     def __init__(self, run, lanes):
-        from latscope.gateware.protocol import TRAFFIC_SEQ_OFFSET
         self.run, self.lanes = run, lanes
         self.rules = {0: {}, 1: {}}
         self.record_mask = {0: 0xFF, 1: 0xFF}
@@ -613,8 +619,6 @@ class _FrameRecords:
         """Apply one of opcodes 0x10..0x13; returns the reply status."""
         from amaranth.lib import data
 
-        from latscope.gateware.classify import CONFIG_ARG_BYTES
-        from latscope.gateware.protocol import ClassRule, Opcode, Status
         opcode, args = payload[0], bytes(payload[1:])
         if len(args) != CONFIG_ARG_BYTES[Opcode(opcode)]:
             return Status.BAD_LENGTH
@@ -637,7 +641,6 @@ class _FrameRecords:
 
     def start(self, tick_offset):
         """The stimulus starts at instrument tick ``tick_offset``: number and class the frames."""
-        from latscope.gateware.model_sniffer import classify, parse_frame
         self.offset = tick_offset
         tick_ns = self.run.timing.tick_ns
         events = []
@@ -659,8 +662,6 @@ class _FrameRecords:
         self._seen = [0, 0]
 
     def _counter_payloads(self):
-        from latscope.gateware.model_stream import to_bytes
-        from latscope.gateware.protocol import CounterRecord
         out = []
         for d in (0, 1):
             for c in range(self.CLASSES):
@@ -673,9 +674,6 @@ class _FrameRecords:
 
     def until(self, cycle, *, final=False):
         """``(frame_type, payload)`` of the records due by capture cycle ``cycle``."""
-        from latscope.gateware.model_sniffer import FLAG_FIELDS, FRAME_FIELDS
-        from latscope.gateware.model_stream import to_bytes
-        from latscope.gateware.protocol import FrameRecord, FrameType
         out = []
         if self._events is None:
             return out
