@@ -26,7 +26,12 @@ import sys
 import time
 
 from latscope import LatscopeError
+from latscope.capture.files import capfile
+from latscope.capture.link import session
+from latscope.capture.link.transport import SerialTransport
 from latscope.capture.sim import simbench
+from latscope.capture.sim.ptyserve import PtyServer
+from latscope.gateware import verilator
 
 __all__ = ["capture_profile", "choose_engine", "run_demo"]
 
@@ -46,10 +51,6 @@ def capture_profile(profile, packets, out_dir, *, seed=0, engine="auto", rate=No
     ``expected``, ``packets``, ``engine``, ``seconds``, ``reason``, ``bytes``, ``lost``,
     ``check`` (:func:`simbench.compare_to_truth`).
     """
-    from latscope.capture.files import capfile
-    from latscope.capture.link import session
-    from latscope.capture.link.transport import SerialTransport
-    from latscope.capture.sim.ptyserve import PtyServer
     started = time.monotonic()
     run = simbench.simulate(profile, packets, seed=seed)
     os.makedirs(out_dir, exist_ok=True)
@@ -105,7 +106,6 @@ def _verilator_binary():
     they all run this binary. Returns ``(path, None)``, or ``(None, reason)`` when it cannot be
     built."""
     try:
-        from latscope.gateware import verilator
         timing = simbench.InstrumentTiming()
         instrument = verilator.VerilatorInstrument(
             capture_hz=int(timing.capture_hz), lanes=timing.lanes,

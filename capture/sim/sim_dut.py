@@ -13,6 +13,7 @@ import numpy as np
 from scipy import special
 
 from latscope import LatscopeError
+from latscope.capture.files import capfile
 from latscope.capture.files.outputs import replacing
 from latscope.capture.sim.sim_profile import (
     BYTE_NS,
@@ -154,7 +155,6 @@ class SimRun:
 
     def save_truth(self, capture_path, **extra_meta):
         """Write the ground truth beside a capture (``capfile.truth_path``), atomically."""
-        from latscope.capture.files import capfile
         self.meta.update(extra_meta)
         target = capfile.truth_path(capture_path)
         # complete or not at all: a full disk leaves no partial side file behind
