@@ -26,6 +26,7 @@ from latscope.capture.sim.sim_profile import (
     _body_params,
     load_profile,
 )
+from latscope.gateware.model_capture import Stimulus
 
 
 @dataclasses.dataclass(frozen=True)
@@ -109,17 +110,6 @@ class InstrumentTiming:
 #: The 3.125 ns build (``ecpix5-x1``: 160 MHz, IDDRX1F, 2 lanes); the committed bench fixtures
 #: were made with it.
 X1_TIMING = InstrumentTiming(capture_hz=160e6, lanes=2)
-
-
-try:   # the gateware's own stimulus type, when its reference model is present
-    from latscope.gateware.model_capture import Stimulus
-except ImportError:   # pragma: no cover - only before the gateware model exists
-    @dataclasses.dataclass
-    class Stimulus:
-        """Pin activity: ``values[i]`` (bit ch = level of channel ch) holds from ``ticks[i]`` on
-        (all zero before ``ticks[0]``); ticks strictly increase. Tick = cycle * lanes + lane."""
-        ticks: np.ndarray
-        values: np.ndarray
 
 
 @dataclasses.dataclass
