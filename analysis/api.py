@@ -1,9 +1,9 @@
 """Python API for notebooks and scripts: load a capture, get DataFrames of packets and results.
 
 This is the thin shell around the array core (:mod:`latscope.analysis.engine`): it opens any
-capture file through the one reader (:func:`latscope.capture.files.open.open_events`: ``.lsc``, ``.sr``
-with a ``--map``-style channel map, ``.vcd``, ``.csv``) and feeds its events chunk by chunk, in
-one pass, to an :class:`~latscope.analysis.engine.Analyzer`.
+capture file through the one reader (:func:`latscope.capture.files.open.open_events`: ``.lsc``,
+``.sr`` with a ``--map``-style channel map, ``.vcd``, ``.csv``) and feeds its events chunk by chunk,
+in one pass, to an :class:`~latscope.analysis.engine.Analyzer`.
 
 Examples
 --------
@@ -76,10 +76,11 @@ class Analysis:
 
     @property
     def integrity(self):
-        """The input file's integrity facts (:func:`latscope.capture.files.capfile.damage_summary`:
-        ``damaged``, ``finalised``, ``truncated``, ``regions``, ``skipped_bytes``, ``problems``,
-        ``text``), or ``None`` for inputs that are not capture files. Show :func:`integrity_note`
-        next to every figure made from a capture whose note is not empty."""
+        """The input file's integrity facts
+        (:func:`latscope.capture.files.integrity.damage_summary`: ``damaged``, ``finalised``,
+        ``truncated``, ``regions``, ``skipped_bytes``, ``problems``, ``text``), or ``None`` for
+        inputs that are not capture files. Show :func:`integrity_note` next to every figure made
+        from a capture whose note is not empty."""
         return self.result.metadata.get("integrity")
 
     def summary(self, stages=False):
@@ -426,8 +427,8 @@ class _FrameEdges:
     the markers' identity codes where the firmware sends them (``docs/marker-identity.md``)."""
 
     def __init__(self, info, marker_meanings):
-        from latscope.capture.files.frames import (
-            DIRECTION_ROLES,  # why: amaranth, frame captures only
+        from latscope.capture.files.frames import (  # why: amaranth, frame captures only
+            DIRECTION_ROLES,
         )
         dv_roles = {role for roles in DIRECTION_ROLES.values() for role in roles}
         self.dv = [ch for ch, role in (info.channel_names or {}).items() if role in dv_roles]
@@ -502,8 +503,10 @@ def _add_frame_analysis(info, edges, result, confidence):
     add each class's stages to ``result.stats`` as ``<stage>[<class>]``, so analyze, compare,
     report and the API show them like any measurement. ``edges``: the :class:`_FrameEdges`
     gathered in the analysis pass."""
-    # why: capture.frames imports amaranth (the record layouts); only frame captures need it
-    from latscope.capture.files.frames import direction_channels, place_frames
+    from latscope.capture.files.frames import (  # why: amaranth, frame captures only
+        direction_channels,
+        place_frames,
+    )
     records = info.frames
     time, channel, rising = edges.dv_edges()
     channels = direction_channels(info.channel_names or {}, channel, rising)

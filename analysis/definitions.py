@@ -18,6 +18,7 @@ import re
 import tomllib
 
 from latscope import LatscopeError
+from latscope.userio import read_toml
 
 __all__ = [
     "CHANNEL_ROLES", "DEFAULT_MARKERS", "MARKER_ALIASES", "Endpoint", "Measurement", "Stage",
@@ -214,7 +215,6 @@ def parse_definitions(tables):
 
 def load_definitions(path):
     """Read definitions from a TOML file."""
-    from latscope.userio import read_toml
     return parse_definitions(read_toml(path, "definitions"))
 
 

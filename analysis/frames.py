@@ -192,8 +192,7 @@ def analyze_frames(records, start, end, *, tick_hz, markers=None, counters=None,
     if reply_class not in REPLY_CLASSES:
         raise ValueError(f"Reply class must be one of {', '.join(REPLY_CLASSES)}, "
                          f"not {reply_class!r}")
-    # the flag bits come from the gateware layouts (amaranth): only frame captures import them
-    from latscope.gateware.codec import FLAGS
+    from latscope.gateware.codec import FLAGS  # why: amaranth (record layouts), frame captures only
     start = np.asarray(start, np.int64)
     end = np.asarray(end, np.int64)
     placed = (start >= 0) & (end >= 0)

@@ -208,8 +208,8 @@ def read_hlog(path):
 def write_hlog_for(analysis, path, *, force=False):
     """Write every measurement's histogram of an :class:`api.Analysis` (made with
     ``ns_histograms=True``) to an ``.hlog`` file, under the output policy
-    (:mod:`latscope.capture.files.outputs`): never the analysed capture itself, an existing file only
-    with ``force``."""
+    (:mod:`latscope.capture.files.outputs`): never the analysed capture itself, an existing file
+    only with ``force``."""
     r = analysis.result
     if any(s.n and s.ns_histogram is None for s in r.stats.values()):
         raise LatscopeError("the analysis kept no histograms in ns; analyse with "

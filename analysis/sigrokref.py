@@ -3,8 +3,8 @@ with sigrok-cli's stock ``jitter`` decoder, to check latscope packet for packet 
 
 # Ref: libsigrokdecode 0.5.3 ``decoders/jitter/pd.py``; session format in /work/shared/FIELD.md §6.
 
-This is a shell around :mod:`latscope.capture.files.sigrok_write` (the ``.sr`` writer) and the external
-``sigrok-cli`` program; the analysis core does not use it.
+This is a shell around :mod:`latscope.capture.files.sigrok_write` (the ``.sr`` writer) and the
+external ``sigrok-cli`` program; the analysis core does not use it.
 """
 
 import re
@@ -126,8 +126,8 @@ def edges_from_samples(blocks, bits, channels=None):
     """Edges of the probes ``bits`` in consecutive sample blocks.
 
     The same edges as :meth:`latscope.capture.files.sigrok.SrReader.iter_edges`, from the same code
-    (:func:`latscope.capture.files.sigrok.edges_of_blocks`); the first sample sets the initial levels
-    and is not an edge.
+    (:func:`latscope.capture.files.sigrok.edges_of_blocks`); the first sample sets the initial
+    levels and is not an edge.
 
     Parameters
     ----------

@@ -41,6 +41,7 @@ from latscope.capture.sim.ptyserve import PtyServer
 from latscope.capture.sim.selftest_bench import SelftestBenchEngine
 from latscope.gateware import lane_order, protocol
 from latscope.gateware.model_stream import GATEWARE_VERSION  # what IDENTIFY should report
+from latscope.gateware.verilator import _SAMPLES_DTYPE
 
 __all__ = ["Step", "Verdict", "judge_identity", "judge_channels", "judge_loopback", "judge_soak",
            "run_doctor", "DoctorBenchEngine", "open_doctor_bench", "doctor",
@@ -337,8 +338,8 @@ def run_doctor(instrument, *, loopback=(), soak_s=DEFAULT_SOAK_S, engine=None, e
 # --- the simulated instrument with a loop-back cable and faults ----------------------------------
 
 class DoctorBenchEngine:
-    """The self-test bench (:class:`~latscope.capture.sim.selftest_bench.SelftestBenchEngine`: the real
-    gateware in Verilator) with a simulated loop-back cable and injectable faults.
+    """The self-test bench (:class:`~latscope.capture.sim.selftest_bench.SelftestBenchEngine`: the
+    real gateware in Verilator) with a simulated loop-back cable and injectable faults.
 
     The cable: while :meth:`loopback` is on, the wired channels' input pins carry the pattern
     ``high``/``low`` ticks (the harness does not connect the core's self-test output, so the
@@ -432,7 +433,6 @@ class DoctorBenchEngine:
 
 def _swap_lanes(data, channels, lanes=2):
     """SAMPLES commands with the lanes of every word in reverse order (two lanes: exchanged)."""
-    from latscope.gateware.verilator import _SAMPLES_DTYPE
     rec = np.frombuffer(data, dtype=_SAMPLES_DTYPE).copy()
     word = rec["word"]
     mask = (1 << channels) - 1

@@ -98,8 +98,7 @@ class FrameRecords(NamedTuple):
 
 def _no_records(name):
     """An empty array of the record column ``name`` of :class:`DecodeResult`."""
-    # the codec imports the layouts (amaranth, ~0.3 s): readers of files never need it
-    from latscope.gateware import codec
+    from latscope.gateware import codec  # why: amaranth (layouts); file readers never need it
     if name == "heartbeats":
         return np.empty(0, codec.HEARTBEAT_DTYPE)
     if name == "frame_counters":

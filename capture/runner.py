@@ -257,8 +257,8 @@ def run_experiment(exp, out_dir, *, capture=record, quiet=True):
     capture : callable
         :func:`latscope.capture.record.record` or a stand-in with its parameters (``source``,
         ``output``, ``config``, ``limits``, ``overwrite``, ``progress``), returning a
-        :class:`~latscope.capture.link.session.CaptureOutcome`. On hardware it runs in a thread while
-        the traffic is sent.
+        :class:`~latscope.capture.link.session.CaptureOutcome`. On hardware it runs in a thread
+        while the traffic is sent.
     quiet : bool
         No progress line for the captures.
     """

@@ -11,8 +11,8 @@ the board's self-test output pin for a loop-back cable. This module runs it and 
 * :func:`analyse_loopback` (arrays in, :class:`LoopbackCheck` out): the pattern as it came back
   through a cable on one channel: pin-to-pin delay against the internal pattern, high and low
   durations, and the DDR lane-order verdict of :func:`latscope.gateware.lane_order.check_loopback`.
-* :func:`run_selftest` drives an :class:`~latscope.capture.link.session.Instrument`; :func:`selftest`
-  and :func:`calibrate` open the instrument (or the simulated one of
+* :func:`run_selftest` drives an :class:`~latscope.capture.link.session.Instrument`;
+  :func:`selftest` and :func:`calibrate` open the instrument (or the simulated one of
   :mod:`latscope.capture.sim.selftest_bench`), run it and judge the result.
 
 The user documentation is ``docs/selftest.md``.

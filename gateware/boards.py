@@ -29,8 +29,14 @@ from amaranth.lib import io, wiring
 from amaranth.lib.cdc import ResetSynchronizer
 
 from latscope import LatscopeError
+from latscope.gateware.eth.board import add_ethernet
+from latscope.gateware.eth.model import DEFAULT_NET
+from latscope.gateware.eth.simtop import max_frame_for
+from latscope.gateware.gearing import GearedInput, GearedOutput, GearingStart, edge_clocks
 from latscope.gateware.pll import EhxplllPlan, ehxplll
 from latscope.gateware.protocol import EthSpeed
+from latscope.gateware.top import LatscopeCore
+from latscope.gateware.uart import UART
 
 __all__ = ["CHANNEL_ROLES", "ECP5_LISTEN_ATTRS", "ICE40_LISTEN_ATTRS", "Board", "BOARDS",
            "get_board", "make_platform", "BoardTop"]
@@ -384,9 +390,7 @@ class BoardTop(Elaboratable):
         if self.sniffer is not None:
             frame_pins(board, self.sniffer)
         if core is None:
-            from latscope.gateware.top import LatscopeCore
             if board.ethernet:
-                from latscope.gateware.eth.model import DEFAULT_NET
                 core_overrides.setdefault("net", DEFAULT_NET)
             core = LatscopeCore(**board.core_params(**core_overrides))
         expected = board.lanes * len(CHANNEL_ROLES)
@@ -397,7 +401,6 @@ class BoardTop(Elaboratable):
 
     def _clocks_ecp5_x2(self, m, platform):
         """Two PLLs (link clock; edge clock), ECLKSYNCB + CLKDIVF, the start-up sequence."""
-        from latscope.gateware.gearing import GearingStart, edge_clocks
         board = self.board
         clk_port = platform.request(platform.default_clk, dir="-")
         m.submodules.clk_buf = clk_buf = io.Buffer("i", clk_port)
@@ -496,7 +499,6 @@ class BoardTop(Elaboratable):
 
         if board.gearing == "x2":
             # Channels through IDDRX2F: lane j is Q<j>, Q0 the earliest (docs/lane-order.md).
-            from latscope.gateware.gearing import GearedInput, GearedOutput
             ch_port = platform.request("latscope_ch", 0, dir="-")
             m.submodules.ch_x2 = ch_x2 = GearedInput(ch_port, eclk=eclk, sclk=sclk,
                                                      reset=gear_reset)
@@ -527,7 +529,6 @@ class BoardTop(Elaboratable):
         board = self.board
         # UART on the board's USB-serial bridge (link domain "sync"). The TX pin is registered in
         # the I/O cell; the receiver synchronises its input itself.
-        from latscope.gateware.uart import UART
         uart_port = platform.request("uart", 0, dir={"tx": "-", "rx": "-"})
         m.submodules.uart_tx_buf = tx_buf = io.FFBuffer("o", uart_port.tx, o_domain="sync")
         m.submodules.uart_rx_buf = rx_buf = io.Buffer("i", uart_port.rx)
@@ -537,8 +538,6 @@ class BoardTop(Elaboratable):
         m.d.comb += [tx_buf.o.eq(uart.tx), uart.rx.eq(rx_buf.i)]
         tx_src, rx_dst = core.tx, core.rx
         if board.ethernet and "net" in core.signature.members:   # a core with SET_NET
-            from latscope.gateware.eth.board import add_ethernet
-            from latscope.gateware.eth.simtop import max_frame_for
             tx_src, rx_dst = add_ethernet(m, platform, board, core, clk_in=self._clk_in,
                                           arst=self._arst, max_frame=max_frame_for(core))
         wiring.connect(m, tx_src, uart.tx_data)

@@ -20,6 +20,9 @@ from pathlib import Path
 
 from latscope import LatscopeError
 from latscope.gateware.boards import BoardTop, get_board, make_platform
+from latscope.gateware.crossings import check_crossings, format_crossings
+from latscope.gateware.skew import channel_paths, pin_to_sample_skew_ps
+from latscope.gateware.sniffer import MAX_HEADER_BYTES
 from latscope.gateware.verilator import _Env, yowasp_env
 
 __all__ = ["build_bitstream", "synthesis_conflicts", "parse_report", "default_build_dir",
@@ -264,7 +267,6 @@ def build_bitstream(board, out_dir=None, *, core=None, timing_allow_fail=False, 
     report_path = out_dir / "report.json"
     report = json.loads(report_path.read_text()) if report_path.exists() else {}
     summary = parse_report(report, board, log_text=tim_text)
-    from latscope.gateware.skew import channel_paths, pin_to_sample_skew_ps
     keys = {}
     if board.family == "ecp5":      # where the untimed pad path is tabulated (skew.py)
         keys = dict(speed=f"{platform.speed}_5G" if "UM5G" in platform.device
@@ -321,7 +323,6 @@ def synthesis_conflicts(log_text):
 
 def _check_crossings(report, netlist_path, board):
     """The build summary's ``crossings`` entry (see :mod:`latscope.gateware.crossings`)."""
-    from latscope.gateware.crossings import check_crossings
     netlist = json.loads(Path(netlist_path).read_text())
     check = check_crossings(report, netlist)
     result = check.as_dict()
@@ -348,7 +349,6 @@ def format_summary(summary):
         lines.append(f"frames      {fc['interface'].upper()} sniffers, {fc['header_bytes']} "
                      f"header bytes kept per FRAME record")
     if summary.get("crossings"):
-        from latscope.gateware.crossings import format_crossings
         lines += format_crossings(summary["crossings"])
     for key, r in summary["resources"].items():
         lines.append(f"resources   {key:<14} {r['used']:>6} / {r['available']}")
@@ -359,7 +359,6 @@ def format_summary(summary):
 def frame_build_options(frames, header_bytes):
     """``LatscopeCore`` overrides of ``--frames`` and ``--header-bytes`` (checked: one clear
     line for a bad value, before any synthesis)."""
-    from latscope.gateware.sniffer import MAX_HEADER_BYTES  # amaranth: only a frame build
     if header_bytes is not None and not frames:
         raise LatscopeError("--header-bytes needs --frames mii or --frames rmii (the header "
                             "bytes are kept by the frame sniffers)")

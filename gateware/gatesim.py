@@ -41,6 +41,7 @@ from latscope import LatscopeError
 from latscope.gateware.boards import get_board
 from latscope.gateware.codec import encode_command
 from latscope.gateware.protocol import Opcode
+from latscope.gateware.verilator import yowasp_env
 
 __all__ = ["UndecodedBitstream",
            "Timing", "board_timing", "session_stimulus", "uart_frames", "compare_uart",
@@ -229,8 +230,7 @@ def session_stimulus(board, *, seed=1, edges=600, burst_cycles=800, drain_cycles
     # Let the FIFO drain (the 12 Mbaud link sends ~1.2 bytes per microsecond; the burst leaves
     # a full FIFO and an overflow record) and the first heartbeat after RESET_TIME pass (it
     # closes the last, partly filled EVENTS frame), then STATUS and disarm.
-    from latscope.gateware.boards import get_board as _get
-    b = _get(board) if isinstance(board, str) else board
+    b = get_board(board) if isinstance(board, str) else board
     shift = b.core_params().get("heartbeat_shift", 20)
     t = max((cycle + drain_cycles) * cap, reset_ps + ((1 << shift) + drain_cycles) * cap)
     for seq, (op, args) in enumerate([(Opcode.STATUS, b""), (Opcode.ARM, b"\x00")],
@@ -438,7 +438,6 @@ class GateSim:
 def ice40_sources(build_dir, workdir, kind):
     """Write the Verilog of ``kind`` (``rtl``, ``netlist`` or ``bitstream``) of the iCE40 build in
     ``build_dir`` into ``workdir``; return (design file, top module name, clock net or None)."""
-    from latscope.gateware.verilator import yowasp_env
     build_dir, workdir = Path(build_dir).resolve(), Path(workdir).resolve()
     workdir.mkdir(parents=True, exist_ok=True)
     env = yowasp_env()

@@ -52,10 +52,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from latscope import LatscopeError
-from latscope.gateware import gatesim
-from latscope.gateware.boards import get_board
+from latscope.gateware import gatesim, lane_order, lane_order_x2
+from latscope.gateware.boards import BoardTop, get_board, make_platform
 from latscope.gateware.codec import encode_command
+from latscope.gateware.eth.model import NetConfig, parse_ipv4
+from latscope.gateware.lane_order import ECP5_MODELS
 from latscope.gateware.protocol import Opcode
+from latscope.gateware.verilator import _Env, _verilator_version, yowasp_env
 
 __all__ = ["OWN_MODELS", "CLKI_PS", "Timing", "board_timing", "session_stimulus",
            "cell_library", "synthesize", "design_sources", "testbench", "OUTPUTS",
@@ -324,7 +327,6 @@ endmodule
 def _own_x1_ddr_models():
     """``IDDRX1F`` and ``ODDRX1F`` from :data:`.lane_order.ECP5_MODELS` (our documentation models,
     checked against Lattice's there), with their header comment."""
-    from latscope.gateware.lane_order import ECP5_MODELS
     header = ECP5_MODELS.split("module ", 1)[0]
     bodies = [m.group(0) for m in re.finditer(r"^module (?:IDDRX1F|ODDRX1F)\b.*?^endmodule\n",
                                               ECP5_MODELS, re.M | re.S)]
@@ -438,7 +440,6 @@ def session_commands(board):
         (0x3F, b""),                                       # unknown opcode: a refusal
     ]
     if board.ethernet:
-        from latscope.gateware.eth.model import NetConfig, parse_ipv4
         # a different address from the default, so the crossing into the link domain moves
         net = NetConfig(mac=0x024C53000002, ip=parse_ipv4("192.168.1.51"), port=7439)
         commands.append((Opcode.SET_NET, net.to_bytes()))
@@ -532,8 +533,6 @@ def synthesize(board, workdir, *, log=None):
     ``rtl.v`` (processes lowered, no synthesis) and ``netlist.v`` (``synth_ecp5``,
     ``write_verilog -noattr``) beside it. Returns ``workdir``. The netlist is cached by the hash of
     the RTLIL and the Yosys version (synthesis takes minutes)."""
-    from latscope.gateware.boards import BoardTop, make_platform
-    from latscope.gateware.verilator import _Env, yowasp_env
     board = get_board(board) if isinstance(board, str) else board
     workdir = Path(workdir).resolve()
     workdir.mkdir(parents=True, exist_ok=True)
@@ -727,7 +726,6 @@ _VERILATOR_FLAGS = ("-Wno-ASSIGNIN",)
 
 def gatesim_build_flags():
     """What else goes into a cached simulator binary's key: the Verilator version and flags."""
-    from latscope.gateware.verilator import _verilator_version
     return _verilator_version() + " ".join(_VERILATOR_FLAGS)
 
 
@@ -737,18 +735,16 @@ def check_gearing_models(**kwargs):
     timing Lattice's models gave, ``docs/lane-order.md``)."""
     import tempfile
 
-    from latscope.gateware import lane_order as lo
-    from latscope.gateware import lane_order_x2 as x2
     with tempfile.TemporaryDirectory(prefix="latscope-x2-own-") as tmp:
         path = Path(tmp) / "own_gearing_models.v"
         path.write_text(GEARING_MODELS)
-        saved = os.environ.get(lo.VENDOR_MODELS_ENV)
-        os.environ[lo.VENDOR_MODELS_ENV] = str(path)
+        saved = os.environ.get(lane_order.VENDOR_MODELS_ENV)
+        os.environ[lane_order.VENDOR_MODELS_ENV] = str(path)
         try:
-            timing, _ = x2.establish(**kwargs)
+            timing, _ = lane_order_x2.establish(**kwargs)
         finally:
             if saved is None:
-                del os.environ[lo.VENDOR_MODELS_ENV]
+                del os.environ[lane_order.VENDOR_MODELS_ENV]
             else:
-                os.environ[lo.VENDOR_MODELS_ENV] = saved
+                os.environ[lane_order.VENDOR_MODELS_ENV] = saved
     return timing

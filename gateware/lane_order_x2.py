@@ -66,7 +66,12 @@ def probe_design():
     from amaranth.hdl import Elaboratable, Module
     from amaranth.lib import io
 
-    from latscope.gateware.gearing import LANES, GearedInput, GearedOutput, edge_clocks
+    from latscope.gateware.gearing import (  # why: amaranth, only to build the probe
+        LANES,
+        GearedInput,
+        GearedOutput,
+        edge_clocks,
+    )
 
     class X2Probe(Elaboratable):
         def elaborate(self, platform):

@@ -25,7 +25,8 @@ logic's outputs (``RXDATA0..3``, one per lane) to the first fabric flip-flop. Th
 capture clock's arrival at that I/O logic (nextpnr adds the clock route delay to a register's launch
 time), nextpnr's fixed 0.5 ns clock-to-out and the route; they are paths of the capture domain,
 checked against its period, and do not move a timestamp. What is outside the model (board traces,
-silicon differences between pads) the self-test calibration measures (``capture/link/calibration.py``).
+silicon differences between pads) the self-test calibration measures
+(``capture/link/calibration.py``).
 """
 
 import re

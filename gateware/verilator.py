@@ -483,7 +483,7 @@ class VerilatorInstrument:
         if component is not None and core_params:
             raise TypeError("Core parameters cannot be given together with a component")
         if component is None:
-            from latscope.gateware.top import LatscopeCore
+            from latscope.gateware.top import LatscopeCore  # why: amaranth, default core only
             params = dict(async_fifo=False, fast_forward=True, board="sim")
             params.update(core_params)
             component = LatscopeCore(**params)

@@ -1,6 +1,6 @@
 """One reader, one pass: :func:`latscope.analysis.api.analyze_file` opens each file once through
-:func:`latscope.capture.files.open.open_events`, reads its events in one pass without ever holding the
-whole capture, and the chunked results equal the whole-file results exactly (``==`` on every
+:func:`latscope.capture.files.open.open_events`, reads its events in one pass without ever holding
+the whole capture, and the chunked results equal the whole-file results exactly (``==`` on every
 figure, frame captures included)."""
 
 import json

@@ -11,7 +11,8 @@ simbench = pytest.importorskip("latscope.capture.sim.simbench")
 sigrok = pytest.importorskip("latscope.capture.files.sigrok")
 sigrok_import = pytest.importorskip("latscope.capture.files.sigrok_import")
 
-# gem profile: m0 rx.isr, m1 rx.copy, m2 rx.udp, m3 tx.xmit, m4 tx.send (capture/sim/profiles/gem.toml)
+# gem profile (capture/sim/profiles/gem.toml): m0 rx.isr, m1 rx.copy, m2 rx.udp, m3 tx.xmit,
+# m4 tx.send
 PROBES = {0: "rx_dv", 1: "tx_en", 3: "m_isr", 4: "m_copy", 5: "m_udp", 6: "m_xmit", 7: "m_send"}
 
 

@@ -1,8 +1,7 @@
 """Integrity of capture files: :func:`verify` (``latscope verify``) and :func:`damage_summary`
 (the facts ``analyze``, ``compare`` and ``report`` warn with). Reading, resynchronising after
 damage and the loss records of damaged regions live in :mod:`latscope.capture.files.capfile`; this
-module judges what the reader found. ``capfile.verify`` and ``capfile.damage_summary`` call
-these."""
+module judges what the reader found."""
 
 import numpy as np
 
@@ -101,7 +100,9 @@ def verify(path):
                 if np.any(np.diff(index) <= 0):
                     warnings.append(f"{'RX' if d == 0 else 'TX'} frame indices go backwards "
                                     f"(a timestamp reset, or records out of order)")
-            from latscope.capture.files.frames import capture_placement
+            from latscope.capture.files.frames import (  # why: amaranth, frame captures only
+                capture_placement,
+            )
             note = capture_placement(cap).summary()
             if note:
                 warnings.append(note)

@@ -14,6 +14,8 @@ import numpy as np
 
 from latscope import LatscopeError
 from latscope.capture.files.outputs import open_output
+from latscope.capture.files.reimport import DESCRIPTOR_TAG, export_descriptor
+from latscope.capture.files.sigrok_write import ExportSummary
 
 __all__ = ["Window", "make_window", "parse_time", "parse_rate", "export_csv", "exact_rate"]
 
@@ -256,12 +258,10 @@ def export_csv(window, output, *, force=False, overwrite=False):
     -------
     latscope.capture.files.sigrok_write.ExportSummary
     """
-    from latscope.capture.files.sigrok_write import ExportSummary
     fmt = _ns_formatter(window.tick_hz)
     names = np.array(window.names, dtype=object)
     edge = np.array(["falling", "rising"], dtype=object)
     count = 0
-    from latscope.capture.files.reimport import DESCRIPTOR_TAG, export_descriptor
     descriptor = export_descriptor(window, "export csv")
     with open_output(output, [window.capture.path], force=force or overwrite,
                      newline="") as handle:

@@ -13,8 +13,8 @@ the gateware kept (``--header-bytes``, possibly none); original length = the fra
 ``epb_flags`` direction inbound for RX (into the DUT) and outbound for TX, and the link-layer error
 bits (CRC, symbol, too short, too long, unaligned); a comment with the sequence number, class,
 frame index and end time (ps). The section header's comment holds the capture's provenance
-(``latscope provenance {JSON}``, :mod:`latscope.capture.files.provenance`). Wireshark and tshark open
-it as is.
+(``latscope provenance {JSON}``, :mod:`latscope.capture.files.provenance`). Wireshark and tshark
+open it as is.
 
 Nanoseconds are the default because every Wireshark reads them (see below); each stamp is the
 nearest ns (halves up). Picoseconds keep every tick exact on the ECP5 builds (1.25 ns = 1250 ps,
@@ -96,8 +96,8 @@ def export_pcapng(capture, output, *, force=False, overwrite=False, start_tick=N
                   stop_tick=None, resolution="ns"):
     """Write the FRAME records of ``capture`` (an open ``Capture``) to ``output``.
 
-    ``output`` is written under :mod:`latscope.capture.files.outputs`'s policy; ``force`` replaces an
-    existing file, never the capture itself (``overwrite`` is its former name).
+    ``output`` is written under :mod:`latscope.capture.files.outputs`'s policy; ``force`` replaces
+    an existing file, never the capture itself (``overwrite`` is its former name).
 
     ``resolution`` is ``"ps"`` (exact ticks on the ECP5 builds) or ``"ns"`` (for Wireshark 4.0
     and older, see the module's text).

@@ -21,8 +21,10 @@ from fractions import Fraction
 import numpy as np
 
 from latscope import LatscopeError
+from latscope.capture.files.capfile import CaptureWriter
 from latscope.capture.files.outputs import check_output, replacing
 from latscope.capture.files.provenance import imported_metadata, provenance, with_step
+from latscope.userio import os_error_message
 
 __all__ = ["export_descriptor", "ExportedEvents", "read_vcd", "read_csv", "read_export",
            "import_export", "DESCRIPTOR_TAG"]
@@ -39,8 +41,8 @@ def export_descriptor(window, step=None):
     """The descriptor of an export of ``window`` (a :class:`latscope.capture.files.interop.Window`):
     ``tick_hz`` (exact, as ``"num/den"`` text when not whole), ``channels`` (output index ->
     role), ``markers`` (role -> meaning, only the exported marker channels), ``label``,
-    ``source_file`` and ``provenance`` (:mod:`latscope.capture.files.provenance`, with ``step``, e.g.
-    ``"export vcd"``, as its last step when given)."""
+    ``source_file`` and ``provenance`` (:mod:`latscope.capture.files.provenance`, with ``step``,
+    e.g. ``"export vcd"``, as its last step when given)."""
     metadata = window.capture.metadata or {}
     prov = provenance(metadata)
     tick = window.tick_hz
@@ -107,7 +109,6 @@ def _text(path, what):
         with open(path, "rb") as f:
             data = f.read()
     except OSError as error:
-        from latscope.userio import os_error_message
         raise LatscopeError(f"cannot read {os_error_message(error)}") from None
     try:
         return data.decode("utf-8")
@@ -278,7 +279,6 @@ def import_export(source, output, *, tick_hz=None, force=False, overwrite=False)
     ``output`` is written under :mod:`latscope.capture.files.outputs`'s policy: it appears only when
     complete and may never be ``source`` itself; ``force`` replaces an existing file
     (``overwrite`` is its former name)."""
-    from latscope.capture.files.capfile import CaptureWriter
     # before reading anything
     check_output(output, [source], force=force or overwrite, allow_stdout=False)
     events = read_export(source, tick_hz=tick_hz)

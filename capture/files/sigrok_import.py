@@ -32,8 +32,8 @@ __all__ = ["ImportSummary", "import_sr", "sr_provenance"]
 
 def sr_provenance(info):
     """The provenance a latscope export stored (``[latscope] provenance={json}``, see
-    :mod:`latscope.capture.files.provenance`), or ``None`` (a file from another tool, or a value that
-    is not a provenance object)."""
+    :mod:`latscope.capture.files.provenance`), or ``None`` (a file from another tool, or a value
+    that is not a provenance object)."""
     text = (info.extra or {}).get("provenance")
     if not text:
         return None

@@ -22,6 +22,7 @@ import numpy as np
 from latscope import __version__
 from latscope.capture.files.outputs import open_output
 from latscope.capture.files.reimport import DESCRIPTOR_TAG, export_descriptor
+from latscope.capture.files.sigrok_write import ExportSummary
 
 __all__ = ["choose_timescale", "vcd_identifier", "export_vcd"]
 
@@ -125,7 +126,6 @@ def export_vcd(window, output, *, force=False, overwrite=False):
     ``$dumpvars`` at the window start holds the level of each channel after every edge at or
     before the start; later changes follow in time order; a last timestamp marks the window end.
     """
-    from latscope.capture.files.sigrok_write import ExportSummary
     output = os.fspath(output)
     timescale, per_tick, exact = choose_timescale(window.tick_hz)
     convert = _converter(per_tick, exact)

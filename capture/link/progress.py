@@ -32,8 +32,8 @@ class CaptureProgress:
     interval : float
         Seconds between redraws.
     limits : Limits or None
-        The capture's stop conditions (:class:`latscope.capture.link.session.Limits`). The line shows
-        the one nearest to completion: ``packets 1.20k/20.00k  6.0%  ETA 0:12``. The ETA uses
+        The capture's stop conditions (:class:`latscope.capture.link.session.Limits`). The line
+        shows the one nearest to completion: ``packets 1.20k/20.00k  6.0%  ETA 0:12``. The ETA uses
         the average rate since the start, so it is there from the first redraw after the first
         counted item (within the first second); a duration limit's ETA is exact.
     """
@@ -78,7 +78,8 @@ class CaptureProgress:
         return f"{text} {fraction:6.1%}  ETA {eta}  "
 
     def line(self, outcome):
-        """The text of the progress line for a :class:`~latscope.capture.link.session.CaptureOutcome`."""
+        """The text of the progress line for a
+        :class:`~latscope.capture.link.session.CaptureOutcome`."""
         per_event = outcome.bytes / outcome.events if outcome.events else 0.0
         return (f"{outcome.seconds:7.1f} s  {self._limit_text(outcome)}{_si(outcome.events):>8} "
                 f"events  {_si(self._rate):>8} ev/s  {per_event:5.2f} B/ev  "

@@ -1,12 +1,13 @@
 """Instrument session: commands with sequence numbers and retries, capture config, capture loop.
 
-:class:`Instrument` talks to the instrument over any :class:`~latscope.capture.link.transport.Transport`.
-Replies and events share one byte stream: everything decoded while waiting for a reply (events,
-losses, heartbeats) is kept and handed to the capture loop, never dropped.
+:class:`Instrument` talks to the instrument over any
+:class:`~latscope.capture.link.transport.Transport`. Replies and events share one byte stream:
+everything decoded while waiting for a reply (events, losses, heartbeats) is kept and handed to the
+capture loop, never dropped.
 
-:func:`run_capture` records into a :class:`~latscope.capture.files.capfile.CaptureWriter` until a limit,
-a stop request (Ctrl-C, SIGTERM) or a lost link, and always finalises the file with a ``NOTE``
-chunk saying why it stopped.
+:func:`run_capture` records into a :class:`~latscope.capture.files.capfile.CaptureWriter` until a
+limit, a stop request (Ctrl-C, SIGTERM) or a lost link, and always finalises the file with a
+``NOTE`` chunk saying why it stopped.
 """
 
 import dataclasses
@@ -19,10 +20,12 @@ import numpy as np
 
 from latscope import LatscopeError, __version__
 from latscope.capture.files.capfile import CaptureWriteError
+from latscope.capture.link.rules import rules_from_dict
 from latscope.capture.link.stream import StreamDecoder
 from latscope.capture.link.transport import TransportClosed
 from latscope.gateware import protocol
 from latscope.gateware.codec import encode_command, parse_identify
+from latscope.userio import read_toml
 
 __all__ = [
     "Instrument", "CaptureConfig", "load_config", "Limits", "CaptureOutcome", "run_capture",
@@ -297,7 +300,6 @@ class CaptureConfig:
 
 def load_config(path):
     """Read a capture config TOML file into a :class:`CaptureConfig` (errors name the key)."""
-    from latscope.userio import read_toml
     raw = read_toml(path, "config")
     return config_from_dict(raw, where=os.fspath(path))
 
@@ -337,7 +339,6 @@ def config_from_dict(raw, where="config"):
     if dut:
         config.extra["dut"] = dut
     if "frames" in raw:
-        from latscope.capture.link.rules import rules_from_dict
         config.frames = rules_from_dict(raw.pop("frames"), where)
     traffic = dict(raw.pop("traffic", {}))
     config.scenario = str(traffic.pop("scenario", ""))

@@ -23,6 +23,7 @@ import time
 
 from latscope import LatscopeError
 from latscope.capture.link.transport import Transport, TransportClosed
+from latscope.gateware.eth.model import DatagramPacker
 
 __all__ = ["DEFAULT_PORT", "RCVBUF_BYTES", "parse_udp_url", "UdpTransport", "UdpServer"]
 
@@ -189,7 +190,6 @@ class UdpServer:
     """
 
     def __init__(self, engine, *, port=0, max_frame=1046, drop=None, rate=None):
-        from latscope.gateware.eth.model import DatagramPacker
         self.engine = engine
         self.packer = DatagramPacker(max_frame=max_frame)
         self.drop, self.rate = drop, rate

@@ -6,10 +6,11 @@ simulation (:class:`~latscope.capture.sim.simbench.VerilatorEngine`: ``LatscopeC
 Verilator, idle time skipped by the core's fast-forward port), the bytes are served on a
 pseudo-terminal and captured through the same session code as a board on a serial port
 (:mod:`latscope.capture.link.session`). Captures run two at a time (one per core). Every capture is
-compared with the simulation's ground truth (:func:`~latscope.capture.sim.simbench.compare_to_truth`:
-no missing, extra or mis-timed event), and any mismatch fails the command. Then the captures are
-analysed with :mod:`latscope.analysis`, a comparison table is printed next to the paper's Table I,
-and the report is written when the analysis package provides one.
+compared with the simulation's ground truth
+(:func:`~latscope.capture.sim.simbench.compare_to_truth`: no missing, extra or mis-timed event), and
+any mismatch fails the command. Then the captures are analysed with :mod:`latscope.analysis`, a
+comparison table is printed next to the paper's Table I, and the report is written when the analysis
+package provides one.
 
 ``--engine auto`` (the default) runs every packet through the real gateware when Verilator and a
 C++ compiler are present (the first run compiles the simulated instrument once and says so), and
@@ -26,7 +27,12 @@ import sys
 import time
 
 from latscope import LatscopeError
+from latscope.capture.files import capfile
+from latscope.capture.link import session
+from latscope.capture.link.transport import SerialTransport
 from latscope.capture.sim import simbench
+from latscope.capture.sim.ptyserve import PtyServer
+from latscope.gateware import verilator
 
 __all__ = ["capture_profile", "choose_engine", "run_demo"]
 
@@ -48,10 +54,6 @@ def capture_profile(profile, packets, out_dir, *, seed=0, engine="auto", rate=No
     ``expected``, ``packets``, ``engine``, ``seconds``, ``reason``, ``bytes``, ``lost``,
     ``check`` (:func:`simbench.compare_to_truth`).
     """
-    from latscope.capture.files import capfile
-    from latscope.capture.link import session
-    from latscope.capture.link.transport import SerialTransport
-    from latscope.capture.sim.ptyserve import PtyServer
     started = time.monotonic()
     run = simbench.simulate(profile, packets, seed=seed)
     os.makedirs(out_dir, exist_ok=True)
@@ -192,7 +194,6 @@ def _verilator_binary():
     they all run this binary. Returns ``(path, None)``, or ``(None, reason)`` when it cannot be
     built."""
     try:
-        from latscope.gateware import verilator
         timing = simbench.InstrumentTiming()
         instrument = verilator.VerilatorInstrument(
             capture_hz=int(timing.capture_hz), lanes=timing.lanes,

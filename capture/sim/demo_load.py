@@ -1,13 +1,13 @@
 """The part of ``latscope demo`` under load: the paper's fast track against the stack beside
 background traffic, per class.
 
-Two captures on the simulated bench's wire (:mod:`latscope.capture.sim.sim_load`): Ethernet Lite with
-the lwIP stack (``el-dm-64``) and the fast track (``fast-track-64``), each with the measured
-stream (class ``hp``, recorded frame by frame) beside 60 % background load (class ``bg``, counted
-on the FPGA only), recorded by :func:`latscope.capture.record.record` from the simulated bench
-(the model engine: the sniffers' and classifier's reference models). Each capture is checked
-against the ground truth of the simulation it recorded (every edge within one tick; every
-background frame counted), then analysed per class by ``latscope demo``.
+Two captures on the simulated bench's wire (:mod:`latscope.capture.sim.sim_load`): Ethernet Lite
+with the lwIP stack (``el-dm-64``) and the fast track (``fast-track-64``), each with the measured
+stream (class ``hp``, recorded frame by frame) beside 60 % background load (class ``bg``, counted on
+the FPGA only), recorded by :func:`latscope.capture.record.record` from the simulated bench (the
+model engine: the sniffers' and classifier's reference models). Each capture is checked against the
+ground truth of the simulation it recorded (every edge within one tick; every background frame
+counted), then analysed per class by ``latscope demo``.
 """
 
 import concurrent.futures

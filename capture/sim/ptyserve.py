@@ -2,11 +2,11 @@
 
 :class:`PtyServer` opens a pseudo-terminal pair, sets it raw, and runs a thread that moves bytes
 between the pty master and an *engine* (an object with ``host_bytes(data)``, ``read(max_bytes,
-timeout) -> bytes`` and ``close()``, such as the engines of :mod:`latscope.capture.sim.simbench`): what
-the host writes to the slave goes to the engine (the gateware answers commands itself), what the
-engine produces is written to the master, at most at ``rate`` bytes/s (the link's rate) or as fast
-as the reader takes it. The capture side opens :attr:`PtyServer.path` exactly as a serial port, so
-``latscope capture --port PATH`` runs the hardware code path. :meth:`PtyServer.close` closes the
+timeout) -> bytes`` and ``close()``, such as the engines of :mod:`latscope.capture.sim.simbench`):
+what the host writes to the slave goes to the engine (the gateware answers commands itself), what
+the engine produces is written to the master, at most at ``rate`` bytes/s (the link's rate) or as
+fast as the reader takes it. The capture side opens :attr:`PtyServer.path` exactly as a serial port,
+so ``latscope capture --port PATH`` runs the hardware code path. :meth:`PtyServer.close` closes the
 master: the reader then sees the port vanish, as when a board is unplugged.
 """
 

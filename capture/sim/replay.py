@@ -6,9 +6,10 @@ capture channels) and, for frame capture, the MII/RMII clocks and data. :func:`r
 them through :class:`~latscope.gateware.top.LatscopeCore` compiled with Verilator
 (:mod:`latscope.gateware.verilator`; the capture front end and, with ``frames``, the sniffers of
 :mod:`latscope.gateware.frames`) and records what the instrument sends through the normal host
-path (:class:`PinReplayTransport` -> :mod:`latscope.capture.link.session` -> ``.lsc``), so ``latscope
-analyze/info/verify/export`` read the result like a board's capture. It is how a user checks
-their wiring from a logic-analyzer recording, and how tests feed stimulus from independent models.
+path (:class:`PinReplayTransport` -> :mod:`latscope.capture.link.session` -> ``.lsc``), so
+``latscope analyze/info/verify/export`` read the result like a board's capture. It is how a user
+checks their wiring from a logic-analyzer recording, and how tests feed stimulus from independent
+models.
 
 How recording times become the instrument's (``docs/replay-pins.md`` says the same for users):
 
@@ -37,7 +38,21 @@ import time as _time
 import numpy as np
 
 from latscope import LatscopeError
+from latscope.capture.files import capfile, sigrok
 from latscope.capture.files.outputs import PendingOutput, check_output
+from latscope.capture.files.reimport import read_vcd
+from latscope.capture.link import session
+from latscope.gateware import protocol, verilator
+from latscope.gateware.boards import frame_pins, get_board
+from latscope.gateware.build import frame_build_options
+from latscope.gateware.verilator import (
+    OP_PHY,
+    OP_SAMPLES,
+    PHY_BITS,
+    PHY_SIDE_SHIFT,
+    VerilatorInstrument,
+)
+from latscope.userio import check_input
 
 __all__ = ["CAPTURE_ROLES", "PHY_ROLES", "PinRecording", "read_recording", "parse_pin_map",
            "PinStimulus", "build_stimulus", "PinReplayTransport", "replay_pins"]
@@ -104,7 +119,6 @@ def read_recording(path, pin_map=None, *, samplerate=None):
     pairs = parse_pin_map(pin_map)
     suffix = os.path.splitext(path)[1].lower()
     if suffix == ".vcd":
-        from latscope.capture.files.reimport import read_vcd
         ev = read_vcd(path, tick_hz=PS)                 # whole ps
         names = [ev.channel_names[i] for i in range(len(ev.channel_names))]
         if not pairs:
@@ -123,7 +137,6 @@ def read_recording(path, pin_map=None, *, samplerate=None):
         markers = dict(ev.markers or {})
         source = "vcd"
     elif suffix == ".sr":
-        from latscope.capture.files import sigrok
         with sigrok.SrReader(path, samplerate=samplerate) as reader:
             info = reader.info
             if info.samplerate is None:
@@ -229,7 +242,6 @@ class PinStimulus:
 def _phy_side(rec, frames, side, *, tick_hz, lanes, origin_ps):
     """(cycles, order, mask, bits) of one side's PHY pins, or None when its valid pin is not
     mapped; bits are the side's pins (clk, dv, er, data) shifted into the harness word."""
-    from latscope.gateware.verilator import PHY_BITS, PHY_SIDE_SHIFT
 
     mii = frames == "mii"
     width = 4 if mii else 2
@@ -380,7 +392,6 @@ def stimulus_chunks(stim, *, lanes, channels, tail_cycles, chunk_cycles=4096):
     """Harness commands (bytes chunks) playing ``stim``: per capture cycle with a change, its
     PHY words, then its sample word for one cycle, then the steady word until the next change;
     ``tail_cycles`` more at the end."""
-    from latscope.gateware.verilator import OP_PHY, OP_SAMPLES
 
     ticks = np.asarray(stim.ticks, np.int64)
     change = np.unique(np.concatenate([ticks // lanes, stim.phy_cycles]))
@@ -424,7 +435,6 @@ def _arm_in(data):
     """True when ``data`` (bytes the host wrote) holds an ARM-on COMMAND frame."""
     import zlib
 
-    from latscope.gateware import protocol
     buf = bytes(data)
     at = buf.find(protocol.SYNC)
     while at >= 0 and at + 6 <= len(buf):
@@ -443,16 +453,15 @@ def _arm_in(data):
 
 
 class PinReplayTransport:
-    """A :class:`~latscope.capture.link.transport.Transport` to the real gateware in Verilator playing
-    a recording: the host's commands go to the core's UART input (each followed by enough cycles
-    for the reply); the stimulus starts when the host arms the instrument. :attr:`finished` is
-    true once the whole stimulus was played and the output went quiet."""
+    """A :class:`~latscope.capture.link.transport.Transport` to the real gateware in Verilator
+    playing a recording: the host's commands go to the core's UART input (each followed by enough
+    cycles for the reply); the stimulus starts when the host arms the instrument. :attr:`finished`
+    is true once the whole stimulus was played and the output went quiet."""
 
     #: Capture cycles run after a host command so that the gateware answers it.
     COMMAND_CYCLES = 4096
 
     def __init__(self, proc, chunks, *, initial_word=0):
-        from latscope.gateware import verilator
         self._v = verilator
         self.proc = proc
         self._chunks = chunks
@@ -519,7 +528,6 @@ class PinReplayTransport:
 
 def _board_timing(board, frames):
     """(tick_hz, lanes) of ``board``'s capture path; refuses ``frames`` it cannot sniff."""
-    from latscope.gateware.boards import frame_pins, get_board
 
     b = get_board(board)
     if frames is not None:
@@ -530,9 +538,7 @@ def _board_timing(board, frames):
 def _instrument_for(board, frames, header_bytes=0):
     """(VerilatorInstrument, core parameters) of ``board``'s capture path, with sniffers that
     keep ``header_bytes`` of each frame."""
-    from latscope.capture.sim.simbench import CORE_PARAMS
-    from latscope.gateware.boards import get_board
-    from latscope.gateware.verilator import VerilatorInstrument
+    from latscope.capture.sim.simbench import CORE_PARAMS  # why: scipy, only to build a core
 
     b = get_board(board)
     params = dict(CORE_PARAMS)
@@ -585,15 +591,11 @@ def replay_pins(source, output, pin_map=None, *, board="ecpix5", frames=None, sa
         What was played and captured (``edges``, ``dropped_pulses``, ``events``, ``frames``,
         ``phy_clock``, ``reason``).
     """
-    from latscope.capture.files import capfile
-    from latscope.capture.link import session
 
     log = log or (lambda message: None)
     if frames not in (None, "mii", "rmii"):
         raise LatscopeError(f"--frames must be mii or rmii, not {frames!r}")
-    from latscope.gateware.build import frame_build_options
     frame_build_options(frames, header_bytes or None)    # the build's checks and messages
-    from latscope.userio import check_input
 
     output = os.fspath(output)
     force = force or overwrite

@@ -7,6 +7,7 @@ import threading
 from latscope import LatscopeError
 from latscope.capture.sim import simbench
 from latscope.capture.sim.ptyserve import PtyServer
+from latscope.gateware import verilator
 
 __all__ = ["SelftestBenchEngine", "SimulatedInstrument", "open_simulated_instrument"]
 
@@ -29,7 +30,6 @@ class SelftestBenchEngine:
     name = "verilator"
 
     def __init__(self, *, step_cycles=1 << 15, cable=None):
-        from latscope.gateware import verilator  # Verilator: only when the bench starts
         if isinstance(step_cycles, bool) or not isinstance(step_cycles, int) or step_cycles < 1:
             raise ValueError(f"Step must be a positive number of cycles, not {step_cycles!r}")
         self._v = verilator

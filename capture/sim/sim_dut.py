@@ -13,6 +13,7 @@ import numpy as np
 from scipy import special
 
 from latscope import LatscopeError
+from latscope.capture.files import capfile
 from latscope.capture.files.outputs import replacing
 from latscope.capture.sim.sim_profile import (
     BYTE_NS,
@@ -25,6 +26,7 @@ from latscope.capture.sim.sim_profile import (
     _body_params,
     load_profile,
 )
+from latscope.gateware.model_capture import Stimulus
 
 
 @dataclasses.dataclass(frozen=True)
@@ -110,17 +112,6 @@ class InstrumentTiming:
 X1_TIMING = InstrumentTiming(capture_hz=160e6, lanes=2)
 
 
-try:   # the gateware's own stimulus type, when its reference model is present
-    from latscope.gateware.model_capture import Stimulus
-except ImportError:   # pragma: no cover - only before the gateware model exists
-    @dataclasses.dataclass
-    class Stimulus:
-        """Pin activity: ``values[i]`` (bit ch = level of channel ch) holds from ``ticks[i]`` on
-        (all zero before ``ticks[0]``); ticks strictly increase. Tick = cycle * lanes + lane."""
-        ticks: np.ndarray
-        values: np.ndarray
-
-
 @dataclasses.dataclass
 class SimRun:
     """A simulated run: the stimulus for the instrument and the ground truth.
@@ -154,7 +145,6 @@ class SimRun:
 
     def save_truth(self, capture_path, **extra_meta):
         """Write the ground truth beside a capture (``capfile.truth_path``), atomically."""
-        from latscope.capture.files import capfile
         self.meta.update(extra_meta)
         target = capfile.truth_path(capture_path)
         # complete or not at all: a full disk leaves no partial side file behind

@@ -35,6 +35,7 @@ import os
 import numpy as np
 
 from latscope import LatscopeError
+from latscope.capture.link.rules import rules_from_dict
 from latscope.capture.sim import sim_wire as wire
 from latscope.capture.sim.sim_dut import (
     InstrumentTiming,
@@ -50,9 +51,11 @@ from latscope.capture.sim.sim_profile import (
     RX_DV,
     TX_EN,
     ProfileError,
+    _profile_files,
     _read_toml,
     load_profile,
 )
+from latscope.gateware.model_sniffer import mii_nibbles, rmii_dibits
 
 __all__ = ["LoadScenario", "LoadRun", "load_scenario", "list_scenarios", "simulate_load",
            "SCENARIO_FILE", "PROBE_PORT", "BACKGROUND_PORT", "CLASSES", "default_frames_config",
@@ -145,7 +148,6 @@ def default_frames_config():
     """The rule table the bench's captures use unless the config has one: receive frames to the
     echo port and transmit frames from it are ``hp`` (recorded), other IPv4 frames ``bg`` (counted
     only), the rest ``other`` (counted only)."""
-    from latscope.capture.link.rules import rules_from_dict
     return rules_from_dict({
         "classes": list(CLASSES), "record": ["hp"],
         "rx": [{"class": "hp", "dst_port": PROBE_PORT}, {"class": "bg", "ethertype": 0x0800}],
@@ -166,7 +168,6 @@ def _family_costs(profile):
     """Per-frame costs (ns) as functions of frame size: driver copy, stack, fast delivery.
 
     From the profile family's sizes; the fast track's background copies come from el-dm."""
-    from latscope.capture.sim.sim_profile import _profile_files
     files = _profile_files()
 
     def table(family):
@@ -418,7 +419,6 @@ def write_pins_vcd(run, path, *, interface="mii", carrier_early=0):
     the last ``carrier_early`` nibbles of each received frame, :func:`sim_wire.rmii_cycles`) and
     ``tx_en`` with ``TXD[1:0]``. Both: the profile's markers ``m0``..``m4``.
     """
-    from latscope.gateware.model_sniffer import mii_nibbles, rmii_dibits
     if interface not in ("mii", "rmii"):
         raise LatscopeError(f"interface must be mii or rmii, not {interface!r}")
     t = run.truth

@@ -4,9 +4,9 @@
 # (MII: preamble, SFD, low nibble first, 25 MHz at 100 Mb/s); RMII Specification rev. 1.2 §5.3
 # (50 MHz REF_CLK, dibits, CRS_DV at the end of a frame); RFC 791/768 (IPv4, UDP).
 
-Part of :mod:`latscope.capture.sim.simbench`. :func:`udp_frame` builds a frame (destination MAC through
-FCS) whose UDP payload follows ``latscope traffic``'s layout (``protocol.TRAFFIC_*``, built by
-:func:`latscope.capture.traffic.encode_payload`), so the sniffers find its sequence number where
+Part of :mod:`latscope.capture.sim.simbench`. :func:`udp_frame` builds a frame (destination MAC
+through FCS) whose UDP payload follows ``latscope traffic``'s layout (``protocol.TRAFFIC_*``, built
+by :func:`latscope.capture.traffic.encode_payload`), so the sniffers find its sequence number where
 they look by default. :func:`background_frames` draws background traffic at a given share of the
 line rate with mixed sizes; :func:`serialize` puts frames on one direction's wire in order, never
 closer than the interframe gap; :func:`mii_cycles` and :func:`rmii_cycles` give the pins cycle by
@@ -26,6 +26,7 @@ import numpy as np
 
 from latscope import LatscopeError
 from latscope.capture.traffic import HEADER, encode_payload
+from latscope.gateware.model_sniffer import mii_nibbles, rmii_dibits
 
 __all__ = ["MII_CLOCK_NS", "RMII_CLOCK_NS", "BYTE_NS", "IFG_NS", "PREAMBLE_SFD_BYTES",
            "MIN_FRAME", "MAX_FRAME", "IMIX", "Endpoint", "HOST", "DUT", "udp_frame", "fcs",
@@ -208,7 +209,6 @@ def mii_cycles(frames, starts_ns, *, first_cycle=None, last_cycle=None):
         Cycle numbers (``t = cycle * 40 ns``), ``RX_DV``/``TX_EN`` and the nibble; data is 0
         while DV is low.
     """
-    from latscope.gateware.model_sniffer import mii_nibbles
     cycles, lengths = _frames_in_order(frames, starts_ns, MII_CLOCK_NS,
                                        lambda f: 16 + 2 * len(f))
     lo, hi = _pin_window(cycles, lengths, MII_CLOCK_NS, first_cycle, last_cycle)
@@ -234,7 +234,6 @@ def rmii_cycles(frames, starts_ns, *, carrier_early=0, first_cycle=None, last_cy
     the first dibit of each nibble and high on the second, so it toggles with a 40 ns period
     (20 ns low, 20 ns high) until the data ends: a naive edge detector sees extra edges there.
     Otherwise as :func:`mii_cycles` (starts on the 20 ns grid)."""
-    from latscope.gateware.model_sniffer import rmii_dibits
     early = np.broadcast_to(np.asarray(carrier_early, np.int64), (len(frames),))
     cycles, lengths = _frames_in_order(frames, starts_ns, RMII_CLOCK_NS,
                                        lambda f: 32 + 4 * len(f))

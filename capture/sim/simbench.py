@@ -9,13 +9,14 @@ SFD, frame, FCS and inter-frame gap timing on the 40 ns MII clock grid) and the 
 which the instrument must report it, and every packet's true stage latencies.
 
 An *engine* then plays the stimulus through the instrument and produces the instrument's bytes;
-:mod:`latscope.capture.sim.ptyserve` serves them on a pseudo-terminal, so ``latscope capture --port``
-runs exactly the hardware code path. Engines: ``verilator`` (the real gateware, compiled by
-:mod:`latscope.gateware.verilator`, idle time skipped by the core's fast-forward: about 2,000
-echo packets, 3·10^4 events, per second and capture), ``amaranth`` (the real gateware in the
-Amaranth simulator: slow, only for tiny runs), ``model`` (the gateware's Python reference models,
-:mod:`latscope.gateware.model_capture` + :mod:`latscope.gateware.model_stream`, two to three times
-faster than Verilator). Everything simulated is labelled so in the capture's metadata.
+:mod:`latscope.capture.sim.ptyserve` serves them on a pseudo-terminal, so
+``latscope capture --port`` runs exactly the hardware code path. Engines: ``verilator`` (the real
+gateware, compiled by :mod:`latscope.gateware.verilator`, idle time skipped by the core's
+fast-forward: about 2,000 echo packets, 3·10^4 events, per second and capture), ``amaranth`` (the
+real gateware in the Amaranth simulator: slow, only for tiny runs), ``model`` (the gateware's Python
+reference models, :mod:`latscope.gateware.model_capture` + :mod:`latscope.gateware.model_stream`,
+two to three times faster than Verilator). Everything simulated is labelled so in the capture's
+metadata.
 
 Model choices, and where every number comes from, are in ``docs/simulated-bench.md``.
 

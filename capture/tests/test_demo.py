@@ -1,4 +1,5 @@
-"""Tests of ``latscope demo`` (capture/sim/demo.py, capture/sim/demo_load.py, latscope/commands/demo.py)."""
+"""Tests of ``latscope demo`` (capture/sim/demo.py, capture/sim/demo_load.py,
+latscope/commands/demo.py)."""
 
 import io
 import json

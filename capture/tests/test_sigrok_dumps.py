@@ -1,5 +1,6 @@
 """sigrok files in every form the real ones take, read as sigrok reads them
-(``latscope.capture.files.sigrok_metadata`` and the importer on the forms of sigrokproject/sigrok-dumps).
+(``latscope.capture.files.sigrok_metadata`` and the importer on the forms of
+sigrokproject/sigrok-dumps).
 
 Expected values come from tools nobody here wrote:
 

@@ -85,8 +85,9 @@ def format_table(rows):
 # --- under load -----------------------------------------------------------------------------------
 
 def analyse_under_load(row):
-    """A capture of :func:`latscope.capture.sim.demo_load.run_under_load` with its per-class figures:
-    requests, replies and drops of class ``hp``, and the delivery and end-to-end stages (µs)."""
+    """A capture of :func:`latscope.capture.sim.demo_load.run_under_load` with its per-class
+    figures: requests, replies and drops of class ``hp``, and the delivery and end-to-end stages
+    (µs)."""
     analysis = api.analyze_file(row["path"])
     hp = analysis.result.frames.classes.get(1)
     row = dict(row, requests=hp.requests if hp else 0, replied=hp.replied if hp else 0,

@@ -10,8 +10,8 @@ of ``docs/architecture.md`` ("Floors"):
 3. ``latscope.analysis`` imports from capture only what every layer hands on
    (``capture.events``) and the file readers (``capture.files``), never the link, the simulated
    bench or the recorder; nothing from the command floor.
-4. Only the command floor (``latscope.cli``, ``latscope.commands``, ``latscope.bench`` and the pytest
-   plugin) imports the command floor.
+4. Only the command floor (``latscope.cli``, ``latscope.commands``, ``latscope.bench`` and the
+   pytest plugin) imports the command floor.
 The root package (``latscope``: errors, version) and ``latscope.userio`` are the basement every
 floor may use.
 """
