@@ -609,7 +609,7 @@ def _cycle_words(stimulus, lanes, channels):
 
 
 
-# --- Frame records for runs with a wire (capture/sim/sim_load.py) -------------------------------------
+# --- Frame records for runs with a wire (capture/sim/sim_load.py) ------------------------------
 
 class _FrameRecords:
     """FRAME and COUNTERS records of a :class:`~latscope.capture.sim.sim_load.LoadRun`'s wire, as
