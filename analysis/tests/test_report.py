@@ -93,7 +93,7 @@ def test_report_html_structure(bench_report):
         assert t["headers"] and t["rows"] and all(len(r) == len(t["headers"]) for r in
                                                    t["rows"] if r), t["caption"]
         assert any(u in t["caption"] for u in ("(ns", "(µs", "(ms", "µs;", "ns;", " ns)",
-                                               " µs)")) or t["caption"] in ("inputs",) or \
+                                               " µs)")) or t["caption"] in ("inputs", "provenance of each input") or \
             t["caption"].startswith("latency = fixed"), t["caption"]
     captions = [t["caption"] for t in page.tables]
     # comparisons grouped as the data is organised, not all against the first file
