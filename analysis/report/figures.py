@@ -352,6 +352,8 @@ def _draw_dots(data):
     fig, axes = plt.subplots(1, 2, figsize=(9.0, 0.9 + 0.24 * n), sharey=True,
                              layout="constrained")
     groups = list(dict.fromkeys(r["group"] for r in rows))
+    positive = [v for v in values if v > 0]
+    wide = bool(positive) and max(positive) > 5 * min(positive)
     for ax, p in zip(axes, (50.0, 99.0), strict=True):
         for k, r in enumerate(rows):
             y = n - 1 - k
@@ -369,7 +371,10 @@ def _draw_dots(data):
                             textcoords="offset points", fontsize=6, color=colour)
         ax.set_title(f"p{p:g} ({unit.name})", fontsize=9, loc="left")
         ax.grid(True, axis="x", color="0.9", lw=0.6)
-        ax.set_xlabel(f"latency ({unit.name})", fontsize=8)
+        if wide:        # values over more than a factor of 5: a log axis keeps each readable
+            ax.set_xscale("log")
+            _plain_log_axis(ax.xaxis)
+        ax.set_xlabel(f"latency ({unit.name}){', log scale' if wide else ''}", fontsize=8)
     for k in range(1, n):           # a rule between measurements
         if rows[k]["group"] != rows[k - 1]["group"]:
             for ax in axes:

@@ -163,6 +163,8 @@ def _draw_all(jobs, workers):
     return out
 
 
+#: Verdict sentences shown on the first screen; the rest are one click away.
+LEAD_VERDICTS = 8
 #: Tables with more rows than this are collapsed (``<details>``) under their caption.
 COLLAPSE_ROWS = 12
 
@@ -239,7 +241,7 @@ def write_report(analyses, out_dir, *, warnings=None, workers=None, command=None
     jobs = figures.figure_jobs(analyses, labels, names, groups, simulated)
     # the answer first: the headline measurements' p50 and p99 per capture, in one figure
     lead_rows = [(labels[i], a.stats[n], n) for n in lead_names
-                 for i, a in enumerate(analyses) if n in a.stats and a.stats[n].n]
+                 for i, a in enumerate(analyses) if n in a.stats and summary.bounded(a.stats[n])]
     if lead_rows:
         jobs.append(("summary", "dots", figures.dots_data(lead_rows, ", ".join(lead_names),
                                                           any_sim),
@@ -252,16 +254,25 @@ def write_report(analyses, out_dir, *, warnings=None, workers=None, command=None
     n_lead = sum(a.stats[n].n for a in analyses for n in lead_names if n in a.stats)
     answer = [f"{sim_text}{len(analyses)} capture(s), {n_lead:,} packet latencies of the "
               f"headline measurement(s). Measured: {measured}"]
-    lead_verdicts = [v.sentence for v in verdicts
-                     if v.measurement.split(" ")[0] in lead_names]
-    parts = answer + [summary.headline_table(analyses, labels, lead_names)]
+    # the first screen: p50 verdicts on the application's delivery, where the sample bounds it
+    delivery = [n for n in lead_names if n != "tx.wire"] or lead_names
+    lead_verdicts = [v.sentence for v in verdicts if v.percent == 50.0 and v.lower_ns is not None
+                     and v.upper_ns is not None and v.measurement.split(" ")[0] in delivery]
+    parts = answer
+    left_off = summary.unbounded_note(analyses, labels, lead_names)
+    if left_off:
+        parts.append(left_off)
     ranking = summary.ranking_sentences(analyses, labels, lead_names)
     if ranking:
         parts.append(("ul", ranking))
     if lead_verdicts:
-        parts.append("Verdicts (other against baseline, 95 % intervals; the rest under "
-                     "Comparisons):")
-        parts.append(("ul", lead_verdicts))
+        parts.append(f"Verdicts at p50 on {', '.join(delivery)} (95 % intervals; p99 and every "
+                     f"other measurement under Comparisons):")
+        parts.append(("ul", lead_verdicts[:LEAD_VERDICTS]))
+        if len(lead_verdicts) > LEAD_VERDICTS:
+            parts.append(("details", f"{len(lead_verdicts) - LEAD_VERDICTS} more verdicts at "
+                                     f"p50", lead_verdicts[LEAD_VERDICTS:]))
+    parts.append(summary.headline_table(analyses, labels, lead_names))
     sections.append(("What was measured and what it found", parts,
                      [("summary", jobs[-1][3])] if lead_rows else [],
                      warn_for(range(len(analyses))), False))

@@ -23,8 +23,8 @@ from latscope.capture.files.metadata import channel_offsets
 from latscope.capture.files.provenance import provenance
 
 __all__ = ["Verdict", "HEADLINE_PERCENTS", "headline_table", "verdicts", "ranking_sentences",
-           "headline_names", "glossary", "error_budget", "provenance_rows", "EDGE_WORDS",
-           "MEASUREMENT_VERBS"]
+           "headline_names", "bounded", "unbounded_note", "glossary", "error_budget",
+           "provenance_rows", "EDGE_WORDS", "MEASUREMENT_VERBS"]
 
 #: The percentiles the first screen states (p99.9 and beyond stay in the detail tables, where
 #: the sample bounds them).
@@ -32,19 +32,21 @@ HEADLINE_PERCENTS = (50.0, 99.0)
 
 #: What each edge is, in words (channel names and marker meanings as the definitions use them).
 EDGE_WORDS = {
-    "rx_dv falling": "the received frame's last nibble leaves the PHY (RX_DV falls)",
-    "rx_dv rising": "the received frame starts on the MII (RX_DV rises)",
-    "crs_dv falling": "the received frame's last di-bit leaves the RMII PHY (CRS_DV falls)",
-    "tx_en rising": "the reply's first nibble reaches the PHY (TX_EN rises)",
-    "tx_en falling": "the reply's last nibble reaches the PHY (TX_EN falls)",
-    "rx.isr rising": "the firmware enters its receive interrupt handler (marker rx.isr rises)",
-    "rx.copy rising": "the driver has copied the frame out of the MAC (marker rx.copy rises)",
-    "rx.udp rising": "the application receives the payload from the IP/UDP stack "
-                     "(marker rx.udp rises)",
-    "rx.fast rising": "the application receives the payload through the fast track, "
-                      "bypassing the stack (marker rx.fast rises)",
-    "tx.send rising": "the application hands its reply to the stack (marker tx.send rises)",
-    "tx.xmit rising": "the driver starts the MAC's transmission (marker tx.xmit rises)",
+    "rx_dv falling": "the end of the received frame at the PHY (RX_DV falling)",
+    "rx_dv rising": "the start of the received frame at the PHY (RX_DV rising)",
+    "crs_dv falling": "the end of the received frame at the RMII PHY (CRS_DV falling)",
+    "tx_en rising": "the start of the reply at the PHY (TX_EN rising)",
+    "tx_en falling": "the end of the reply at the PHY (TX_EN falling)",
+    "rx.isr rising": "the firmware's entry into its receive interrupt handler (marker rx.isr "
+                     "rising)",
+    "rx.copy rising": "the driver's copy of the frame out of the MAC (marker rx.copy rising)",
+    "rx.udp rising": "the payload's arrival in the application from the IP/UDP stack (marker "
+                     "rx.udp rising)",
+    "rx.fast rising": "the payload's arrival in the application through the fast track, "
+                      "bypassing the stack (marker rx.fast rising)",
+    "tx.send rising": "the application's hand-off of its reply to the stack (marker tx.send "
+                      "rising)",
+    "tx.xmit rising": "the driver's start of the MAC's transmission (marker tx.xmit rising)",
 }
 
 #: A verb phrase per measurement for verdict sentences ("X <verb> 1.2 µs sooner than Y").
@@ -54,7 +56,7 @@ MEASUREMENT_VERBS = {
     "rx.udp": "delivers to the app",
     "rx.fast": "delivers to the app",
     "tx.wire": "puts the reply on the wire",
-    "tx.xmit": "puts the frame on the wire after the driver starts it",
+    "tx.xmit": "gets the frame from the driver to the wire",
     "rx.driver": "passes the driver stage",
     "rx.ipudp": "passes the IP/UDP stage",
 }
@@ -86,7 +88,8 @@ def _canonical(channel):
 
 def _edge_words(endpoint):
     key = f"{_canonical(endpoint.channel)} {'rising' if endpoint.rising else 'falling'}"
-    return EDGE_WORDS.get(key, f"{endpoint.channel} {'rises' if endpoint.rising else 'falls'}")
+    return EDGE_WORDS.get(key, f"the {'rising' if endpoint.rising else 'falling'} edge of "
+                               f"{endpoint.channel}")
 
 
 def headline_names(names):
@@ -102,6 +105,25 @@ def headline_names(names):
     return lead or list(names)
 
 
+def bounded(stats):
+    """Whether ``stats`` (a :class:`~latscope.analysis.stats.LatencyStats`) has a two-sided
+    interval at p50: the least a capture must have for the first screen to rank it."""
+    q = stats.quantiles.get(50.0) if stats.n else None
+    return q is not None and q.lower_ns is not None and q.upper_ns is not None
+
+
+def unbounded_note(analyses, labels, names):
+    """A sentence naming the captures left off the first screen because their sample does not
+    bound p50 of a headline measurement, or ``None``."""
+    left = [f"{lab} {n} ({a.stats[n].n:,} packet{'s' if a.stats[n].n != 1 else ''})"
+            for n in names for a, lab in zip(analyses, labels, strict=True)
+            if n in a.stats and a.stats[n].n and not bounded(a.stats[n])]
+    if not left:
+        return None
+    return ("Left off this summary because the sample does not bound even the median (see "
+            "their own sections): " + ", ".join(left) + ".")
+
+
 def _fmt_q(unit, q):
     if q is None:
         return "-"
@@ -112,7 +134,8 @@ def _fmt_q(unit, q):
 
 def headline_table(analyses, labels, names, confidence=0.95):
     """One :class:`Table`, one unit: per capture and measurement the packet count, p50 and p99
-    with their distribution-free intervals ("no bound" where the sample has none).
+    with their distribution-free intervals ("no bound" where the sample has none); captures
+    whose sample does not bound p50 are left out (:func:`unbounded_note` names them).
 
     Rows are sorted by measurement, then by p50 (fastest first), so the table is the ranking."""
     values = [a.stats[n].quantiles[50.0].value_ns for a in analyses for n in names
@@ -121,7 +144,7 @@ def headline_table(analyses, labels, names, confidence=0.95):
     rows = []
     for name in names:
         members = [(a.stats[name], lab) for a, lab in zip(analyses, labels, strict=True)
-                   if name in a.stats and a.stats[name].n]
+                   if name in a.stats and bounded(a.stats[name])]
         members.sort(key=lambda m: m[0].quantiles[50.0].value_ns if 50.0 in m[0].quantiles
                      else float("inf"))
         for rank, (s, lab) in enumerate(members, 1):
@@ -141,7 +164,7 @@ def ranking_sentences(analyses, labels, names):
     for name in names:
         members = [(a.stats[name].quantiles[50.0], lab)
                    for a, lab in zip(analyses, labels, strict=True)
-                   if name in a.stats and a.stats[name].n and 50.0 in a.stats[name].quantiles]
+                   if name in a.stats and bounded(a.stats[name])]
         if len(members) < 2:
             continue
         members.sort(key=lambda m: m[0].value_ns)
