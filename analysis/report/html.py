@@ -247,17 +247,18 @@ def write_report(analyses, out_dir, *, warnings=None, workers=None, command=None
                                                           any_sim),
                      f"{', '.join(lead_names)}: p50 and p99 per capture with 95 % confidence "
                      f"intervals, fastest at the top of each measurement"))
-    measured = "; ".join(f"{t}: {d}" for t, d in summary.glossary(analyses, lead_names)[
-        :len(lead_names)])
     sim_text = (f"{sum(simulated)} of {len(analyses)} captures are SIMULATED (the simulated "
                 f"bench's model of the DUT, not hardware). " if any_sim else "")
     n_lead = sum(a.stats[n].n for a in analyses for n in lead_names if n in a.stats)
     answer = [f"{sim_text}{len(analyses)} capture(s), {n_lead:,} packet latencies of the "
-              f"headline measurement(s). Measured: {measured}"]
+              f"headline measurement(s). {summary.measured_sentence(analyses, lead_names)} "
+              f"Every measurement is defined in the Glossary."]
     # the first screen: p50 verdicts on the application's delivery, where the sample bounds it
-    delivery = [n for n in lead_names if n != "tx.wire"] or lead_names
-    lead_verdicts = [v.sentence for v in verdicts if v.percent == 50.0 and v.lower_ns is not None
-                     and v.upper_ns is not None and v.measurement.split(" ")[0] in delivery]
+    delivery = [n for n in lead_names if not n.startswith("tx.wire")] or lead_names
+    order = {"fast": 0, "mac": 1, "repeat": 2, "size": 3}
+    lead_verdicts = [v.sentence for v in sorted(verdicts, key=lambda v: order.get(v.kind, 4))
+                     if v.percent == 50.0 and v.lower_ns is not None and v.upper_ns is not None
+                     and v.measurement.split(" ")[0] in delivery]
     parts = answer
     left_off = summary.unbounded_note(analyses, labels, lead_names)
     if left_off:
@@ -334,6 +335,9 @@ def write_report(analyses, out_dir, *, warnings=None, workers=None, command=None
                          "configuration and measurement"))
             sections.append(("Packet-size regression", [make_size_table(fits)],
                              [("size", jobs[-1][3])], None, False))
+    sections.append(("Every measurement of each capture", ["Each capture's measurements and "
+                                                            "stages, one click each:"], [], None,
+                     False))
     for i, (a, label) in enumerate(zip(analyses, labels, strict=True)):
         parts = [make_stats_table(a.stats, title=f"{label}: every measurement")]
         stage = make_stage_table([a], [label])
@@ -366,17 +370,19 @@ def write_report(analyses, out_dir, *, warnings=None, workers=None, command=None
     body.append(f"<p>Captures: {html.escape(', '.join(labels))}.</p>")
     md += [f"Captures: {', '.join(labels)}.", ""]
     anchors = [_anchor(title) for title, *_ in sections]
-    toc = [(title, anchor) for (title, *_), anchor in zip(sections, anchors, strict=True)]
+    toc = [(title, anchor) for (title, _p, _f, _w, collapsed), anchor
+           in zip(sections, anchors, strict=True) if not collapsed]
     n_table = 0
     for k, ((title, parts, figs, warning, collapsed), anchor) in enumerate(
             zip(sections, anchors, strict=True)):
-        md += [f"## {title}", ""]
-        body.append(f"<h2 id='{anchor}'>{html.escape(title)}</h2>")
+        level = 3 if collapsed else 2          # a capture's own section sits under its h2
+        md += [f"{'#' * level} {title}", ""]
+        body.append(f"<h{level} id='{anchor}'>{html.escape(title)}</h{level}>")
         if warning:
             md += [f"> warning: {warning}", ""]
             body.append(f"<p class='warn'>⚠ {html.escape(warning)}</p>")
         if collapsed:
-            body.append(f"<details><summary>{html.escape(title)}</summary>")
+            body.append(f"<details><summary>show {html.escape(title)}</summary>")
         block = []          # the section's figures, first in the answer, after tables elsewhere
         for stem, alt in figs:
             if stem not in pngs:

@@ -23,7 +23,8 @@ from latscope.capture.files.metadata import channel_offsets
 from latscope.capture.files.provenance import provenance
 
 __all__ = ["Verdict", "HEADLINE_PERCENTS", "headline_table", "verdicts", "ranking_sentences",
-           "headline_names", "bounded", "unbounded_note", "glossary", "error_budget",
+           "headline_names", "measured_sentence", "bounded", "unbounded_note", "glossary",
+           "error_budget",
            "provenance_rows", "EDGE_WORDS", "MEASUREMENT_VERBS"]
 
 #: The percentiles the first screen states (p99.9 and beyond stay in the detail tables, where
@@ -65,7 +66,9 @@ MEASUREMENT_VERBS = {
 @dataclasses.dataclass(frozen=True)
 class Verdict:
     """One comparison at one percentile: ``other - base`` is ``diff_ns`` [``lower_ns``,
-    ``upper_ns``] (a bound ``None`` where the samples do not bound it); ``sentence`` says it."""
+    ``upper_ns``] (a bound ``None`` where the samples do not bound it); ``sentence`` says it;
+    ``kind`` is the comparison group's (:class:`~latscope.analysis.grouping.ComparisonGroup`)."""
+    kind: str
     base: str
     other: str
     measurement: str
@@ -98,10 +101,12 @@ def headline_names(names):
 
     >>> headline_names(["rx.isr", "rx.copy", "rx.udp", "tx.wire"])
     ['rx.udp', 'tx.wire']
+    >>> headline_names(["rx.isr", "rx.udp[hp]"])
+    ['rx.udp[hp]']
     >>> headline_names(["rx.isr"])
     ['rx.isr']
     """
-    lead = [n for n in names if n in (STACK_DELIVERY, FAST_DELIVERY, "tx.wire")]
+    lead = [n for n in names if n.split("[")[0] in (STACK_DELIVERY, FAST_DELIVERY, "tx.wire")]
     return lead or list(names)
 
 
@@ -186,7 +191,7 @@ def verdicts(grouped, percents=HEADLINE_PERCENTS, simulated=False):
     tell."""
     out = []
     tag = " (SIMULATED)" if simulated else ""
-    for _group, rows in grouped:
+    for group, rows in grouped:
         for r in rows:
             c = r.comparison
             for p in percents:
@@ -195,7 +200,8 @@ def verdicts(grouped, percents=HEADLINE_PERCENTS, simulated=False):
                     continue
                 name = r.other_name if r.other_name == r.base_name else \
                     f"{r.other_name} (vs {r.base_name})"
-                verb = MEASUREMENT_VERBS.get(r.other_name, f"reaches the end of {r.other_name}")
+                verb = MEASUREMENT_VERBS.get(r.other_name.split("[")[0],
+                                             f"reaches the end of {r.other_name}")
                 unit = time_unit([abs(q.diff_ns)] if q.diff_ns else [1.0])
                 if q.lower_ns is None or q.upper_ns is None:
                     need = n_required(p / 100, c.confidence)
@@ -212,7 +218,7 @@ def verdicts(grouped, percents=HEADLINE_PERCENTS, simulated=False):
                     text = (f"{name} at p{p:g}: no difference between {r.other} and {r.base} "
                             f"can be told ({unit.fmt(q.diff_ns)} {unit.name} "
                             f"[{unit.fmt(q.lower_ns)}, {unit.fmt(q.upper_ns)}]){tag}")
-                out.append(Verdict(r.base, r.other, name, p, q.diff_ns, q.lower_ns,
+                out.append(Verdict(group.kind, r.base, r.other, name, p, q.diff_ns, q.lower_ns,
                                    q.upper_ns, text + "."))
     return out
 
@@ -231,6 +237,17 @@ def _definitions_of(analyses):
     return measurements, stages
 
 
+def measured_sentence(analyses, names):
+    """What the headline measurements are, in words: "rx.udp: from … to …; …"."""
+    measurements, _ = _definitions_of(analyses)
+    out = []
+    for name in names:
+        m = measurements.get(name.split("[")[0])
+        if m is not None:
+            out.append(f"{name}, from {_edge_words(m.start)} to {_edge_words(m.stop)}")
+    return "Measured: " + "; ".join(out) + "." if out else ""
+
+
 def glossary(analyses, names, confidence=0.95):
     """``[(term, definition)]``: every measurement and stage in ``names`` (its start and stop
     edges in words, then as written in the definitions), then the statistics the page uses.
@@ -247,6 +264,24 @@ def glossary(analyses, names, confidence=0.95):
             s = stages[name]
             out.append((name, f"the part of the path between the stops of {s.start} and "
                               f"{s.stop}, per packet. Definition: {s.stop} − {s.start}."))
+        elif name.startswith("node.e2e"):
+            out.append((name, "from the end of a received request at the PHY (RX_DV falling) "
+                              "to the start of its reply at the PHY (TX_EN rising), the two "
+                              "frames paired by class and sequence number, not by order: the "
+                              "node's end-to-end latency on the wire."))
+        elif "[" in name and name.split("[")[0] in measurements:
+            base, cls = name[:-1].split("[", 1)
+            m = measurements[base]
+            stop = _edge_words(m.stop) if base != "tx.send" else \
+                "the application's hand-off of its reply (marker tx.send rising)"
+            out.append((name, f"{base} for frames of class {cls} only: from the end of the "
+                              f"received request at the PHY (RX_DV falling) to {stop}, each "
+                              f"marker paired in order with the frames of that class."))
+        elif "[" in name and name.split("[")[0] in ("tx.send",):
+            cls = name[:-1].split("[", 1)[1]
+            out.append((name, f"for frames of class {cls}: from the end of the received request "
+                              f"at the PHY (RX_DV falling) to the application's hand-off of "
+                              f"its reply (marker tx.send rising)."))
         else:
             out.append((name, "a measurement defined by the capture's own definitions."))
     conf = f"{confidence * 100:g} %"
