@@ -6,6 +6,7 @@ import sys
 from latscope import LatscopeError
 from latscope.analysis import api, store
 from latscope.analysis.ambiguity import ambiguity_lines
+from latscope.analysis.forensics import format_forensics
 from latscope.analysis.hdr import write_hlog_for
 from latscope.analysis.outputs import hgrm_paths, hgrm_text, write_per_packet
 from latscope.analysis.stats import bound_hints
@@ -46,6 +47,11 @@ def add_arguments(p):
                    help="also write each measurement's percentile distribution as "
                         "HdrHistogram's text (values in µs), read by its plotter; with several "
                         "measurements, one FILE.<name>.hgrm each")
+    p.add_argument("--explain", type=int, metavar="N",
+                   help="also print, per measurement, the N slowest packets (and every one "
+                        "beyond p99.9) with the edges in the window before each: its own frame, "
+                        "the other frames on the wire both ways, interrupts and markers, and the "
+                        "earlier requests still queued")
     p.add_argument("--json", action="store_true",
                    help="print one JSON document (every figure in ns) instead of tables")
     p.add_argument("--store", metavar="DIR",
@@ -76,13 +82,17 @@ def run(args):
     labels = store.parse_labels(args.label)   # a bad label fails before any work
     if args.label and not args.store:
         raise LatscopeError("--label labels a stored run: give --store DIR too")
+    if args.explain is not None and args.explain < 1:
+        raise LatscopeError(f"--explain must be a positive number of packets, not "
+                            f"{args.explain!r}")
     for out in (args.hlog, args.per_packet, args.hgrm):
         if out:          # these replace an existing file (there is no --force here)
             check_output(out, force=True)
     a = api.analyze_file(args.file, definitions=definitions(args.definitions),
                          measures=args.measure, mapping=args.mapping, progress=_progress(),
                          markers=args.markers, ns_histograms=bool(args.hlog),
-                         packets=bool(args.store or args.per_packet or args.hgrm))
+                         packets=bool(args.store or args.per_packet or args.hgrm
+                                      or args.explain is not None))
     warn_integrity(args.command, [a])
     _warn_placement(args.command, [a])
     if args.hlog:
@@ -134,6 +144,11 @@ def run(args):
             print(classes.markdown())
     if not r.stats:
         raise LatscopeError(f"{args.file}: no measurement could be computed")
+    if args.explain:
+        for name, s in r.stats.items():
+            if s.n:
+                print()
+                print(format_forensics(api.explain(a, name, top=args.explain)))
     return 0
 
 
