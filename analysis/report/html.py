@@ -44,7 +44,7 @@ from latscope.analysis.report.tables import (
     waterfall_data,
 )
 
-__all__ = ["write_report", "input_warnings"]
+__all__ = ["write_report", "input_warnings", "forensics_table"]
 
 _CSS = """
 body{font-family:system-ui,-apple-system,'Segoe UI',Roboto,sans-serif;max-width:1180px;
@@ -191,7 +191,31 @@ def _definition_list(items):
             + "</dl>")
 
 
-def write_report(analyses, out_dir, *, warnings=None, workers=None, command=None):
+def forensics_table(label, f):
+    """A :class:`Table` of one :class:`~latscope.analysis.forensics.Forensics`: per slow packet
+    its latency, rank, the queue ahead of it, the frames on the wire and the last edges before
+    its stop."""
+    rows = []
+    for p in f.packets:
+        rx = sum(1 for w in p.frames if w.direction == "rx")
+        tx = sum(1 for w in p.frames if w.direction == "tx")
+        last = "; ".join(f"{e.t_ns / 1000:+.3f} {e.channel} {'↑' if e.rising else '↓'}"
+                         for e in p.events[-6:])
+        rows.append([p.rank, p.packet, f"{p.start_s:.6f}", f"{p.latency_ns / 1000:.3f}",
+                     f"{p.faster_fraction:.2%}", "yes" if p.beyond_p999 else "no", p.queued,
+                     rx, tx, last])
+    p999 = (f"p99.9 {f.p999_ns / 1000:.3f} µs" if f.p999_ns is not None else
+            "too few packets for p99.9")
+    return Table(f"{label} {f.measurement}: the {len(f.packets)} slowest of {f.n:,} packets "
+                 f"(µs; p50 {f.p50_ns / 1000:.3f} µs, {p999}; window from {f.before_ns / 1000:g}"
+                 f" µs before each start to its stop)",
+                 ["rank", "packet", "at s", "latency µs", "slower than", "beyond p99.9",
+                  "requests queued ahead", "rx frames", "tx frames",
+                  "last edges (µs from its start)"], rows, "µs")
+
+
+def write_report(analyses, out_dir, *, warnings=None, workers=None, command=None,
+                 forensics=None):
     """Write ``report.html`` (self-contained) and ``report.md`` (+ PNGs) into ``out_dir``.
 
     Parameters
@@ -205,6 +229,9 @@ def write_report(analyses, out_dir, *, warnings=None, workers=None, command=None
         Processes drawing figures (default: the CPU count, at most 4).
     command : str, optional
         The command line that made the report, for the provenance block.
+    forensics : dict, optional
+        ``{capture label: [Forensics]}`` (:func:`latscope.analysis.forensics.explain`): the
+        slowest packets of each and the window before each, shown in their own section.
 
     Returns
     -------
@@ -314,6 +341,17 @@ def write_report(analyses, out_dir, *, warnings=None, workers=None, command=None
                  "receive path: mean time of each stage after RX_DV falls, per capture"))
     sections.append(("Receive path: stage waterfall", [stage] if stage else [],
                      [("waterfall", jobs[-1][3])], warn_for(range(len(analyses))), False))
+    if forensics:
+        tables = [forensics_table(labels[i], f) for i, a in enumerate(analyses)
+                  for f in forensics.get(a.label, [])]
+        if tables:
+            intro = ("For the slowest packets of each capture, what happened in the window "
+                     "before each: the requests still queued ahead of it, the frames on the "
+                     "wire in both directions (RX_DV and TX_EN pulses) and the last edges "
+                     "(frames, interrupts, markers) before its stop. `latscope analyze "
+                     "--explain N` prints every edge of each window.")
+            sections.append(("Why the slowest packets were slow", [intro] + tables, [], None,
+                             False))
     if grouped:
         tables = grouped_comparison_tables(grouped)
         intro = ("Comparisons follow how the captures are organised: MACs at equal frame size, "

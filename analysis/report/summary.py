@@ -240,11 +240,15 @@ def _definitions_of(analyses):
 def measured_sentence(analyses, names):
     """What the headline measurements are, in words: "rx.udp: from … to …; …"."""
     measurements, _ = _definitions_of(analyses)
+    by_base = {}
+    for name in names:                 # rx.udp and rx.udp[hp] share one definition
+        by_base.setdefault(name.split("[")[0], []).append(name)
     out = []
-    for name in names:
-        m = measurements.get(name.split("[")[0])
+    for base, members in by_base.items():
+        m = measurements.get(base)
         if m is not None:
-            out.append(f"{name}, from {_edge_words(m.start)} to {_edge_words(m.stop)}")
+            out.append(f"{' and '.join(members)}, from {_edge_words(m.start)} to "
+                       f"{_edge_words(m.stop)}")
     return "Measured: " + "; ".join(out) + "." if out else ""
 
 

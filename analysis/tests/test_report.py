@@ -76,7 +76,10 @@ def bench_report(tmp_path_factory):
     analyses = [api.analyze_file(os.path.join(BENCH, f"{n}.lsc"), packets=True) for n in names]
     out = tmp_path_factory.mktemp("report")
     written = report.write_report(analyses, str(out), workers=2,
-                                  warnings={"el-dm-64": ["a test warning for this input"]})
+                                  warnings={"el-dm-64": ["a test warning for this input"]},
+                                  forensics={a.label: [api.explain(a, "rx.isr", top=3)]
+                                             for a in analyses},
+                                  command="latscope report (test)")
     return analyses, out, written
 
 
@@ -264,6 +267,16 @@ def test_report_answers_first_and_explains_itself(bench_report):
     seeds = {r[0]: r[prov["headers"].index("seed")] for r in prov["rows"]}
     for a in analyses:
         assert seeds[a.label] == str(a.metadata["simbench"]["seed"])
+    # tail forensics: per capture its 3 slowest rx.isr packets, the first being the maximum
+    slow = [t for t in page.tables if "rx.isr: the 3 slowest of" in t["caption"]]
+    assert len(slow) == len(analyses)
+    for a in analyses:
+        t = next(t for t in slow if t["caption"].startswith(f"{a.label} rx.isr"))
+        assert [r[0] for r in t["rows"][:3]] == ["1", "2", "3"]
+        assert float(t["rows"][0][3]) == pytest.approx(a.stats["rx.isr"].max_ns / 1000,
+                                                       abs=5e-4)      # printed to 3 decimals
+    assert "Why the slowest packets were slow" in page.h2
+    assert "command</dt><dd>latscope report (test)" in text
     # figures: alt text; tables: a CSV link each whose first line is the header row
     assert all(len(img.get("alt", "")) > 20 for img in page.images)
     csvs = re.findall(r"href='data:text/csv;charset=utf-8;base64,([^']+)'", text)
