@@ -215,15 +215,16 @@ def explain(analysis, name, *, top=10, before_ns=None):
     Forensics
     """
     table = next((t for t in analysis.result.packets or () if name in t.latency), None)
-    if table is None:
+    sample = _class_sample(analysis, name) if table is None else None
+    if table is None and sample is None:
         known = ", ".join(n for t in analysis.result.packets or () for n in t.latency)
         raise LatscopeError(f"Measurement to explain must be one with per-packet records "
-                            f"({known}), not {name!r}")
+                            f"({known}, or a receive stage of a frame class), not {name!r}")
     if not analysis.path:
         raise LatscopeError("the analysis must come from a file to read its edges again, not "
                             "from arrays")
     markers = ((analysis.metadata or {}).get("marker_map") or {}).get("markers") or {}
-    start, latency = table.start, table.latency[name]
+    start, latency = (table.start, table.latency[name]) if table is not None else sample
     reach = int(max(before_ns or 0, 1e6) * analysis.result.tick_hz / 1e9)
     keep_lo = int(start.min()) - reach if len(start) else 0
     parts = []
@@ -244,6 +245,23 @@ def explain(analysis, name, *, top=10, before_ns=None):
     return explain_packets(start, latency, time, channel, rising,
                            tick_hz=analysis.result.tick_hz, channel_names=listed,
                            measurement=name, top=top, before_ns=before_ns)
+
+
+def _class_sample(analysis, name):
+    """``(request end ticks, latency ticks)`` of a per-class receive stage such as
+    ``rx.udp[hp]`` or ``node.e2e[hp]`` (both start at the request's end), or ``None``."""
+    fa = analysis.result.frames
+    if fa is None or not name.endswith("]") or "[" not in name:
+        return None
+    base, label = name[:-1].split("[", 1)
+    if not (base.startswith("rx.") or base == "node.e2e"):
+        return None
+    for cls, report_ in fa.classes.items():
+        if class_label(cls, analysis.metadata) == label and base in report_.samples:
+            at, values = report_.samples[base]
+            order = np.argsort(at, kind="stable")
+            return np.asarray(at)[order], np.asarray(values)[order]
+    return None
 
 
 def capture_label(metadata, path=None):

@@ -2,10 +2,13 @@
 ahead of them and the frames on the wire. Expected values are worked out by hand from the
 arrays each test builds."""
 
+import pathlib
+
 import numpy as np
 import pytest
 
 from latscope import LatscopeError
+from latscope.analysis import api
 from latscope.analysis.forensics import explain, format_forensics, slowest
 
 NAMES = ["rx_dv", "tx_en", "crs_dv", "m0"]
@@ -67,3 +70,22 @@ def test_bad_requests_are_refused():
                 top=0)
     with pytest.raises(LatscopeError, match="at least one measured packet"):
         explain([0], [-1], [0], [0], [False], tick_hz=1, channel_names=NAMES, measurement="x")
+
+
+UNDER_LOAD = pathlib.Path(__file__).resolve().parents[2] / "fixtures" / "under-load"
+
+
+@pytest.mark.skipif(not (UNDER_LOAD / "el-dm-64-bg90.lsc").exists(),
+                    reason="fixtures/under-load is not present")
+def test_api_explains_a_class_stage_from_the_capture():
+    """api.explain reads the capture again: the slowest rx.udp[hp] request is the stage's
+    maximum, its window holds its own frame's end at 0 and its marker at its latency."""
+    a = api.load(str(UNDER_LOAD / "el-dm-64-bg90.lsc"))
+    f = api.explain(a, "rx.udp[hp]", top=2)
+    s = a.stats["rx.udp[hp]"]
+    assert f.n == s.n and f.packets[0].latency_ns == s.max_ns
+    own = f.packets[0].events
+    assert any(e.t_ns == 0 and e.channel == "rx_dv" and not e.rising for e in own)
+    assert own[-1].channel == "rx.udp" and own[-1].t_ns == pytest.approx(s.max_ns)
+    with pytest.raises(LatscopeError, match="Measurement to explain must be"):
+        api.explain(a, "rx.nothing")
