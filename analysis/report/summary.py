@@ -273,19 +273,19 @@ def glossary(analyses, names, confidence=0.95):
                               "to the start of its reply at the PHY (TX_EN rising), the two "
                               "frames paired by class and sequence number, not by order: the "
                               "node's end-to-end latency on the wire."))
+        elif "[" in name and name.startswith("tx."):
+            base, cls = name[:-1].split("[", 1)
+            marker = EDGE_WORDS.get(f"{base} rising", f"the rising edge of marker {base}")
+            out.append((name, f"for replies to requests of class {cls}: from {marker} to the "
+                              f"start of the reply at the PHY (TX_EN rising), each marker "
+                              f"paired in order with the replies."))
         elif "[" in name and name.split("[")[0] in measurements:
             base, cls = name[:-1].split("[", 1)
             m = measurements[base]
-            stop = _edge_words(m.stop) if base != "tx.send" else \
-                "the application's hand-off of its reply (marker tx.send rising)"
-            out.append((name, f"{base} for frames of class {cls} only: from the end of the "
-                              f"received request at the PHY (RX_DV falling) to {stop}, each "
-                              f"marker paired in order with the frames of that class."))
-        elif "[" in name and name.split("[")[0] in ("tx.send",):
-            cls = name[:-1].split("[", 1)[1]
-            out.append((name, f"for frames of class {cls}: from the end of the received request "
-                              f"at the PHY (RX_DV falling) to the application's hand-off of "
-                              f"its reply (marker tx.send rising)."))
+            out.append((name, f"{base} for requests of class {cls} only: from the end of the "
+                              f"received request at the PHY (RX_DV falling) to "
+                              f"{_edge_words(m.stop)}, each marker paired in order with the "
+                              f"frames of that class."))
         else:
             out.append((name, "a measurement defined by the capture's own definitions."))
     conf = f"{confidence * 100:g} %"
