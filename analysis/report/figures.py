@@ -199,7 +199,7 @@ def _legend(ax, ncol=1, above=False):
                   borderaxespad=0, frameon=False, ncol=ncol)
 
 
-def _figure(data, height=2.4, width=8.5):
+def _figure(data, height=2.4, width=8.5, sharex=True):
     """A figure with one axes, or small multiples on a grid of two columns (one panel per
     family) when there are more than MAX_SERIES_PER_PANEL series.
     Returns ``fig, [(ax, panel title, series indices)], legend_above``."""
@@ -210,7 +210,7 @@ def _figure(data, height=2.4, width=8.5):
         return fig, [(ax, panels[0][0], panels[0][1])], False
     rows = (len(panels) + 1) // 2
     fig, axes = plt.subplots(rows, 2, figsize=(11.0, 0.6 + (height - 0.2) * rows),
-                             squeeze=False, sharex=True, layout="constrained")
+                             squeeze=False, sharex=sharex, layout="constrained")
     flat = list(axes.flat)
     for ax in flat[len(panels):]:
         ax.set_visible(False)
@@ -261,7 +261,7 @@ def _draw_histogram(data, per_decade=100):
     hi = max(s["high_ns"].max() for s in data["series"]) * 1.0001
     # one set of log-spaced bins for every series (shapes comparable), mass kept per bin
     edges = np.geomspace(lo, hi, max(2, int(np.log10(hi / lo) * per_decade) + 2))
-    fig, panels, above = _figure(data)
+    fig, panels, above = _figure(data, sharex=False)
     for ax, _title, idx in panels:
         for i in idx:
             s = data["series"][i]
@@ -280,7 +280,10 @@ def _draw_histogram(data, per_decade=100):
                         ms=3.5, color=line.get_color(), mfc="none")
         ax.set(xscale="log", yscale="log", ylabel="packets per bin")
         ax.set_ylim(bottom=0.6)            # bins holding one packet stay above the axis line
-        x_lo, x_hi = body_lo / 1.05, body_hi * 1.05
+        # each panel (family) spans its own series' body: one family's tens of µs do not
+        # squeeze another's body; the unit stays the figure's
+        panel_lo, panel_hi = histogram_range([data["series"][i] for i in idx])
+        x_lo, x_hi = panel_lo / 1.05, panel_hi * 1.05
         ax.set_xlim(unit.scale(x_lo), unit.scale(x_hi))
         beyond = []
         for i in idx:
@@ -292,12 +295,16 @@ def _draw_histogram(data, per_decade=100):
         if beyond:
             ax.text(0.99, 0.97, "→ " + "\n→ ".join(beyond), transform=ax.transAxes,
                     ha="right", va="top", fontsize=6.5, color="0.25")
-        _plain_log_axis(ax.xaxis)
+        if x_hi / x_lo < 3:        # a narrow body: a linear axis gets readable ticks
+            ax.set_xscale("linear")
+            ax.set_xlim(unit.scale(x_lo), unit.scale(x_hi))
+        else:
+            _plain_log_axis(ax.xaxis)
         ax.yaxis.set_minor_locator(NullLocator())
         _legend(ax, above=above)
-    _xlabel(panels, f"{data['name']} latency ({unit.name}), log scale, p{BODY_PERCENTS[0]:g} "
-                    f"to p{BODY_PERCENTS[1]:g} of the data; {per_decade} bins per decade; "
-                    f"circles: isolated bins")
+    _xlabel(panels, f"{data['name']} latency ({unit.name}), each panel p{BODY_PERCENTS[0]:g} "
+                    f"to p{BODY_PERCENTS[1]:g} of its data (log scale where it spans a factor "
+                    f"of 3 or more); {per_decade} bins per decade; circles: isolated bins")
     fig.suptitle(f"{data['name']}: histogram (empty bins not drawn)", fontsize=10, x=0.01,
                  ha="left")
     _mark_simulated(fig, data["simulated"])
