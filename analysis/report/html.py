@@ -179,7 +179,7 @@ def _table_html(table, stem):
     link = (f"<a class='csv' download='{html.escape(stem)}.csv' "
             f"href='data:text/csv;charset=utf-8;base64,{data}'>CSV</a>")
     inner = f"<div class='scroll'>{table.html()}</div>"
-    if len(table.rows) > COLLAPSE_ROWS:
+    if table.collapsed or len(table.rows) > COLLAPSE_ROWS:
         return (f"<details><summary>{html.escape(table.title)} ({len(table.rows)} rows) "
                 f"</summary>{inner}</details>{link}")
     return inner + link
@@ -211,7 +211,8 @@ def forensics_table(label, f):
                  f" µs before each start to its stop)",
                  ["rank", "packet", "at s", "latency µs", "slower than", "beyond p99.9",
                   "requests queued ahead", "rx frames", "tx frames",
-                  "last edges (µs from its start)"], rows, "µs")
+                  "last edges (µs from its start)"], rows, "µs",
+                 collapsed=not any(p.beyond_p999 for p in f.packets))
 
 
 def write_report(analyses, out_dir, *, warnings=None, workers=None, command=None,
@@ -348,8 +349,9 @@ def write_report(analyses, out_dir, *, warnings=None, workers=None, command=None
             intro = ("For the slowest packets of each capture, what happened in the window "
                      "before each: the requests still queued ahead of it, the frames on the "
                      "wire in both directions (RX_DV and TX_EN pulses) and the last edges "
-                     "(frames, interrupts, markers) before its stop. `latscope analyze "
-                     "--explain N` prints every edge of each window.")
+                     "(frames, interrupts, markers) before its stop. Tables with packets beyond "
+                     "p99.9 are open; the others are folded. `latscope analyze --explain N` "
+                     "prints every edge of each window.")
             sections.append(("Why the slowest packets were slow", [intro] + tables, [], None,
                              False))
     if grouped:
@@ -407,7 +409,12 @@ def write_report(analyses, out_dir, *, warnings=None, workers=None, command=None
     body.append("<h1>latscope report</h1>")
     body.append(f"<p>Captures: {html.escape(', '.join(labels))}.</p>")
     md += [f"Captures: {', '.join(labels)}.", ""]
-    anchors = [_anchor(title) for title, *_ in sections]
+    anchors = []
+    for title, *_ in sections:          # unique ids, even where two titles read alike
+        anchor = _anchor(title)
+        while anchor in anchors:
+            anchor += "-2"
+        anchors.append(anchor)
     toc = [(title, anchor) for (title, _p, _f, _w, collapsed), anchor
            in zip(sections, anchors, strict=True) if not collapsed]
     n_table = 0

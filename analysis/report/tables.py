@@ -57,12 +57,14 @@ def fmt_ns(value, unit="us"):
 @dataclasses.dataclass
 class Table:
     """A titled table: ``headers`` and ``rows`` of cell text; ``unit`` names the time unit of its
-    time columns (stated in the title); ``note`` is a sentence shown under it."""
+    time columns (stated in the title); ``note`` is a sentence shown under it; ``collapsed``
+    asks the page to fold it under its title (long tables are folded anyway)."""
     title: str
     headers: list
     rows: list
     unit: str = ""
     note: str = ""
+    collapsed: bool = False
 
     def markdown(self, title=True):
         """Aligned Markdown table (numbers right-aligned), optionally under its title."""

@@ -4,7 +4,7 @@ import sys
 
 from latscope import LatscopeError
 from latscope.analysis import api, report
-from latscope.analysis.report.summary import headline_names
+from latscope.analysis.report.summary import bounded, headline_names
 from latscope.commands.analyses import (
     DEFINITIONS_HELP,
     MARKERS_HELP,
@@ -46,7 +46,7 @@ def run(args):
     forensics = {}
     if args.explain:
         for a in analyses:
-            names = [n for n in headline_names(report.common_names([a])) if a.stats[n].n]
+            names = [n for n in headline_names(report.common_names([a])) if bounded(a.stats[n])]
             forensics[a.label] = [api.explain(a, n, top=args.explain) for n in names]
     written = report.write_report(analyses, args.output, forensics=forensics,
                                   command=" ".join(["latscope", "report", *args.files,
