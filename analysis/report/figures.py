@@ -15,10 +15,11 @@ import io
 
 import numpy as np
 
+from latscope.analysis.stats import n_required
 from latscope.analysis.units import time_unit
 
 __all__ = ["series_style", "figure_jobs", "draw", "SPECTRUM_PERCENTILES", "BODY_PERCENTS",
-           "histogram_range", "dots_data"]
+           "histogram_range", "dots_data", "supported_x"]
 
 #: The histogram's x range spans these percentiles of its series (the body); what lies beyond
 #: is counted in a note on the panel, so one outlier never sets the range.
@@ -58,6 +59,18 @@ def _histogram_data(a, name):
     return {"low_ns": low * s.tick_ns, "high_ns": (high + 1) * s.tick_ns, "count": count}
 
 
+def supported_x(n, percents=SPECTRUM_PERCENTILES):
+    """The spectrum's x = 1/(1-p) of the highest of ``percents`` whose two-sided 95 % interval
+    ``n`` values bound (:func:`latscope.analysis.stats.n_required`), or 1 when none: beyond it
+    the line is drawn faint, as the sample no longer supports those percentiles.
+
+    >>> [round(supported_x(n)) for n in (3, 10, 1200, 5000)]     # none, p50, p99, p99.9
+    [1, 2, 100, 1000]
+    """
+    ok = [p for p in percents if n >= n_required(p / 100)]
+    return 1 / (1 - max(ok) / 100) if ok else 1.0
+
+
 def _spectrum_data(a, name, points=400):
     """Latency at percentile p for p from 0 to (n - 1/2)/n, log-spaced in 1/(1-p)."""
     s = a.stats[name]
@@ -70,11 +83,13 @@ def _spectrum_data(a, name, points=400):
         ranks = np.unique(np.round(n - np.geomspace(n, 1, points)).astype(np.int64))
         ranks = np.clip(ranks, 0, n - 1)
         p = (ranks + 0.5) / n
-        return {"x": 1 / (1 - p), "value_ns": values[ranks], "n": n}
+        return {"x": 1 / (1 - p), "value_ns": values[ranks], "n": n,
+                "supported_x": supported_x(n)}
     low, high, count = s.histogram.nonzero()
     cum = np.cumsum(count) - count / 2
     p = cum / s.n
-    return {"x": 1 / (1 - p), "value_ns": (high + 1) * s.tick_ns, "n": s.n}
+    return {"x": 1 / (1 - p), "value_ns": (high + 1) * s.tick_ns, "n": s.n,
+            "supported_x": supported_x(s.n)}
 
 
 def dots_data(rows, name, simulated):
@@ -324,8 +339,17 @@ def _draw_spectrum(data):
             s = data["series"][i]
             kw = _style_kwargs(i)
             kw["marker"] = None
-            ax.plot(s["x"], unit.scale(s["value_ns"]), label=f"{data['labels'][i]} "
-                    f"(n={s['n']:,})", lw=1.3, drawstyle="steps-post", **kw)
+            inside = s["x"] <= s["supported_x"]
+            # solid as far as the sample bounds the percentiles, faint beyond
+            line = ax.plot(s["x"][inside], unit.scale(s["value_ns"][inside]),
+                           label=f"{data['labels'][i]} (n={s['n']:,})", lw=1.3,
+                           drawstyle="steps-post", **kw)[0]
+            tail = np.flatnonzero(~inside)
+            if len(tail):
+                k = max(tail[0] - 1, 0)       # join the faint part to the solid one
+                ax.plot(s["x"][k:], unit.scale(s["value_ns"][k:]), lw=0.9, alpha=0.35,
+                        drawstyle="steps-post", color=line.get_color(),
+                        linestyle=line.get_linestyle())
         ax.set_xscale("log")
         ax.xaxis.set_major_locator(FixedLocator([1 / (1 - p / 100) for p in ticks]))
         ax.xaxis.set_major_formatter(FixedFormatter([f"{p:g}%" for p in ticks]))
@@ -340,7 +364,8 @@ def _draw_spectrum(data):
         ax.set_ylabel(f"latency ({unit.name}), log")
         _legend(ax, above=above)
     _xlabel(panels, "percentile (x = 1/(1-p), log scale: each step right is a tenfold rarer "
-                    "packet); one latency scale on every panel")
+                    "packet); one latency scale on every panel; faint: percentiles the sample "
+                    "does not bound")
     fig.suptitle(f"{data['name']}: percentile spectrum (the tail, as HdrHistogram plots it)",
                  fontsize=10, x=0.01, ha="left")
     _mark_simulated(fig, data["simulated"])
