@@ -275,10 +275,11 @@ def write_report(analyses, out_dir, *, warnings=None, workers=None, command=None
                                                           any_sim),
                      f"{', '.join(lead_names)}: p50 and p99 per capture with 95 % confidence "
                      f"intervals, fastest at the top of each measurement"))
-    sim_text = (f"{sum(simulated)} of {len(analyses)} captures are SIMULATED (the simulated "
-                f"bench's model of the DUT, not hardware). " if any_sim else "")
+    sim_text = ((" (SIMULATED: the simulated bench's model of the DUT, not hardware)"
+                 if all(simulated) else f" ({sum(simulated)} SIMULATED: the simulated bench's "
+                 f"model of the DUT, not hardware)") if any_sim else "")
     n_lead = sum(a.stats[n].n for a in analyses for n in lead_names if n in a.stats)
-    answer = [f"{sim_text}{len(analyses)} capture(s), {n_lead:,} packet latencies of the "
+    answer = [f"{len(analyses)} capture(s){sim_text}, {n_lead:,} packet latencies of the "
               f"headline measurement(s). {summary.measured_sentence(analyses, lead_names)} "
               f"Every measurement is defined in the Glossary."]
     # the first screen: p50 verdicts on the application's delivery, where the sample bounds it
