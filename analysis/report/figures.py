@@ -208,7 +208,7 @@ def _legend(ax, ncol=1, above=False):
         return
     if above:
         ax.legend(handles, labels, fontsize=7, loc="lower left", bbox_to_anchor=(0.0, 1.01),
-                  borderaxespad=0, frameon=False, ncol=min(4, len(handles)))
+                  borderaxespad=0, frameon=False, ncol=min(3, len(handles)))
     else:
         ax.legend(handles, labels, fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0),
                   borderaxespad=0, frameon=False, ncol=ncol)
@@ -277,6 +277,7 @@ def _draw_histogram(data, per_decade=100):
     # one set of log-spaced bins for every series (shapes comparable), mass kept per bin
     edges = np.geomspace(lo, hi, max(2, int(np.log10(hi / lo) * per_decade) + 2))
     fig, panels, above = _figure(data, sharex=False)
+    notes = []              # per panel: the packets beyond its range, said under its axis
     for ax, _title, idx in panels:
         for i in idx:
             s = data["series"][i]
@@ -307,9 +308,7 @@ def _draw_histogram(data, per_decade=100):
             if above_n:
                 beyond.append(f"{data['labels'][i]}: {above_n:,} beyond, max "
                               f"{unit.fmt(s['high_ns'].max())} {unit.name}")
-        if beyond:
-            ax.text(0.99, 0.97, "→ " + "\n→ ".join(beyond), transform=ax.transAxes,
-                    ha="right", va="top", fontsize=6.5, color="0.25")
+        notes.append("; ".join(beyond))
         if x_hi / x_lo < 3:        # a narrow body: a linear axis gets readable ticks
             ax.set_xscale("linear")
             ax.set_xlim(unit.scale(x_lo), unit.scale(x_hi))
@@ -317,9 +316,16 @@ def _draw_histogram(data, per_decade=100):
             _plain_log_axis(ax.xaxis)
         ax.yaxis.set_minor_locator(NullLocator())
         _legend(ax, above=above)
-    _xlabel(panels, f"{data['name']} latency ({unit.name}), each panel p{BODY_PERCENTS[0]:g} "
-                    f"to p{BODY_PERCENTS[1]:g} of its data (log scale where it spans a factor "
-                    f"of 3 or more); {per_decade} bins per decade; circles: isolated bins")
+    label = (f"{data['name']} latency ({unit.name}), each panel p{BODY_PERCENTS[0]:g} to "
+             f"p{BODY_PERCENTS[1]:g} of its data (log scale where it spans a factor of 3 or "
+             f"more); {per_decade} bins per decade; circles: isolated bins")
+    if len(panels) == 1:
+        _xlabel(panels, label + (f"\nbeyond the range: {notes[0]}" if notes[0] else ""))
+    else:
+        _xlabel(panels, label)
+        for (ax, _t, _i), note in zip(panels, notes, strict=True):
+            if note:
+                ax.set_xlabel(f"beyond the range: {note}", fontsize=6.5, color="0.25")
     fig.suptitle(f"{data['name']}: histogram (empty bins not drawn)", fontsize=10, x=0.01,
                  ha="left")
     _mark_simulated(fig, data["simulated"])
