@@ -179,7 +179,7 @@ def _table_html(table, stem):
     link = (f"<a class='csv' download='{html.escape(stem)}.csv' "
             f"href='data:text/csv;charset=utf-8;base64,{data}'>CSV</a>")
     inner = f"<div class='scroll'>{table.html()}</div>"
-    if table.collapsed or len(table.rows) > COLLAPSE_ROWS:
+    if table.collapsed or (table.collapsed is None and len(table.rows) > COLLAPSE_ROWS):
         return (f"<details><summary>{html.escape(table.title)} ({len(table.rows)} rows) "
                 f"</summary>{inner}</details>{link}")
     return inner + link

@@ -388,5 +388,5 @@ def provenance_rows(analyses, labels, *, command=None, now=None):
     table = Table("provenance of each input", ["capture", "data", "file", "started",
                                                 "recorded by", "command", "gateware",
                                                 "firmware build", "profile", "seed",
-                                                "engine"], rows)
+                                                "engine"], rows, collapsed=False)
     return general, table

@@ -58,13 +58,13 @@ def fmt_ns(value, unit="us"):
 class Table:
     """A titled table: ``headers`` and ``rows`` of cell text; ``unit`` names the time unit of its
     time columns (stated in the title); ``note`` is a sentence shown under it; ``collapsed``
-    asks the page to fold it under its title (long tables are folded anyway)."""
+    says whether the page folds it under its title (``None``: only when it is long)."""
     title: str
     headers: list
     rows: list
     unit: str = ""
     note: str = ""
-    collapsed: bool = False
+    collapsed: bool | None = None
 
     def markdown(self, title=True):
         """Aligned Markdown table (numbers right-aligned), optionally under its title."""
