@@ -30,6 +30,7 @@ from latscope.analysis.definitions import (
     resolve_markers,
 )
 from latscope.analysis.engine import Analyzer, PacketTable
+from latscope.analysis.forensics import explain as explain_packets
 from latscope.analysis.frames import analyze_frames
 from latscope.analysis.marker_identity import decode, is_coded_channel
 from latscope.analysis.pairing import STATUS_NAMES
@@ -41,7 +42,7 @@ from latscope.capture.files.open import open_events
 
 __all__ = ["Analysis", "integrity_note", "load", "analyze_file", "from_events", "summary_frame",
            "packets_frame", "capture_label", "capture_size", "summarize_captures", "write_report",
-           "repository_root", "class_label", "counted_only_classes"]
+           "repository_root", "class_label", "counted_only_classes", "explain"]
 
 
 @dataclasses.dataclass
@@ -203,6 +204,65 @@ def packets_frame(result):
     if not frames:
         return pd.DataFrame(columns=["group", "start_tick", "start_s"])
     return pd.concat(frames, ignore_index=True, sort=False)
+
+
+def explain(analysis, name, *, top=10, before_ns=None):
+    """The slowest packets of measurement ``name`` and the window before each
+    (:func:`latscope.analysis.forensics.explain`), reading the capture's edges in those windows
+    again from ``analysis.path``; marker channels are named by their meanings.
+
+    Returns
+    -------
+    Forensics
+    """
+    table = next((t for t in analysis.result.packets or () if name in t.latency), None)
+    sample = _class_sample(analysis, name) if table is None else None
+    if table is None and sample is None:
+        known = ", ".join(n for t in analysis.result.packets or () for n in t.latency)
+        raise LatscopeError(f"Measurement to explain must be one with per-packet records "
+                            f"({known}, or a receive stage of a frame class), not {name!r}")
+    if not analysis.path:
+        raise LatscopeError("the analysis must come from a file to read its edges again, not "
+                            "from arrays")
+    markers = ((analysis.metadata or {}).get("marker_map") or {}).get("markers") or {}
+    start, latency = (table.start, table.latency[name]) if table is not None else sample
+    reach = int(max(before_ns or 0, 1e6) * analysis.result.tick_hz / 1e9)
+    keep_lo = int(start.min()) - reach if len(start) else 0
+    parts = []
+    with open_events(analysis.path) as source:
+        raw = source.info.channel_names or dict(CHANNEL_ROLES)
+        names = raw if isinstance(raw, dict) else dict(enumerate(raw))
+        names = {int(k): markers.get(v, v) for k, v in names.items()}
+        for chunk in source.chunks():
+            sel = chunk.time >= keep_lo
+            parts.append((np.asarray(chunk.time[sel]), np.asarray(chunk.channel[sel]),
+                          np.asarray(chunk.rising[sel])))
+    time = np.concatenate([p[0] for p in parts]) if parts else np.array([], np.int64)
+    channel = np.concatenate([p[1] for p in parts]) if parts else np.array([], np.int64)
+    rising = np.concatenate([p[2] for p in parts]) if parts else np.array([], bool)
+    listed = [names.get(i, f"ch{i}") for i in range(max(names, default=-1) + 1)]
+    top_channel = int(channel.max()) if len(channel) else -1
+    listed += [f"ch{i}" for i in range(len(listed), top_channel + 1)]
+    return explain_packets(start, latency, time, channel, rising,
+                           tick_hz=analysis.result.tick_hz, channel_names=listed,
+                           measurement=name, top=top, before_ns=before_ns)
+
+
+def _class_sample(analysis, name):
+    """``(request end ticks, latency ticks)`` of a per-class receive stage such as
+    ``rx.udp[hp]`` or ``node.e2e[hp]`` (both start at the request's end), or ``None``."""
+    fa = analysis.result.frames
+    if fa is None or not name.endswith("]") or "[" not in name:
+        return None
+    base, label = name[:-1].split("[", 1)
+    if not (base.startswith("rx.") or base == "node.e2e"):
+        return None
+    for cls, report_ in fa.classes.items():
+        if class_label(cls, analysis.metadata) == label and base in report_.samples:
+            at, values = report_.samples[base]
+            order = np.argsort(at, kind="stable")
+            return np.asarray(at)[order], np.asarray(values)[order]
+    return None
 
 
 def capture_label(metadata, path=None):

@@ -2,23 +2,28 @@
 Markdown with PNG files beside it.
 
 Layout: a SIMULATED banner when any input comes from the simulated bench (fixed, so it is on every
-printed page too; every figure made from such captures also says so); the inputs with their
-warnings; the Table I form; the paper's values next to ours for the paper's profiles; per
-measurement a percentile table and its figures; the receive-path waterfall and stage table;
-comparisons grouped the way the captures are organised; the packet-size regression; every figure
-of each capture. Figures are drawn in parallel worker processes when there are several.
+printed page too; every figure made from such captures also says so); the answer first (what was
+measured, p50 and p99 with intervals per capture, the ranking, each comparison's verdict as a
+sentence, one figure: :mod:`latscope.analysis.report.summary`); a table of contents; then the
+detail: the inputs with their warnings; the glossary and error budget; the Table I form; the
+paper's values next to ours for the paper's profiles; per measurement a percentile table and its
+figures; the receive-path waterfall and stage table; comparisons grouped the way the captures
+are organised; the packet-size regression; every measurement of each capture; the provenance.
+Long tables are collapsed (``<details>``) and each table can be downloaded as CSV (a ``data:``
+link). Figures are drawn in parallel worker processes when there are several.
 """
 
 import base64
 import html
 import os
 import pickle
+import re
 import subprocess
 import sys
 
 from latscope import LatscopeError
 from latscope.analysis.grouping import display_labels, family, is_simulated
-from latscope.analysis.report import figures
+from latscope.analysis.report import figures, summary
 from latscope.analysis.report.labels import integrity_note
 from latscope.analysis.report.tables import (
     Table,
@@ -39,7 +44,7 @@ from latscope.analysis.report.tables import (
     waterfall_data,
 )
 
-__all__ = ["write_report", "input_warnings"]
+__all__ = ["write_report", "input_warnings", "forensics_table"]
 
 _CSS = """
 body{font-family:system-ui,-apple-system,'Segoe UI',Roboto,sans-serif;max-width:1180px;
@@ -58,6 +63,14 @@ td.num{text-align:right}td.txt{text-align:left}
 figure{margin:16px 0}figure img{max-width:100%;height:auto}
 figcaption{font-size:12px;color:#555}
 .warn{color:#8a4b00}.warnings li{font-size:13px}
+.answer{font-size:15px}.answer li{margin:3px 0}
+nav.toc{columns:2;font-size:13px;background:#f7f7f7;padding:8px 16px;border:1px solid #e4e4e4}
+nav.toc li{break-inside:avoid}
+details{margin:8px 0}summary{cursor:pointer;font-size:13px;color:#333}
+a.csv{font-size:11px;margin-left:6px}
+dl.gloss dt{font-weight:600;margin-top:8px}dl.gloss dd{margin-left:20px;font-size:13px;
+ max-width:1000px}
+@media (max-width:900px){nav.toc{columns:1}}
 @media print{.banner{position:fixed}h2{break-after:avoid}figure{break-inside:avoid}}
 """
 
@@ -150,7 +163,60 @@ def _draw_all(jobs, workers):
     return out
 
 
-def write_report(analyses, out_dir, *, warnings=None, workers=None):
+#: Verdict sentences shown on the first screen; the rest are one click away.
+LEAD_VERDICTS = 8
+#: Tables with more rows than this are collapsed (``<details>``) under their caption.
+COLLAPSE_ROWS = 12
+
+
+def _anchor(title):
+    return re.sub(r"[^a-z0-9]+", "-", title.lower()).strip("-") or "section"
+
+
+def _table_html(table, stem):
+    """A table with its CSV download link, collapsed when long."""
+    data = base64.b64encode(table.csv().encode("utf-8")).decode()
+    link = (f"<a class='csv' download='{html.escape(stem)}.csv' "
+            f"href='data:text/csv;charset=utf-8;base64,{data}'>CSV</a>")
+    inner = f"<div class='scroll'>{table.html()}</div>"
+    if table.collapsed or (table.collapsed is None and len(table.rows) > COLLAPSE_ROWS):
+        return (f"<details><summary>{html.escape(table.title)} ({len(table.rows)} rows) "
+                f"</summary>{inner}</details>{link}")
+    return inner + link
+
+
+def _definition_list(items):
+    return ("<dl class='gloss'>" + "".join(f"<dt id='term-{_anchor(t)}'>{html.escape(t)}</dt>"
+                                            f"<dd>{html.escape(d)}</dd>" for t, d in items)
+            + "</dl>")
+
+
+def forensics_table(label, f):
+    """A :class:`Table` of one :class:`~latscope.analysis.forensics.Forensics`: per slow packet
+    its latency, rank, the queue ahead of it, the frames on the wire and the last edges before
+    its stop."""
+    rows = []
+    for p in f.packets:
+        rx = sum(1 for w in p.frames if w.direction == "rx")
+        tx = sum(1 for w in p.frames if w.direction == "tx")
+        last = "; ".join(f"{e.t_ns / 1000:+.3f} {e.channel} {'↑' if e.rising else '↓'}"
+                         for e in p.events[-6:])
+        rows.append([p.rank, p.packet, f"{p.start_s:.6f}", f"{p.latency_ns / 1000:.3f}",
+                     f"{p.faster_fraction:.2%}", "yes" if p.beyond_p999 else "no", p.queued,
+                     rx, tx, last])
+    p999 = (f"p99.9 {f.p999_ns / 1000:.3f} µs" if f.p999_ns is not None else
+            "too few packets for p99.9")
+    return Table(f"{label} {f.measurement}: the {len(f.packets)} slowest of {f.n:,} packets "
+                 f"(µs; p50 {f.p50_ns / 1000:.3f} µs, {p999}; window from {f.before_ns / 1000:g}"
+                 f" µs before each start to its stop)",
+                 ["rank", "packet", "at s", "latency µs", "slower than", "beyond p99.9",
+                  "requests queued ahead", "rx frames", "tx frames",
+                  "last edges (µs from its start)"], rows, "µs",
+                 collapsed=not any(p.beyond_p999 for p in f.packets))
+
+
+def write_report(analyses, out_dir, *, warnings=None, workers=None, command=None,
+                 forensics=None):
     """Write ``report.html`` (self-contained) and ``report.md`` (+ PNGs) into ``out_dir``.
 
     Parameters
@@ -162,6 +228,11 @@ def write_report(analyses, out_dir, *, warnings=None, workers=None):
         every figure and table made from it.
     workers : int, optional
         Processes drawing figures (default: the CPU count, at most 4).
+    command : str, optional
+        The command line that made the report, for the provenance block.
+    forensics : dict, optional
+        ``{capture label: [Forensics]}`` (:func:`latscope.analysis.forensics.explain`): the
+        slowest packets of each and the window before each, shown in their own section.
 
     Returns
     -------
@@ -181,8 +252,13 @@ def write_report(analyses, out_dir, *, warnings=None, workers=None):
     warned = input_warnings(analyses, warnings)
     names = common_names(analyses)
     with_packets = all(a.result.packets is not None for a in analyses)
+    any_sim = any(simulated)
+    lead_names = summary.headline_names(names)
+    grouped = compare_grouped(analyses) if len(analyses) >= 2 and with_packets else []
+    verdicts = summary.verdicts(grouped, simulated=any_sim)
 
-    # (title, [Table or paragraph str], [(stem, alt)], warning text or None)
+    # (title, [Table, paragraph str, ("ul", [str]) or ("dl", [(term, text)])],
+    #  [(stem, alt)], warning text or None, collapsed)
     sections = []
 
     def warn_for(indices):
@@ -190,42 +266,104 @@ def write_report(analyses, out_dir, *, warnings=None, workers=None):
         return (f"Made from capture(s) with warnings: {', '.join(hit)} (see Inputs)."
                 if hit else None)
 
+    jobs = figures.figure_jobs(analyses, labels, names, groups, simulated)
+    # the answer first: the headline measurements' p50 and p99 per capture, in one figure
+    lead_rows = [(labels[i], a.stats[n], n) for n in lead_names
+                 for i, a in enumerate(analyses) if n in a.stats and summary.bounded(a.stats[n])]
+    if lead_rows:
+        jobs.append(("summary", "dots", figures.dots_data(lead_rows, ", ".join(lead_names),
+                                                          any_sim),
+                     f"{', '.join(lead_names)}: p50 and p99 per capture with 95 % confidence "
+                     f"intervals, fastest at the top of each measurement"))
+    sim_text = ((" (SIMULATED: the simulated bench's model of the DUT, not hardware)"
+                 if all(simulated) else f" ({sum(simulated)} SIMULATED: the simulated bench's "
+                 f"model of the DUT, not hardware)") if any_sim else "")
+    n_lead = sum(a.stats[n].n for a in analyses for n in lead_names if n in a.stats)
+    answer = [f"{len(analyses)} capture(s){sim_text}, {n_lead:,} packet latencies of the "
+              f"headline measurement(s). {summary.measured_sentence(analyses, lead_names)} "
+              f"Every measurement is defined in the Glossary."]
+    # the first screen: p50 verdicts on the application's delivery, where the sample bounds it
+    delivery = [n for n in lead_names if not n.startswith("tx.wire")] or lead_names
+    order = {"fast": 0, "mac": 1, "repeat": 2, "size": 3}
+    lead_verdicts = [v.sentence for v in sorted(verdicts, key=lambda v: order.get(v.kind, 4))
+                     if v.percent == 50.0 and v.lower_ns is not None and v.upper_ns is not None
+                     and v.measurement.split(" ")[0] in delivery]
+    parts = answer
+    left_off = summary.unbounded_note(analyses, labels, lead_names)
+    if left_off:
+        parts.append(left_off)
+    ranking = summary.ranking_sentences(analyses, labels, lead_names)
+    if ranking:
+        parts.append(("ul", ranking))
+    if lead_verdicts:
+        parts.append(f"Verdicts at p50 on {', '.join(delivery)} (95 % intervals; p99 and every "
+                     f"other measurement under Comparisons):")
+        parts.append(("ul", lead_verdicts[:LEAD_VERDICTS]))
+        if len(lead_verdicts) > LEAD_VERDICTS:
+            parts.append(("details", f"{len(lead_verdicts) - LEAD_VERDICTS} more verdicts at "
+                                     f"p50", lead_verdicts[LEAD_VERDICTS:]))
+    parts.append(summary.headline_table(analyses, labels, lead_names))
+    sections.append(("What was measured and what it found", parts,
+                     [("summary", jobs[-1][3])] if lead_rows else [],
+                     warn_for(range(len(analyses))), False))
     sections.append(("Inputs", [_inputs_table(analyses, labels, simulated, warned),
                                 resolution_note({f"{a.label}/{k}": s for a in analyses
-                                                  for k, s in a.stats.items()})], [], None))
+                                                  for k, s in a.stats.items()})], [], None,
+                     False))
     if warned:
         items = [f"{labels[i]}: {w}" for i, ws in warned.items() for w in ws]
-        sections.append(("Warnings", items, [], None))
-    sections.append(("Summary", [make_table_one(analyses, labels=labels)], [],
-                     warn_for(range(len(analyses)))))
+        sections.append(("Warnings", [("ul", items)], [], None, False))
+    shown = list(names) + [n for a in analyses for n in a.stages if a.stages[n].n
+                           and n not in names]
+    shown = list(dict.fromkeys(shown))
+    sections.append(("Glossary", ["Every measurement on this page, with the edges that start "
+                                  "and stop it, and the statistics used:",
+                                  ("dl", summary.glossary(analyses, shown)),
+                                  "Error budget of these captures:",
+                                  ("dl", summary.error_budget(analyses))], [], None, False))
+    sections.append(("Table I form (mean ± 3σ)", [make_table_one(analyses, labels=labels)], [],
+                     warn_for(range(len(analyses))), False))
     paper = paper_table(analyses, labels)
     if paper is not None:
-        sections.append(("The paper's Table I and ours", [paper], [], None))
-    jobs = figures.figure_jobs(analyses, labels, names, groups, simulated)
+        sections.append(("The paper's Table I and ours", [paper], [], None, False))
     by_name = {}
     for stem, _kind, data, alt in jobs:
-        by_name.setdefault(data["name"], []).append((stem, alt))
+        if stem != "summary":
+            by_name.setdefault(data["name"], []).append((stem, alt))
     for name in names:
         members = [i for i, a in enumerate(analyses) if name in a.stats and a.stats[name].n]
         sections.append((name, [make_percentile_table(analyses, name, labels)],
-                         by_name.get(name, []), warn_for(members)))
+                         by_name.get(name, []), warn_for(members), False))
     frames = make_frames_table(analyses, labels)
     if frames is not None:
         within = [t for t in (class_comparison_table(a) for a in analyses) if t is not None]
-        sections.append(("Frames by class", [frames] + within, [], None))
+        sections.append(("Frames by class", [frames] + within, [], None, False))
     stage = make_stage_table(analyses, labels)
     jobs.append(("waterfall", "waterfall", waterfall_data(analyses),
                  "receive path: mean time of each stage after RX_DV falls, per capture"))
     sections.append(("Receive path: stage waterfall", [stage] if stage else [],
-                     [("waterfall", jobs[-1][3])], warn_for(range(len(analyses)))))
-    if len(analyses) >= 2 and with_packets:
-        grouped = compare_grouped(analyses)
+                     [("waterfall", jobs[-1][3])], warn_for(range(len(analyses))), False))
+    if forensics:
+        tables = [forensics_table(labels[i], f) for i, a in enumerate(analyses)
+                  for f in forensics.get(a.label, [])]
+        if tables:
+            intro = ("For the slowest packets of each capture, what happened in the window "
+                     "before each: the requests still queued ahead of it, the frames on the "
+                     "wire in both directions (RX_DV and TX_EN pulses) and the last edges "
+                     "(frames, interrupts, markers) before its stop. Tables with packets beyond "
+                     "p99.9 are open; the others are folded. `latscope analyze --explain N` "
+                     "prints every edge of each window.")
+            sections.append(("Why the slowest packets were slow", [intro] + tables, [], None,
+                             False))
+    if grouped:
         tables = grouped_comparison_tables(grouped)
         intro = ("Comparisons follow how the captures are organised: MACs at equal frame size, "
                  "frame sizes within a MAC, the fast track against the stack, repeats of one "
                  "configuration. Each row: other − baseline; Mann-Whitney p and Cliff's δ say "
                  "whether the whole distribution moved.")
-        sections.append(("Comparisons", [intro] + tables, [], None))
+        rest = [v.sentence for v in verdicts if v.sentence not in lead_verdicts]
+        more = [("details", f"every other verdict ({len(rest)})", rest)] if rest else []
+        sections.append(("Comparisons", [intro] + more + tables, [], None, False))
     sized = [a for a in analyses if a.size is not None and a.result.packets is not None]
     if len({a.size for a in sized}) >= 2:
         try:
@@ -237,14 +375,19 @@ def write_report(analyses, out_dir, *, warnings=None, workers=None):
                          "mean latency against frame size with the fitted line per "
                          "configuration and measurement"))
             sections.append(("Packet-size regression", [make_size_table(fits)],
-                             [("size", jobs[-1][3])], None))
+                             [("size", jobs[-1][3])], None, False))
+    sections.append(("Every measurement of each capture", ["Each capture's measurements and "
+                                                            "stages, one click each:"], [], None,
+                     False))
     for i, (a, label) in enumerate(zip(analyses, labels, strict=True)):
         parts = [make_stats_table(a.stats, title=f"{label}: every measurement")]
         stage = make_stage_table([a], [label])
         if stage:
             parts.append(stage)
         parts += _detail_text(a)
-        sections.append((f"{label}: every measurement", parts, [], warn_for([i])))
+        sections.append((f"{label}: every measurement", parts, [], warn_for([i]), True))
+    general, prov_table = summary.provenance_rows(analyses, labels, command=command)
+    sections.append(("Provenance", [("dl", general), prov_table], [], None, False))
 
     workers = workers or min(4, os.cpu_count() or 1)
     pngs = _draw_all(jobs, workers)
@@ -267,32 +410,66 @@ def write_report(analyses, out_dir, *, warnings=None, workers=None):
     body.append("<h1>latscope report</h1>")
     body.append(f"<p>Captures: {html.escape(', '.join(labels))}.</p>")
     md += [f"Captures: {', '.join(labels)}.", ""]
-    for title, parts, figs, warning in sections:
-        md += [f"## {title}", ""]
-        body.append(f"<h2>{html.escape(title)}</h2>")
+    anchors = []
+    for title, *_ in sections:          # unique ids, even where two titles read alike
+        anchor = _anchor(title)
+        while anchor in anchors:
+            anchor += "-2"
+        anchors.append(anchor)
+    toc = [(title, anchor) for (title, _p, _f, _w, collapsed), anchor
+           in zip(sections, anchors, strict=True) if not collapsed]
+    n_table = 0
+    for k, ((title, parts, figs, warning, collapsed), anchor) in enumerate(
+            zip(sections, anchors, strict=True)):
+        level = 3 if collapsed else 2          # a capture's own section sits under its h2
+        md += [f"{'#' * level} {title}", ""]
+        body.append(f"<h{level} id='{anchor}'>{html.escape(title)}</h{level}>")
         if warning:
             md += [f"> warning: {warning}", ""]
             body.append(f"<p class='warn'>⚠ {html.escape(warning)}</p>")
-        if title == "Warnings":
-            md += [f"- {p}" for p in parts] + [""]
-            body.append("<ul class='warnings'>" + "".join(f"<li>{html.escape(p)}</li>"
-                                                          for p in parts) + "</ul>")
-            continue
-        for part in parts:
-            if isinstance(part, Table):
-                md += [part.markdown(), ""]
-                body.append(f"<div class='scroll'>{part.html()}</div>")
-            else:
-                md += [part, ""]
-                body.append(f"<p class='note'>{html.escape(part)}</p>")
+        if collapsed:
+            body.append(f"<details><summary>show {html.escape(title)}</summary>")
+        block = []          # the section's figures, first in the answer, after tables elsewhere
         for stem, alt in figs:
             if stem not in pngs:
                 continue
             label = f"{alt}{' (SIMULATED)' if banner else ''}"
-            md += [f"![{label}]({stem}.png)", ""]
-            body.append(f"<figure><img alt=\"{html.escape(label)}\" src=\"data:image/png;base64,"
-                        f"{base64.b64encode(pngs[stem]).decode()}\"><figcaption>"
+            md_fig = [f"![{label}]({stem}.png)", ""]
+            html_fig = (f"<figure><img alt=\"{html.escape(label)}\" src=\"data:image/png;"
+                        f"base64,{base64.b64encode(pngs[stem]).decode()}\"><figcaption>"
                         f"{html.escape(alt)}</figcaption></figure>")
+            block.append((md_fig, html_fig))
+        for part in parts:
+            if isinstance(part, Table):
+                n_table += 1
+                md += [part.markdown(), ""]
+                body.append(_table_html(part, f"{anchor}-{n_table}"))
+            elif isinstance(part, tuple) and part[0] == "ul":
+                md += [f"- {p}" for p in part[1]] + [""]
+                body.append("<ul class='warnings'>" + "".join(
+                    f"<li>{html.escape(p)}</li>" for p in part[1]) + "</ul>")
+            elif isinstance(part, tuple) and part[0] == "dl":
+                md += [f"- **{t}**: {d}" for t, d in part[1]] + [""]
+                body.append(_definition_list(part[1]))
+            elif isinstance(part, tuple) and part[0] == "details":
+                md += [f"{part[1]}:", ""] + [f"- {p}" for p in part[2]] + [""]
+                body.append(f"<details><summary>{html.escape(part[1])}</summary><ul>"
+                            + "".join(f"<li>{html.escape(p)}</li>" for p in part[2])
+                            + "</ul></details>")
+            else:
+                md += [part, ""]
+                body.append(f"<p class='{'answer' if k == 0 else 'note'}'>"
+                            f"{html.escape(part)}</p>")
+        for md_fig, html_fig in block:
+            md += md_fig
+            body.append(html_fig)
+        if collapsed:
+            body.append("</details>")
+        if k == 0:          # the contents follow the answer
+            md += ["## Contents", ""] + [f"- {t}" for t, _ in toc[1:]] + [""]
+            body.append("<nav class='toc' aria-label='contents'><strong>Contents</strong><ol>"
+                        + "".join(f"<li><a href='#{a}'>{html.escape(t)}</a></li>"
+                                  for t, a in toc[1:]) + "</ol></nav>")
     md_path = os.path.join(out_dir, "report.md")
     with open(md_path, "w", encoding="utf-8") as f:
         f.write("\n".join(md))

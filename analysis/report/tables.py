@@ -8,8 +8,10 @@ drawn by :mod:`latscope.analysis.report.figures`. Each ``make_*`` function retur
 :class:`Table`; the function of the same name without ``make_`` returns its Markdown.
 """
 
+import csv
 import dataclasses
 import html
+import io
 import math
 import re
 
@@ -55,12 +57,14 @@ def fmt_ns(value, unit="us"):
 @dataclasses.dataclass
 class Table:
     """A titled table: ``headers`` and ``rows`` of cell text; ``unit`` names the time unit of its
-    time columns (stated in the title); ``note`` is a sentence shown under it."""
+    time columns (stated in the title); ``note`` is a sentence shown under it; ``collapsed``
+    says whether the page folds it under its title (``None``: only when it is long)."""
     title: str
     headers: list
     rows: list
     unit: str = ""
     note: str = ""
+    collapsed: bool | None = None
 
     def markdown(self, title=True):
         """Aligned Markdown table (numbers right-aligned), optionally under its title."""
@@ -74,6 +78,19 @@ class Table:
         head = [f"{self.title}:", ""] if title and self.title else []
         tail = ["", self.note] if self.note else []
         return "\n".join(head + lines + tail)
+
+    def csv(self):
+        """The table as CSV text (header row first; an interval cell stays one quoted cell).
+
+        >>> print(Table("t", ["a", "b"], [["x, y", 1]]).csv(), end="")
+        a,b
+        "x, y",1
+        """
+        buf = io.StringIO()
+        writer = csv.writer(buf, lineterminator="\n")
+        writer.writerow(self.headers)
+        writer.writerows(self.rows)
+        return buf.getvalue()
 
     def html(self):
         """An HTML ``<table>`` with the title as its caption; numeric cells right-aligned."""
@@ -461,7 +478,8 @@ def paper_table(analyses, labels=None):
             "about p·(delay)² to the variance, so a few slow packets widen 3σ while mean and "
             "median stay at the paper's values. The percentiles show the body and the tail "
             "separately.")
-    return Table("the paper's Table I next to ours (µs; x̄ ± 3σ)",
+    return Table("the paper's Table I next to ours (µs; x̄ ± 3σ; the profiles are built from "
+                 "the paper's x̄ and 3σ, so the means agree by construction)",
                  ["configuration", "measurement", "paper x̄ ± 3σ", "ours x̄ ± 3σ", "Δmean",
                   "ours p50", "ours p99.9", "ours max", "n"], rows, "µs", note)
 

@@ -152,3 +152,27 @@ def test_damaged_captures(capsys):
     assert main(["analyze", f"{root}/fixtures/damaged/backwards.lsc"]) == 2
     err = capsys.readouterr().err
     assert "non-decreasing time order" in err and "latscope verify" in err
+
+
+def test_analyze_explain_per_packet_and_hgrm(captures, tmp_path, capsys):
+    """--explain N prints the N slowest packets per measurement with their windows (the first
+    is the measurement's maximum); --per-packet and --hgrm write their files."""
+    path, _run = captures["gem-64"]
+    rows, hgrm = tmp_path / "p.csv", tmp_path / "d.hgrm"
+    assert main(["analyze", path, "--json", "--per-packet", str(rows), "--hgrm", str(hgrm),
+                 "--measure", "rx.isr"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    n = doc["measurements"]["rx.isr"]["n"]
+    lines = rows.read_text().splitlines()
+    assert lines[0].startswith("start_edge,packet,start_tick,start_s,rx.isr_ns,rx.isr_status")
+    assert sum(1 for ln in lines[1:] if ln.endswith(",ok")) == n
+    assert f"Total count    = {n:12d}]" in hgrm.read_text()
+    assert main(["analyze", path, "--measure", "rx.isr", "--explain", "2"]) == 0
+    out = capsys.readouterr().out
+    assert f"rx.isr: the 2 slowest of {n:,} packets" in out
+    first = next(ln for ln in out.splitlines() if ln.startswith("#1 packet"))
+    max_us = doc["measurements"]["rx.isr"]["max_ns"] / 1000
+    assert f": {max_us:.3f} µs (slower than" in first
+    assert "rx_dv falling" in out and "rx.isr rising" in out
+    assert main(["analyze", path, "--explain", "0"]) == 2
+    assert "--explain must be a positive number of packets, not 0" in capsys.readouterr().err

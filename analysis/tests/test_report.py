@@ -76,7 +76,10 @@ def bench_report(tmp_path_factory):
     analyses = [api.analyze_file(os.path.join(BENCH, f"{n}.lsc"), packets=True) for n in names]
     out = tmp_path_factory.mktemp("report")
     written = report.write_report(analyses, str(out), workers=2,
-                                  warnings={"el-dm-64": ["a test warning for this input"]})
+                                  warnings={"el-dm-64": ["a test warning for this input"]},
+                                  forensics={a.label: [api.explain(a, "rx.isr", top=3)]
+                                             for a in analyses},
+                                  command="latscope report (test)")
     return analyses, out, written
 
 
@@ -93,7 +96,8 @@ def test_report_html_structure(bench_report):
         assert t["headers"] and t["rows"] and all(len(r) == len(t["headers"]) for r in
                                                    t["rows"] if r), t["caption"]
         assert any(u in t["caption"] for u in ("(ns", "(µs", "(ms", "µs;", "ns;", " ns)",
-                                               " µs)")) or t["caption"] in ("inputs",) or \
+                                               " µs)")) or \
+            t["caption"] in ("inputs", "provenance of each input") or \
             t["caption"].startswith("latency = fixed"), t["caption"]
     captions = [t["caption"] for t in page.tables]
     # comparisons grouped as the data is organised, not all against the first file
@@ -217,3 +221,86 @@ print(len(report.write_report([a], {str(tmp_path)!r}, workers=2)))
     assert out.returncode == 0, out.stderr[-2000:]
     pngs = sorted(p.name for p in tmp_path.glob("*.png"))
     assert int(out.stdout.split()[-1]) == 2 + len(pngs) and len(pngs) >= 4
+
+
+@needs_fixtures
+def test_report_answers_first_and_explains_itself(bench_report):
+    """The page's structure (issue 23): the answer first (sentences, the headline table, one
+    figure), then the contents linking every section; a glossary entry for every measurement
+    shown; the error budget; the provenance (version, seeds, files); alt text on every figure;
+    every table downloadable as CSV."""
+    import base64
+    import re
+
+    import latscope
+    from latscope.analysis.stats import n_required
+    analyses, out, _ = bench_report
+    text = (out / "report.html").read_text()
+    page = _page(out / "report.html")
+    assert page.h2[0] == "What was measured and what it found"
+    first = text[:text.index("<nav class='toc'")]
+    # the verdict in a sentence, with its interval: el-dm-64 against gem-64 (MACs at 64 B)
+    assert re.search(r"el-dm-64 delivers to the app \d+\.\d+ µs \[\d+\.\d+, \d+\.\d+\] sooner "
+                     r"than gem-64 at p50 \(SIMULATED\)\.", first)
+    assert "fastest first" in first and "SIMULATED" in first
+    assert "at a glance: p50 and p99 per capture" in first
+    assert first.count("<img ") == 1
+    # contents: one link per section after the answer, each to an existing heading
+    nav = text[text.index("<nav class='toc'"):text.index("</nav>")]
+    links = re.findall(r"href='#([^']+)'", nav)
+    ids = re.findall(r"<h2 id='([^']+)'", text)
+    assert links == ids[1:] and len(links) == len(page.h2) - 1
+    # glossary: every measurement named in any table's measurement column or caption
+    terms = re.findall(r"<dt id='term-[^']*'>([^<]+)</dt>", text)
+    shown = {r[0] for t in page.tables if t["headers"][:1] == ["measurement"] for r in t["rows"]}
+    shown |= {n for a in analyses for n in a.stats if a.stats[n].n}
+    assert shown and shown <= set(terms), shown - set(terms)
+    gloss = text[text.index("id='glossary'"):]
+    assert "rx_dv falling → m_udp rising" in gloss       # the definition as written
+    assert f"≥ {n_required(0.999):,}" in gloss           # p99.9's packets, from the code
+    for term in ("timestamp tick", "channel skew after calibration", "MII/RMII clock grid",
+                 "marker pulse cost"):
+        assert term in terms
+    # provenance: version, and per input its file and seed from the capture metadata
+    prov = next(t for t in page.tables if t["caption"] == "provenance of each input")
+    assert f"latscope</dt><dd>{latscope.__version__}" in text
+    seeds = {r[0]: r[prov["headers"].index("seed")] for r in prov["rows"]}
+    for a in analyses:
+        assert seeds[a.label] == str(a.metadata["simbench"]["seed"])
+    # tail forensics: per capture its 3 slowest rx.isr packets, the first being the maximum
+    slow = [t for t in page.tables if "rx.isr: the 3 slowest of" in t["caption"]]
+    assert len(slow) == len(analyses)
+    for a in analyses:
+        t = next(t for t in slow if t["caption"].startswith(f"{a.label} rx.isr"))
+        assert [r[0] for r in t["rows"][:3]] == ["1", "2", "3"]
+        assert float(t["rows"][0][3]) == pytest.approx(a.stats["rx.isr"].max_ns / 1000,
+                                                       abs=5e-4)      # printed to 3 decimals
+    assert "Why the slowest packets were slow" in page.h2
+    assert "command</dt><dd>latscope report (test)" in text
+    # figures: alt text; tables: a CSV link each whose first line is the header row
+    assert all(len(img.get("alt", "")) > 20 for img in page.images)
+    csvs = re.findall(r"href='data:text/csv;charset=utf-8;base64,([^']+)'", text)
+    assert len(csvs) == len(page.tables)
+    assert base64.b64decode(csvs[0]).decode().splitlines()[0].startswith("measurement,rank")
+
+
+@needs_fixtures
+def test_histogram_range_is_not_set_by_outliers(bench_report):
+    """Every histogram's x range (the one the drawer sets, :func:`figures.histogram_range`) is
+    set by at least 0.1 % of some series' packets at each end, so a lone outlier (el-dm-64's
+    rx.isr has one) never decides it."""
+    analyses, _, _ = bench_report
+    labels = grouping.display_labels(analyses)
+    names = report.common_names(analyses)
+    jobs = figures.figure_jobs(analyses, labels, names, [grouping.family(a) for a in analyses],
+                               [True] * len(analyses))
+    hists = [j for j in jobs if j[1] == "histogram"]
+    assert hists
+    for _stem, _kind, data, _alt in hists:
+        lo, hi = figures.histogram_range(data["series"])
+        # fraction of each series at or beyond the edges (bucket upper/lower bounds)
+        top = max(s["count"][s["high_ns"] >= hi].sum() / s["count"].sum()
+                  for s in data["series"])
+        bottom = max(s["count"][s["low_ns"] <= lo].sum() / s["count"].sum()
+                     for s in data["series"])
+        assert top >= 0.001 and bottom >= 0.001, data["name"]

@@ -6,7 +6,9 @@ import sys
 from latscope import LatscopeError
 from latscope.analysis import api, store
 from latscope.analysis.ambiguity import ambiguity_lines
+from latscope.analysis.forensics import format_forensics
 from latscope.analysis.hdr import write_hlog_for
+from latscope.analysis.outputs import hgrm_paths, hgrm_text, write_per_packet
 from latscope.analysis.stats import bound_hints
 from latscope.commands.analyses import (
     DEFINITIONS_HELP,
@@ -38,6 +40,18 @@ def add_arguments(p):
     p.add_argument("--hlog", metavar="FILE.hlog",
                    help="also write each measurement's histogram in HdrHistogram's .hlog format "
                         "(values in ns, 3 significant digits)")
+    p.add_argument("--per-packet", metavar="FILE",
+                   help="also write every packet's identity, latencies (ns) and pairing status "
+                        "to FILE: CSV for .csv, Parquet for .parquet")
+    p.add_argument("--hgrm", metavar="FILE.hgrm",
+                   help="also write each measurement's percentile distribution as "
+                        "HdrHistogram's text (values in µs), read by its plotter; with several "
+                        "measurements, one FILE.<name>.hgrm each")
+    p.add_argument("--explain", type=int, metavar="N",
+                   help="also print, per measurement, the N slowest packets (and every one "
+                        "beyond p99.9) with the edges in the window before each: its own frame, "
+                        "the other frames on the wire both ways, interrupts and markers, and the "
+                        "earlier requests still queued")
     p.add_argument("--json", action="store_true",
                    help="print one JSON document (every figure in ns) instead of tables")
     p.add_argument("--store", metavar="DIR",
@@ -68,16 +82,30 @@ def run(args):
     labels = store.parse_labels(args.label)   # a bad label fails before any work
     if args.label and not args.store:
         raise LatscopeError("--label labels a stored run: give --store DIR too")
-    if args.hlog:        # --hlog replaces an existing file (there is no --force here)
-        check_output(args.hlog, force=True)
+    if args.explain is not None and args.explain < 1:
+        raise LatscopeError(f"--explain must be a positive number of packets, not "
+                            f"{args.explain!r}")
+    for out in (args.hlog, args.per_packet, args.hgrm):
+        if out:          # these replace an existing file (there is no --force here)
+            check_output(out, force=True)
     a = api.analyze_file(args.file, definitions=definitions(args.definitions),
                          measures=args.measure, mapping=args.mapping, progress=_progress(),
                          markers=args.markers, ns_histograms=bool(args.hlog),
-                         packets=bool(args.store))
+                         packets=bool(args.store or args.per_packet or args.hgrm
+                                      or args.explain is not None))
     warn_integrity(args.command, [a])
     _warn_placement(args.command, [a])
     if args.hlog:
         write_hlog_for(a, args.hlog)
+    if args.per_packet:
+        rows = write_per_packet(a.result, args.per_packet)
+        print(f"wrote {rows:,} packets to {args.per_packet}", file=sys.stderr)
+    if args.hgrm:
+        names = [n for n, s in a.stats.items() if s.n]
+        for name, path in hgrm_paths(args.hgrm, names).items():
+            with open(path, "w", encoding="utf-8") as f:
+                f.write(hgrm_text(a.latencies_ns(name)))
+            print(f"wrote {path}", file=sys.stderr)
     if args.store:
         stored = store.store_analysis(args.store, a, labels=labels,
                                       definitions=definitions(args.definitions))
@@ -116,6 +144,11 @@ def run(args):
             print(classes.markdown())
     if not r.stats:
         raise LatscopeError(f"{args.file}: no measurement could be computed")
+    if args.explain:
+        for name, s in r.stats.items():
+            if s.n:
+                print()
+                print(format_forensics(api.explain(a, name, top=args.explain)))
     return 0
 
 

@@ -2,7 +2,9 @@
 
 import sys
 
-from latscope.analysis import report
+from latscope import LatscopeError
+from latscope.analysis import api, report
+from latscope.analysis.report.summary import bounded, headline_names
 from latscope.commands.analyses import (
     DEFINITIONS_HELP,
     MARKERS_HELP,
@@ -28,13 +30,26 @@ def add_arguments(p):
     p.add_argument("-o", "--output", required=True, metavar="DIR", help="directory to write into")
     p.add_argument("--definitions", metavar="FILE.toml", help=DEFINITIONS_HELP)
     p.add_argument("--markers", metavar="MAP", help=MARKERS_HELP)
+    p.add_argument("--explain", type=int, default=3, metavar="N",
+                   help="show the N slowest packets of each capture's headline measurements "
+                        "(and every one beyond p99.9) with the window before each "
+                        "(default 3; 0 leaves the section out)")
 
 
 def run(args):
     check_output(args.output, directory=True)        # before the analyses, not after
+    if args.explain < 0:
+        raise LatscopeError(f"--explain must be a number of packets >= 0, not {args.explain!r}")
     analyses = load_all(args.command, args.files, definitions_file=args.definitions,
                         markers=args.markers)
     warn_integrity(args.command, analyses)
-    written = report.write_report(analyses, args.output)
+    forensics = {}
+    if args.explain:
+        for a in analyses:
+            names = [n for n in headline_names(report.common_names([a])) if bounded(a.stats[n])]
+            forensics[a.label] = [api.explain(a, n, top=args.explain) for n in names]
+    written = report.write_report(analyses, args.output, forensics=forensics,
+                                  command=" ".join(["latscope", "report", *args.files,
+                                                    "-o", args.output]))
     print(f"wrote {written[0]} and {written[1]} ({len(written) - 2} figures)", file=sys.stderr)
     return 0

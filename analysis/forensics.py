@@ -1,0 +1,216 @@
+"""Tail forensics: why were the slowest packets slow?
+
+For the slowest packets of one measurement (the ``top`` slowest, and every one beyond p99.9),
+:func:`explain` lays out the window before each packet's stop: every edge in it (its own start
+and stop, the other frames on the wire in both directions, interrupts and markers), the frames
+on the wire as RX_DV/TX_EN (or CRS_DV) pulses with their durations, and the earlier packets of
+the same measurement still in flight when it started (requests queued ahead of it).
+
+Pure: arrays in (the packets' start ticks and latencies, the capture's edges), a
+:class:`Forensics` out. ``latscope analyze --explain N`` prints it, :func:`latscope.analysis.
+api.explain` reads a capture for it, and the report shows it.
+
+>>> import numpy as np
+>>> start = np.array([0, 1000, 2000, 3000])
+>>> latency = np.array([100, 100, 900, 100])       # packet 2 is slow
+>>> time = np.array([0, 100, 1000, 1100, 1500, 1600, 2000, 2900, 3000, 3100])
+>>> channel = np.array([0, 3, 0, 3, 1, 1, 0, 3, 0, 3])
+>>> rising = np.array([0, 1, 0, 1, 1, 0, 0, 1, 0, 1], dtype=bool)
+>>> f = explain(start, latency, time, channel, rising, tick_hz=1_000_000_000,
+...             channel_names=["rx_dv", "tx_en", "crs_dv", "m0"], measurement="rx.isr", top=1,
+...             before_ns=600)
+>>> p = f.packets[0]
+>>> p.packet, p.latency_ns, [(e.t_ns, e.channel, e.rising) for e in p.events][:3]
+(2, 900.0, [(-500.0, 'tx_en', True), (-400.0, 'tx_en', False), (0.0, 'rx_dv', False)])
+>>> [(w.direction, w.start_ns, w.duration_ns) for w in p.frames]   # its own frame, cut
+[('rx', -600.0, None), ('tx', -500.0, 100.0)]
+"""
+
+import dataclasses
+
+import numpy as np
+
+from latscope import LatscopeError
+
+__all__ = ["WindowEvent", "WireFrame", "SlowPacket", "Forensics", "slowest", "explain",
+           "DV_CHANNELS", "format_forensics"]
+
+#: Channels whose pulses are frames on the wire, and their direction.
+DV_CHANNELS = {"rx_dv": "rx", "crs_dv": "rx", "tx_en": "tx"}
+
+
+@dataclasses.dataclass(frozen=True)
+class WindowEvent:
+    """One edge in a packet's window: ``t_ns`` after the packet's start (negative: before)."""
+    t_ns: float
+    channel: str
+    rising: bool
+
+
+@dataclasses.dataclass(frozen=True)
+class WireFrame:
+    """A frame on the wire in the window: ``direction`` ("rx" or "tx"), its first edge
+    ``start_ns`` after the packet's start, and ``duration_ns`` (``None`` where the window cuts
+    it: the frame's size is its duration times the line rate)."""
+    direction: str
+    start_ns: float
+    duration_ns: float | None
+
+
+@dataclasses.dataclass(frozen=True)
+class SlowPacket:
+    """One slow packet: its index among the measurement's packets, start tick, latency, rank
+    (1 = the slowest), the fraction of packets faster, whether it lies beyond p99.9, the
+    earlier packets still in flight at its start (``queued``), and its window's edges and frames."""
+    packet: int
+    start_tick: int
+    start_s: float
+    latency_ns: float
+    rank: int
+    faster_fraction: float
+    beyond_p999: bool
+    queued: int
+    events: tuple
+    frames: tuple
+
+
+@dataclasses.dataclass(frozen=True)
+class Forensics:
+    """The slow packets of one measurement: ``n`` packets measured, ``p50_ns`` and ``p999_ns``
+    (``None`` below 1,000 packets, where no packet is "beyond p99.9" by count), the window
+    before each packet's start (``before_ns``), and the :class:`SlowPacket` s, slowest first."""
+    measurement: str
+    n: int
+    p50_ns: float
+    p999_ns: float | None
+    before_ns: float
+    packets: tuple
+
+
+def slowest(latency, top=10, beyond=None):
+    """Indices of the ``top`` largest valid (>= 0) latencies and of every one above ``beyond``,
+    slowest first; ties keep the earlier packet first.
+
+    >>> slowest(np.array([5, -1, 9, 7, 9]), top=2).tolist()
+    [2, 4]
+    >>> slowest(np.array([5, 1, 9, 7]), top=1, beyond=4).tolist()
+    [2, 3, 0]
+    """
+    latency = np.asarray(latency)
+    valid = np.flatnonzero(latency >= 0)
+    order = valid[np.argsort(-latency[valid], kind="stable")]
+    keep = order[:top]
+    if beyond is not None:
+        keep = np.union1d(keep, order[latency[order] > beyond])
+        keep = keep[np.argsort(-latency[keep], kind="stable")]
+    return keep
+
+
+def _frames(ts, chs, rs, names, lo):
+    """Pulses of the DV channels among the window's edges (sorted by time)."""
+    out = []
+    for ch_index, name in enumerate(names):
+        direction = DV_CHANNELS.get(name)
+        if direction is None:
+            continue
+        sel = chs == ch_index
+        t, r = ts[sel], rs[sel]
+        k = 0
+        if len(r) and not r[0]:          # the window opens inside a frame
+            out.append(WireFrame(direction, float(lo), None))
+            k = 1
+        while k < len(r):
+            if r[k] and k + 1 < len(r) and not r[k + 1]:
+                out.append(WireFrame(direction, float(t[k]), float(t[k + 1] - t[k])))
+                k += 2
+            else:
+                if r[k]:
+                    out.append(WireFrame(direction, float(t[k]), None))
+                k += 1
+    return tuple(sorted(out, key=lambda f: f.start_ns))
+
+
+def explain(start, latency, time, channel, rising, *, tick_hz, channel_names, measurement,
+            top=10, before_ns=None):
+    """The slowest packets of one measurement, each with the window before it.
+
+    Parameters
+    ----------
+    start, latency : array of int
+        Per packet of the measurement: start tick and latency in ticks (-1 where none), as in a
+        :class:`~latscope.analysis.engine.PacketTable`.
+    time, channel, rising : arrays
+        The capture's edges (sorted by time) covering at least every window; others are ignored.
+    tick_hz : int
+    channel_names : list of str
+        Name per channel index.
+    measurement : str
+    top : int
+        How many of the slowest to explain (every packet beyond p99.9 is added).
+    before_ns : float, optional
+        How far before its start a packet's window opens (default: its median latency, at
+        least 10 µs): what was still being served when it arrived.
+
+    Returns
+    -------
+    Forensics
+    """
+    if not (isinstance(top, (int, np.integer)) and top >= 1):
+        raise LatscopeError(f"The number of packets to explain must be a positive integer, "
+                            f"not {top!r}")
+    start = np.asarray(start, dtype=np.int64)
+    latency = np.asarray(latency, dtype=np.int64)
+    time = np.asarray(time, dtype=np.int64)
+    tick_ns = 1e9 / tick_hz
+    ok = latency >= 0
+    n = int(ok.sum())
+    if not n:
+        raise LatscopeError(f"{measurement} must have at least one measured packet to explain, "
+                            f"not 0")
+    values = np.sort(latency[ok])
+    p50 = float(values[max(1, int(np.ceil(0.5 * n))) - 1]) * tick_ns
+    p999 = float(values[int(np.ceil(0.999 * n)) - 1]) * tick_ns if n >= 1000 else None
+    before = float(before_ns) if before_ns is not None else max(10_000.0, p50)
+    beyond = None if p999 is None else p999 / tick_ns
+    stops = np.where(ok, start + latency, -1)
+    packets = []
+    for rank, i in enumerate(slowest(latency, top, beyond), 1):
+        s, lat = int(start[i]), int(latency[i])
+        lo = s - int(round(before / tick_ns))
+        a, b = np.searchsorted(time, [lo, s + lat], side="left")
+        b = np.searchsorted(time, s + lat, side="right")
+        ts = (time[a:b] - s) * tick_ns
+        chs, rs = np.asarray(channel[a:b]), np.asarray(rising[a:b], dtype=bool)
+        events = tuple(WindowEvent(float(t), channel_names[int(c)], bool(r))
+                       for t, c, r in zip(ts, chs, rs, strict=True))
+        earlier = slice(0, i)
+        queued = int(np.count_nonzero(stops[earlier] > s))
+        faster = float(np.count_nonzero(values < lat)) / n
+        packets.append(SlowPacket(int(i), s, s / tick_hz, lat * tick_ns, rank, faster,
+                                  p999 is not None and lat * tick_ns > p999, queued, events,
+                                  _frames(ts, chs, rs, channel_names, -before)))
+    return Forensics(measurement, n, p50, p999, before, tuple(packets))
+
+
+def format_forensics(f, *, max_events=40):
+    """Text for the terminal: per slow packet a header line, then its window's edges."""
+    head = (f"{f.measurement}: the {len(f.packets)} slowest of {f.n:,} packets (p50 "
+            f"{f.p50_ns / 1000:.3f} µs"
+            + (f", p99.9 {f.p999_ns / 1000:.3f} µs" if f.p999_ns is not None else
+               ", no p99.9 below 1,000 packets") + f"); window: {f.before_ns / 1000:g} µs "
+            f"before each start to its stop; times in µs from the start")
+    lines = [head]
+    for p in f.packets:
+        rx = sum(1 for w in p.frames if w.direction == "rx")
+        tx = sum(1 for w in p.frames if w.direction == "tx")
+        lines.append(f"#{p.rank} packet {p.packet} at {p.start_s:.6f} s: {p.latency_ns / 1000:.3f}"
+                     f" µs (slower than {p.faster_fraction:.2%}"
+                     f"{', beyond p99.9' if p.beyond_p999 else ''}); {p.queued} earlier "
+                     f"request(s) still queued; on the wire: {rx} rx, {tx} tx frame(s)")
+        shown = p.events[-max_events:]
+        if len(p.events) > len(shown):
+            lines.append(f"    ... {len(p.events) - len(shown)} earlier edge(s)")
+        for e in shown:
+            lines.append(f"    {e.t_ns / 1000:+10.3f}  {e.channel} "
+                         f"{'rising' if e.rising else 'falling'}")
+    return "\n".join(lines)

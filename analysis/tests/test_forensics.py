@@ -1,0 +1,91 @@
+"""Tail forensics (:mod:`latscope.analysis.forensics`): which packets, their windows, the queue
+ahead of them and the frames on the wire. Expected values are worked out by hand from the
+arrays each test builds."""
+
+import pathlib
+
+import numpy as np
+import pytest
+
+from latscope import LatscopeError
+from latscope.analysis import api
+from latscope.analysis.forensics import explain, format_forensics, slowest
+
+NAMES = ["rx_dv", "tx_en", "crs_dv", "m0"]
+
+
+def _edges(events):
+    events = sorted(events)
+    return (np.array([e[0] for e in events]), np.array([e[1] for e in events]),
+            np.array([e[2] for e in events], dtype=bool))
+
+
+def test_a_queued_request_and_the_frames_before_it():
+    # requests end at 0, 1000 and 1200 ticks (1 ns each); the second's interrupt is late
+    # (700), so the third arrives while the second is still in flight; a reply goes out
+    # between 300 and 400
+    start = np.array([0, 1000, 1200])
+    latency = np.array([100, 700, 600])
+    events = [(-80, 0, True), (0, 0, False), (100, 3, True),
+              (300, 1, True), (400, 1, False),
+              (920, 0, True), (1000, 0, False), (1120, 0, True), (1200, 0, False),
+              (1700, 3, True), (1800, 3, True)]
+    f = explain(start, latency, *_edges(events), tick_hz=1_000_000_000, channel_names=NAMES,
+                measurement="rx.isr", top=2, before_ns=800)
+    assert [p.packet for p in f.packets] == [1, 2]
+    slow = f.packets[0]
+    assert slow.latency_ns == 700.0 and slow.queued == 0 and slow.rank == 1
+    assert f.packets[1].queued == 1            # packet 1 (stop 1700) is still in flight at 1200
+    # window [1000 - 800, 1700]: the reply on the wire, its own frame, the next one
+    assert [(w.direction, w.start_ns, w.duration_ns) for w in slow.frames] == \
+        [("tx", -700.0, 100.0), ("rx", -80.0, 80.0), ("rx", 120.0, 80.0)]
+    assert slow.events[-1].t_ns == 700.0 and slow.events[-1].channel == "m0"
+    assert slow.faster_fraction == pytest.approx(2 / 3)
+    assert f.p999_ns is None and not slow.beyond_p999      # 3 packets: no p99.9
+    text = format_forensics(f)
+    assert "#1 packet 1" in text and "1 earlier request(s) still queued" in text
+
+
+def test_every_packet_beyond_p999_is_explained():
+    rng = np.random.default_rng(1)
+    latency = rng.integers(100, 200, 5000)
+    latency[[7, 70, 700, 4000, 4500, 4999]] = [900, 950, 990, 1000, 1010, 1020]
+    start = np.arange(5000) * 10_000
+    time = np.sort(np.concatenate([start, start + latency]))
+    channel = np.zeros(len(time), dtype=np.int64)
+    rising = np.zeros(len(time), dtype=bool)
+    f = explain(start, latency, time, channel, rising, tick_hz=1_000_000_000,
+                channel_names=NAMES, measurement="rx.isr", top=2)
+    # p99.9 of 5,000 is the 4,995th smallest value: the six set above are the largest, so it
+    # is 900, and 950, 990, 1000, 1010, 1020 lie beyond it
+    assert f.p999_ns == 900.0
+    assert [p.packet for p in f.packets] == [4999, 4500, 4000, 700, 70]
+    assert all(p.beyond_p999 for p in f.packets)
+    assert slowest(latency, 2).tolist() == [4999, 4500]
+
+
+def test_bad_requests_are_refused():
+    with pytest.raises(LatscopeError, match="positive integer, not 0"):
+        explain([0], [1], [0], [0], [False], tick_hz=1, channel_names=NAMES, measurement="x",
+                top=0)
+    with pytest.raises(LatscopeError, match="at least one measured packet"):
+        explain([0], [-1], [0], [0], [False], tick_hz=1, channel_names=NAMES, measurement="x")
+
+
+UNDER_LOAD = pathlib.Path(__file__).resolve().parents[2] / "fixtures" / "under-load"
+
+
+@pytest.mark.skipif(not (UNDER_LOAD / "el-dm-64-bg90.lsc").exists(),
+                    reason="fixtures/under-load is not present")
+def test_api_explains_a_class_stage_from_the_capture():
+    """api.explain reads the capture again: the slowest rx.udp[hp] request is the stage's
+    maximum, its window holds its own frame's end at 0 and its marker at its latency."""
+    a = api.load(str(UNDER_LOAD / "el-dm-64-bg90.lsc"))
+    f = api.explain(a, "rx.udp[hp]", top=2)
+    s = a.stats["rx.udp[hp]"]
+    assert f.n == s.n and f.packets[0].latency_ns == s.max_ns
+    own = f.packets[0].events
+    assert any(e.t_ns == 0 and e.channel == "rx_dv" and not e.rising for e in own)
+    assert own[-1].channel == "rx.udp" and own[-1].t_ns == pytest.approx(s.max_ns)
+    with pytest.raises(LatscopeError, match="Measurement to explain must be"):
+        api.explain(a, "rx.nothing")
