@@ -3,7 +3,8 @@
 :class:`SimStream` simulates a run of any length as consecutive blocks of
 :data:`BLOCK_PACKETS` packets (:data:`LOAD_BLOCK_PACKETS` under load), each a
 :class:`~latscope.capture.sim.sim_dut.SimRun` (or
-:class:`~latscope.capture.sim.sim_load.LoadRun`) of its own: block 0 is exactly the run :func:`~latscope.capture.sim.sim_dut.simulate` (or
+:class:`~latscope.capture.sim.sim_load.LoadRun`) of its own: block 0 is exactly the run
+:func:`~latscope.capture.sim.sim_dut.simulate` (or
 :func:`~latscope.capture.sim.sim_load.simulate_load`) gives with the run's seed, so a run of at most
 one block is unchanged; block ``b`` is simulated with its own seed (drawn from ``(seed, b)``) and
 clock phases, and placed after the previous block: the host's turnaround after the last echo, or
