@@ -35,7 +35,6 @@ import dataclasses
 import json
 import math
 import re
-import tomllib
 import xml.etree.ElementTree as ET
 
 import numpy as np
@@ -44,6 +43,7 @@ from latscope import LatscopeError
 from latscope.analysis.compare import compare_samples
 from latscope.analysis.stats import n_required, quantile_of_sorted
 from latscope.analysis.units import time_unit
+from latscope.userio import read_toml
 
 __all__ = ["Rule", "Budget", "Check", "GateResult", "DEFAULT_BUDGET", "parse_budget",
            "load_budget", "parse_percentile", "parse_duration_ns", "gate", "exit_status",
@@ -196,13 +196,7 @@ def parse_budget(tables):
 
 def load_budget(path):
     """Read a budget TOML file (see ``docs/gate.md``)."""
-    try:
-        with open(path, "rb") as f:
-            tables = tomllib.load(f)
-    except OSError as error:
-        raise LatscopeError(f"{path}: cannot read the budget ({error.strerror})") from None
-    except tomllib.TOMLDecodeError as error:
-        raise LatscopeError(f"{path}: the budget must be valid TOML, not ({error})") from None
+    tables = read_toml(path, "budget")       # missing, binary or not TOML: one line
     try:
         return parse_budget(tables)
     except LatscopeError as error:

@@ -244,13 +244,13 @@ def _ns_formatter(tick_hz):
     return fmt
 
 
-def export_csv(window, output, *, force=False, overwrite=False):
+def export_csv(window, output, *, force=False):
     """Write the window's events as CSV: a first line ``# latscope {...}`` (the capture's tick
     rate, roles and marker meanings, see :mod:`latscope.capture.files.reimport`), then
     ``time_ns,channel,edge`` (channel is the role, edge is ``rising`` or ``falling``; time since
     the instrument's timestamp reset). ``output`` is written under
     :mod:`latscope.capture.files.outputs`'s policy (``"-"``: standard output); ``force`` replaces an
-    existing file, never the window's capture itself (``overwrite`` is its former name).
+    existing file, never the window's capture itself.
 
     Returns
     -------
@@ -263,7 +263,7 @@ def export_csv(window, output, *, force=False, overwrite=False):
     count = 0
     from latscope.capture.files.reimport import DESCRIPTOR_TAG, export_descriptor
     descriptor = export_descriptor(window, "export csv")
-    with open_output(output, [window.capture.path], force=force or overwrite,
+    with open_output(output, [window.capture.path], force=force,
                      newline="") as handle:
         # the capture's description (tick rate, roles, marker meanings) travels with the data;
         # CSV readers skip it as a comment (pandas: comment="#")

@@ -545,7 +545,7 @@ def _instrument_for(board, frames, header_bytes=0):
 
 
 def replay_pins(source, output, pin_map=None, *, board="ecpix5", frames=None, samplerate=None,
-                markers=None, label=None, force=False, overwrite=False, timeout=600.0,
+                markers=None, label=None, force=False, timeout=600.0,
                 log=None, header_bytes=0, glitch=None):
     """Play the pins of ``source`` through the real gateware and write the capture ``output``.
 
@@ -559,8 +559,6 @@ def replay_pins(source, output, pin_map=None, *, board="ecpix5", frames=None, sa
         nothing), and it may never be ``source`` itself.
     force : bool
         Replace an existing ``output``.
-    overwrite : bool
-        The former name of ``force``.
     pin_map : str, optional
         ``"ROLE=SIGNAL,..."`` (:func:`parse_pin_map`); default: signals named like roles.
     board : str
@@ -596,7 +594,6 @@ def replay_pins(source, output, pin_map=None, *, board="ecpix5", frames=None, sa
     from latscope.userio import check_input
 
     output = os.fspath(output)
-    force = force or overwrite
     check_input(os.fspath(source), "recording (.vcd or .sr)")
     check_output(output, [source], force=force, allow_stdout=False)
     tick_hz, lanes = _board_timing(board, frames)

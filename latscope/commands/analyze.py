@@ -8,6 +8,7 @@ from latscope.analysis import api, store
 from latscope.analysis.ambiguity import ambiguity_lines
 from latscope.analysis.hdr import write_hlog_for
 from latscope.analysis.stats import bound_hints
+from latscope.capture.files import outputs
 from latscope.commands.analyses import (
     DEFINITIONS_HELP,
     MARKERS_HELP,
@@ -16,7 +17,7 @@ from latscope.commands.analyses import (
     marker_line,
     warn_integrity,
 )
-from latscope.userio import check_input, check_output
+from latscope.userio import check_input
 
 _MAP_HELP = ("for .sr files: channel map ROLE=PROBE,... e.g. rx_dv=D0,m_isr=D1 "
              "(default: the probe names)")
@@ -38,6 +39,8 @@ def add_arguments(p):
     p.add_argument("--hlog", metavar="FILE.hlog",
                    help="also write each measurement's histogram in HdrHistogram's .hlog format "
                         "(values in ns, 3 significant digits)")
+    p.add_argument("--force", action="store_true",
+                   help="replace an existing --hlog file (never the capture itself)")
     p.add_argument("--json", action="store_true",
                    help="print one JSON document (every figure in ns) instead of tables")
     p.add_argument("--store", metavar="DIR",
@@ -68,8 +71,8 @@ def run(args):
     labels = store.parse_labels(args.label)   # a bad label fails before any work
     if args.label and not args.store:
         raise LatscopeError("--label labels a stored run: give --store DIR too")
-    if args.hlog:        # --hlog replaces an existing file (there is no --force here)
-        check_output(args.hlog, force=True)
+    if args.hlog:        # the tables use standard output: the histograms need a file
+        outputs.check_output(args.hlog, [args.file], force=args.force, allow_stdout=False)
     a = api.analyze_file(args.file, definitions=definitions(args.definitions),
                          measures=args.measure, mapping=args.mapping, progress=_progress(),
                          markers=args.markers, ns_histograms=bool(args.hlog),
@@ -77,7 +80,7 @@ def run(args):
     warn_integrity(args.command, [a])
     _warn_placement(args.command, [a])
     if args.hlog:
-        write_hlog_for(a, args.hlog)
+        write_hlog_for(a, args.hlog, force=args.force)
     if args.store:
         stored = store.store_analysis(args.store, a, labels=labels,
                                       definitions=definitions(args.definitions))

@@ -9,12 +9,12 @@ import sys
 from pathlib import Path
 
 from latscope import LatscopeError
+from latscope.capture.files.outputs import check_output_folder
 from latscope.gateware import build, programming
 from latscope.gateware.boards import BOARDS, CHANNEL_ROLES, board_pin_table, get_board
 from latscope.gateware.programming import programmer_command
 from latscope.gateware.top import LatscopeCore
 from latscope.gateware.verilator import export_verilog
-from latscope.userio import check_output
 
 
 def add_arguments(parser):
@@ -101,7 +101,7 @@ def run(args):
 
 def _cmd_build(args):
     if args.out is not None:     # before minutes of synthesis, not after
-        check_output(args.out, directory=True)
+        check_output_folder(args.out, force=True)     # a build folder is reused
     extra = build.frame_build_options(args.frames, args.header_bytes)
     summary = build.build_bitstream(args.board, args.out,
                                     timing_allow_fail=args.timing_allow_fail, seed=args.seed,

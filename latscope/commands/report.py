@@ -1,8 +1,10 @@
 """``latscope report``: an HTML and Markdown report of captures."""
 
+import os
 import sys
 
 from latscope.analysis import report
+from latscope.capture.files.outputs import check_output_folder, output_folder
 from latscope.commands.analyses import (
     DEFINITIONS_HELP,
     MARKERS_HELP,
@@ -10,7 +12,6 @@ from latscope.commands.analyses import (
     load_all,
     warn_integrity,
 )
-from latscope.userio import check_output
 
 
 def add_arguments(p):
@@ -28,13 +29,19 @@ def add_arguments(p):
     p.add_argument("-o", "--output", required=True, metavar="DIR", help="directory to write into")
     p.add_argument("--definitions", metavar="FILE.toml", help=DEFINITIONS_HELP)
     p.add_argument("--markers", metavar="MAP", help=MARKERS_HELP)
+    p.add_argument("--force", action="store_true",
+                   help="write into a folder that already holds files (the report's files are "
+                        "replaced)")
 
 
 def run(args):
-    check_output(args.output, directory=True)        # before the analyses, not after
+    # before the analyses, not after
+    check_output_folder(args.output, args.files, force=args.force)
     analyses = load_all(args.command, args.files, definitions_file=args.definitions,
                         markers=args.markers)
     warn_integrity(args.command, analyses)
-    written = report.write_report(analyses, args.output)
+    with output_folder(args.output, args.files, force=args.force) as folder:
+        written = report.write_report(analyses, folder)
+    written = [os.path.join(args.output, os.path.basename(path)) for path in written]
     print(f"wrote {written[0]} and {written[1]} ({len(written) - 2} figures)", file=sys.stderr)
     return 0
