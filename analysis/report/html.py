@@ -39,6 +39,7 @@ from latscope.analysis.report.tables import (
     waterfall_data,
 )
 from latscope.capture.files.outputs import open_output
+from latscope.capture.files.provenance import describe, provenance
 
 __all__ = ["write_report", "input_warnings"]
 
@@ -270,6 +271,12 @@ def write_report(analyses, out_dir, *, warnings=None, workers=None):
     body.append("<h1>latscope report</h1>")
     body.append(f"<p>Captures: {html.escape(', '.join(labels))}.</p>")
     md += [f"Captures: {', '.join(labels)}.", ""]
+    # what each capture's data is and where it came from, through every export and import
+    origins = [f"{label}: {describe(provenance(a.metadata))}"
+               for label, a in zip(labels, analyses, strict=True)]
+    md += [f"- {line}" for line in origins] + [""]
+    body.append("<ul class='provenance'>" + "".join(f"<li>{html.escape(line)}</li>"
+                                                    for line in origins) + "</ul>")
     for title, parts, figs, warning in sections:
         md += [f"## {title}", ""]
         body.append(f"<h2>{html.escape(title)}</h2>")
