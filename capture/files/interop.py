@@ -153,6 +153,12 @@ def make_window(capture, start=None, stop=None, channels=None):
     if stop <= start:
         raise LatscopeError(f"the window is empty: --to ({stop} ticks) is not after --from "
                             f"({start} ticks)")
+    if last is not None and start > last:
+        # before anything is written: the capture (from the timestamp reset to its last event)
+        # holds nothing after its end
+        raise LatscopeError(
+            f"the window must start within the capture (0 s to {float(last / tick_hz):.6f} s), "
+            f"not at {float(start / tick_hz):.6f} s")
     seen = set(capture.channel_names)
     # one pass: levels at the start, events in the window, channels present
     last_level = {}             # channel -> level after its last edge at or before start

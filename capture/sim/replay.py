@@ -81,6 +81,10 @@ def parse_pin_map(text):
             raise LatscopeError(f"--map: unknown role {role!r} (roles: {', '.join(known)})")
         if any(role == r for r, _ in out):
             raise LatscopeError(f"--map names role {role!r} twice")
+        other = next((r for r, s in out if s == signal), None)
+        if other is not None:
+            raise LatscopeError(f"--map maps signal {signal!r} to two roles, {other!r} and "
+                                f"{role!r}; give each role its own signal")
         out.append((role, signal))
     return out
 
