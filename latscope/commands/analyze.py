@@ -79,9 +79,11 @@ def run(args):
                          packets=bool(args.store))
     warn_integrity(args.command, [a])
     _warn_placement(args.command, [a])
-    if args.hlog:
+    # nothing is written for an analysis that ends in "no measurement could be computed"
+    computed = bool(a.result.stats) or args.json
+    if args.hlog and computed:
         write_hlog_for(a, args.hlog, force=args.force)
-    if args.store:
+    if args.store and computed:
         stored = store.store_analysis(args.store, a, labels=labels,
                                       definitions=definitions(args.definitions))
         print(f"stored as run {stored.run_id} in {args.store}", file=sys.stderr)
