@@ -34,7 +34,7 @@ BINARY_INPUTS = {"bitstream"}
 INPUT_CAPTURE = {"FILE", "CAPTURE"}
 INPUT_SR = {"FILE.sr", "RECORDING"}
 TEXT_INPUT = {"FILE.toml", "EXPERIMENT.toml"}
-OUTPUT_DESTS = {"output", "out", "hlog", "plot", "junit", "markdown"}
+OUTPUT_DESTS = {"output", "out", "hlog", "plot", "junit", "markdown", "calibrate"}
 DEVICE = {"DEVICE"}
 #: Numbers and times: values out of range for any such option.
 BAD_NUMBERS = {"S": ["-1", "nan", "inf", "abc"], "N": ["-5", "abc"], "TIME": ["-1ms", "abc"],
