@@ -149,6 +149,10 @@ class SimulatedSource:
                 not 0 <= self.seed < 2**63:
             raise LatscopeError(f"Simulation seed must be a non-negative integer below 2**63, "
                                 f"not {self.seed!r}")
+        if self.rate is not None and not (isinstance(self.rate, (int, float))
+                                          and 0 < self.rate < float("inf")):
+            raise LatscopeError(f"Simulated byte rate must be a positive number of bytes per "
+                                f"second, not {self.rate!r}")
 
     def open(self, output=None, log=None):
         """Start the simulation (its ground truth beside ``output``); returns the port."""

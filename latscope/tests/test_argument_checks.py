@@ -26,6 +26,8 @@ def _refused(argv, capsys, folder, words):
 @pytest.mark.parametrize("option, value, words", [
     ("--packets", str(10**12), "Simulated packets must be an integer from 1 to 10,000,000"),
     ("--sim-seed", "-1", "Simulation seed must be a non-negative integer"),
+    ("--sim-rate", "0", "Simulated byte rate must be a positive number of bytes per second"),
+    ("--sim-rate", "nan", "Simulated byte rate must be a positive number of bytes per second"),
 ])
 def test_d9_simulated_capture_sizes_and_seeds(tmp_path, capsys, option, value, words):
     argv = ["capture", "--sim", "gem-64", "--sim-engine", "model", "-o", str(tmp_path / "c.lsc"),

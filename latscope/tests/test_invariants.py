@@ -193,6 +193,7 @@ def _capture(draw, where):
             "--packets", draw(st.sampled_from(["5", "0", "-3", str(10**12)])),
             "-o", _path(where, output)]
     argv += draw(_optional("--sim-seed", ["1", "-1"]))
+    argv += draw(_optional("--sim-rate", ["0", "-1", "nan", "1e7"]))
     argv += draw(_optional("--config", [_path(where, "existing.out")]))
     force = draw(st.booleans())
     return argv + ["--force"] * force, [(_path(where, output), "lsc")], force
