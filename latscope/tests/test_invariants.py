@@ -316,7 +316,7 @@ def test_every_command_keeps_the_invariants(seeds, data):
 
 
 @pytest.mark.slow
-@settings(max_examples=1500, deadline=None,
+@settings(max_examples=600, deadline=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture,
                                  HealthCheck.data_too_large])
 @given(data=st.data())
