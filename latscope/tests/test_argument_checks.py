@@ -71,3 +71,11 @@ def test_replay_pins_one_signal_for_two_roles_is_refused():
 def test_one_marker_meaning_on_two_channels_is_refused(tmp_path, capsys):
     _refused(["analyze", CAPTURE, "--markers", "m0=rx.isr,m1=rx.isr"], capsys, tmp_path,
              "--markers gives rx.isr to two channels, m0 and m1")
+
+
+def test_capture_config_giving_one_role_to_two_channels_is_refused(tmp_path, capsys):
+    config = tmp_path / "c.toml"
+    config.write_text('[channels]\n0 = "rx_dv"\n3 = "rx_dv"\n')
+    _refused(["capture", "--sim", "gem-64", "--sim-engine", "model", "--config", str(config),
+              "-o", str(tmp_path / "c.lsc")], capsys, tmp_path,
+             "[channels] gives role 'rx_dv' to two channels, 0 and 3")
