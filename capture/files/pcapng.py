@@ -96,8 +96,8 @@ def export_pcapng(capture, output, *, force=False, start_tick=None,
                   stop_tick=None, resolution="ns"):
     """Write the FRAME records of ``capture`` (an open ``Capture``) to ``output``.
 
-    ``output`` is written under :mod:`latscope.capture.files.outputs`'s policy; ``force`` replaces an
-    existing file, never the capture itself.
+    ``output`` is written under :mod:`latscope.capture.files.outputs`'s policy; ``force``
+    replaces an existing file, never the capture itself.
 
     ``resolution`` is ``"ps"`` (exact ticks on the ECP5 builds) or ``"ns"`` (for Wireshark 4.0
     and older, see the module's text).
