@@ -39,6 +39,7 @@ from latscope.analysis.report.labels import class_label, counted_only_classes, i
 from latscope.analysis.report.tables import compare_classes, summary_text
 from latscope.analysis.stats import DEFAULT_EXACT_LIMIT, PERCENTILES, percentile_key
 from latscope.capture.files.open import open_events
+from latscope.capture.files.provenance import provenance
 
 __all__ = ["Analysis", "integrity_note", "load", "analyze_file", "from_events", "summary_frame",
            "packets_frame", "capture_label", "capture_size", "summarize_captures", "write_report",
@@ -106,7 +107,8 @@ class Analysis:
 
     def to_dict(self):
         out = self.result.to_dict()
-        out.update(path=self.path, label=self.label, size=self.size)
+        out.update(path=self.path, label=self.label, size=self.size,
+                   provenance=provenance(self.metadata))
         fa = getattr(self.result, "frames", None)
         if fa is not None and out.get("frames") is not None:
             # class names beside the numbers, and the classes the FPGA only counted

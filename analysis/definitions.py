@@ -23,7 +23,7 @@ from latscope.userio import read_toml
 __all__ = [
     "CHANNEL_ROLES", "DEFAULT_MARKERS", "MARKER_ALIASES", "Endpoint", "Measurement", "Stage",
     "Definitions", "parse_endpoint", "parse_definitions", "load_definitions", "default_definitions",
-    "resolve_channel", "MarkerMap", "parse_markers", "resolve_markers",
+    "resolve_channel", "MarkerMap", "parse_markers", "resolve_markers", "MAX_WINDOW_NS",
 ]
 
 #: Instrument channel index -> role (project-wide convention).
@@ -42,6 +42,9 @@ MARKER_ALIASES = {"m_isr": "rx.isr", "m_copy": "rx.copy", "m_udp": "rx.udp", "m_
 
 _EDGES = {"rising": True, "rise": True, "falling": False, "fall": False}
 _DIRECTIONS = ("rx", "tx")
+#: The longest pairing window a definition may ask for, ns (one hour): longer ones overflow the
+#: tick arithmetic at fine ticks and pair a start with a stop of another packet anyway.
+MAX_WINDOW_NS = 3.6e12
 _ASSOCIATIONS = ("next", "sequence")
 _ARROW = re.compile(r"\s*(?:->|→)\s*")
 
@@ -183,9 +186,10 @@ def parse_definitions(tables):
             raise LatscopeError(f"measurement {name!r}: direction must be 'rx' or 'tx', "
                                 f"not {direction!r}")
         window = entry.get("window_ns", 1e6)
-        if isinstance(window, bool) or not isinstance(window, (int, float)) or not window > 0:
-            raise LatscopeError(f"measurement {name!r}: window_ns must be a positive number, "
-                                f"not {window!r}")
+        if isinstance(window, bool) or not isinstance(window, (int, float)) or \
+                not 0 < window <= MAX_WINDOW_NS:
+            raise LatscopeError(f"measurement {name!r}: window_ns must be a positive number of "
+                                f"ns up to {MAX_WINDOW_NS:g} (one hour), not {window!r}")
         association = str(entry.get("association", "next"))
         if association not in _ASSOCIATIONS:
             raise LatscopeError(f"measurement {name!r}: association must be one of "
@@ -306,6 +310,10 @@ def parse_markers(text):
                                 f"(e.g. m3=tx.xmit)")
         if role in out:
             raise LatscopeError(f"--markers names {role} twice")
+        other = next((r for r, m in out.items() if m == meaning), None)
+        if other is not None:       # which channel's edges would be the point is undecidable
+            raise LatscopeError(f"--markers gives {meaning} to two channels, {other} and {role}; "
+                                f"give each meaning one channel")
         out[role] = meaning
     if not out:
         raise LatscopeError("--markers is empty")

@@ -196,7 +196,7 @@ def parse_budget(tables):
 
 def load_budget(path):
     """Read a budget TOML file (see ``docs/gate.md``)."""
-    tables = read_toml(path, "budget")     # one line for missing, binary or bad TOML
+    tables = read_toml(path, "budget")       # missing, binary or not TOML: one line
     try:
         return parse_budget(tables)
     except LatscopeError as error:

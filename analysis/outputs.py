@@ -14,6 +14,7 @@ import numpy as np
 
 from latscope import LatscopeError
 from latscope.analysis.pairing import STATUS_NAMES
+from latscope.capture.files.outputs import open_output, replacing
 
 __all__ = ["per_packet_columns", "write_per_packet", "hgrm_text", "hgrm_levels", "hgrm_paths"]
 
@@ -59,9 +60,11 @@ def per_packet_columns(result):
     return {key: (np.concatenate(parts) if parts else np.array([])) for key, parts in cols.items()}
 
 
-def write_per_packet(result, path):
+def write_per_packet(result, path, *, inputs=(), force=False):
     """Write :func:`per_packet_columns` to ``path``: CSV for ``.csv``, Parquet for
-    ``.parquet``. Returns the number of rows."""
+    ``.parquet``, under the one output policy (:mod:`latscope.capture.files.outputs`: never an
+    input, an existing file only with ``force``, complete or not at all). Returns the number of
+    rows."""
     suffix = os.path.splitext(path)[1].lower()
     if suffix not in (".csv", ".parquet"):
         raise LatscopeError(f"Per-packet file must end in .csv or .parquet, not {suffix!r}")
@@ -70,10 +73,11 @@ def write_per_packet(result, path):
     if suffix == ".parquet":
         import pyarrow as pa  # why: pyarrow is heavy and only Parquet output needs it
         import pyarrow.parquet as pq
-        pq.write_table(pa.table({k: list(v) if v.dtype == object else v
-                                 for k, v in cols.items()}), path)
+        with replacing(path, inputs, force=force) as tmp:
+            pq.write_table(pa.table({k: list(v) if v.dtype == object else v
+                                     for k, v in cols.items()}), tmp)
         return rows
-    with open(path, "w", newline="", encoding="utf-8") as f:
+    with open_output(path, inputs, force=force, newline="") as f:
         writer = csv.writer(f)
         writer.writerow(list(cols))
         for i in range(rows):

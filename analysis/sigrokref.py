@@ -44,7 +44,7 @@ def write_sr(path, chunks, *, samplerate, probes, total_samples=None, block=1 <<
     for k, ch in enumerate(channels):
         bit[ch] = 1 << k
     state = {"pos": 0, "level": 0}
-    with SrWriter(path, int(samplerate), [probes[c] for c in channels], overwrite=True,
+    with SrWriter(path, int(samplerate), [probes[c] for c in channels], force=True,
                   chunk_samples=1 << 24) as writer:
         dtype = writer.dtype
 

@@ -237,7 +237,8 @@ def _hardware_cell(exp, path, size, file, record_cell, settle=0.2):
                                    packets, rate=rate, one_in_flight=rate is None,
                                    duration=seconds + 1)
     traffic_mod.write_jsonl(sent, file.with_suffix(".sent.jsonl"),
-                            {"target": exp["target"], "path": path, "frame_size": size})
+                            {"target": exp["target"], "path": path, "frame_size": size},
+                            force=True)      # beside the cell's capture, which it replaces too
     thread.join(seconds + 30)
     if thread.is_alive():
         raise LatscopeError(f"capture of cell {file.stem} did not end")

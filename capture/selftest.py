@@ -24,6 +24,7 @@ import time as _time
 import numpy as np
 
 from latscope import LatscopeError
+from latscope.capture.files.outputs import check_output
 from latscope.capture.link import calibration, open_port, session
 from latscope.capture.link.transport import DEFAULT_BAUD, TransportClosed
 from latscope.capture.sim.selftest_bench import open_simulated_instrument
@@ -606,7 +607,7 @@ def run_selftest(instrument, identity, *, channels, high_ticks, low_ticks, loopb
 
 def calibrate(output, port=None, *, simulated=False, engine="auto", cable=None,
               baud=DEFAULT_BAUD, channels, high_ticks=DEFAULT_HIGH, low_ticks=DEFAULT_LOW,
-              edges=DEFAULT_EDGES, duration=None, timeout=30.0):
+              edges=DEFAULT_EDGES, duration=None, timeout=30.0, force=False):
     """Measure per-channel timing offsets through a fan-out cable from the self-test output pin
     to every channel of ``channels`` and write them to ``output`` (for
     ``latscope capture --calibration``); returns a JSON-ready result dict.
@@ -614,8 +615,10 @@ def calibrate(output, port=None, *, simulated=False, engine="auto", cable=None,
     ``port``: the instrument's serial device or ``udp://HOST[:PORT]``; with ``simulated``, the
     self-test bench on ``engine`` with the simulated ``cable`` (channel -> extra delay, ticks;
     default: every channel of ``channels``, no extra delay). ``edges`` per channel, or run for
-    ``duration`` seconds (``edges=None``); give up after ``timeout`` seconds.
+    ``duration`` seconds (``edges=None``); give up after ``timeout`` seconds. ``output`` is
+    checked before the instrument starts; ``force`` replaces an existing file.
     """
+    check_output(output, force=force)
     handle = None
     if simulated:   # the simulated instrument with a simulated fan-out cable on the channels
         port, handle = open_simulated_instrument(
@@ -637,7 +640,7 @@ def calibrate(output, port=None, *, simulated=False, engine="auto", cable=None,
         if handle is not None:
             handle.close()
     measured = calibration.measure_offsets(cap.time, cap.channel, cap.rising, channels=channels)
-    calibration.write_calibration(output, measured, identity=identity)
+    calibration.write_calibration(output, measured, identity=identity, force=force)
     return {"instrument": dict(identity), "simulated": bool(simulated), "port": port,
             "stopped": cap.reason, "calibration": measured.to_dict(), "file": output,
             "ok": True}

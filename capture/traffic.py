@@ -21,6 +21,7 @@ import time
 from dataclasses import dataclass, field
 
 from latscope import LatscopeError
+from latscope.capture.files.outputs import open_output
 from latscope.gateware.protocol import TRAFFIC_HEADER_BYTES, TRAFFIC_MAGIC, TRAFFIC_SEQ_OFFSET
 
 # The layout is defined once, in gateware/protocol.py (the sniffers read the sequence number
@@ -213,9 +214,11 @@ def run_traffic(target, sizes, count, *, rate=None, one_in_flight=False, timeout
     return TrafficResult(records=records, run_id=run_id)
 
 
-def write_jsonl(result, path, meta):
-    """Write a run header line, then one line per packet."""
-    with open(path, "w") as f:
+def write_jsonl(result, path, meta, *, force=False):
+    """Write a run header line, then one line per packet, under
+    :mod:`latscope.capture.files.outputs`'s policy (``"-"``: standard output; ``force`` replaces
+    an existing file)."""
+    with open_output(path, force=force) as f:
         f.write(json.dumps({"type": "run", **meta, **result.summary()}) + "\n")
         for r in result.records:
             f.write(json.dumps({"type": "packet", **r}) + "\n")

@@ -5,15 +5,37 @@ import argparse
 import importlib
 import os
 import sys
+import textwrap
 
 from latscope import LatscopeError, Terminated, __version__
 
-EXIT_EPILOG = """\
-exit status (every command; a command's own help may add meanings): 0 success; 1 a check
-failed (verify: damaged file, selftest: failed); 2 bad input: a bad option, path, file or
-device, with one line on stderr saying which, and nothing is written; 70 internal error (one
-line; set LATSCOPE_DEBUG=1 for the traceback); 130 interrupted by Ctrl-C; 143 stopped by
-SIGTERM. capture stops cleanly on Ctrl-C and SIGTERM, finalises its file and exits 0."""
+#: Every exit status a latscope command returns, and what it means. ``latscope --help`` prints
+#: this table; docs/exit-status.md is its documentation (a test keeps the two the same).
+EXIT_STATUSES = {
+    0: "success (capture: stopped on a limit, Ctrl-C or SIGTERM, the file is finalised)",
+    1: "a check failed: verify (damaged file), selftest and doctor (a step failed), gate "
+       "(regression), run (a cell failed), traffic (packets lost)",
+    2: "bad input: an option, path, file, value or device, with one line on stderr saying "
+       "which; checked before work starts, nothing is written",
+    3: "capture and replay-pins: the link was lost (the file holds everything received); "
+       "gate: undecidable",
+    4: "capture: a write error (a full disk) or the decoder failed: the file is finalised "
+       "with everything before it",
+    70: "internal error, please report (one line; LATSCOPE_DEBUG=1 shows the traceback)",
+    130: "interrupted by Ctrl-C (at any moment: one line, no traceback)",
+    143: "stopped by SIGTERM",
+}
+
+
+def _exit_epilog():
+    lines = ["exit status (every command; a command's own help may say more):"]
+    for status, meaning in EXIT_STATUSES.items():
+        lines += textwrap.wrap(meaning, 79, initial_indent=f"  {status:>3}  ",
+                               subsequent_indent=" " * 7)
+    return "\n".join(lines)
+
+
+EXIT_EPILOG = _exit_epilog()
 
 
 #: Every command: its module and its one-line help, in the order ``--help`` lists them. The
@@ -27,6 +49,8 @@ COMMANDS = {
     "info": ("latscope.commands.info", "describe a capture file"),
     "verify": ("latscope.commands.verify",
                "check a capture file's integrity and report its gaps"),
+    "repair": ("latscope.commands.repair",
+               "rebuild a valid capture from every intact chunk of a damaged one"),
     "import": ("latscope.commands.import_",
                "turn a sigrok .sr capture (or a latscope .vcd/.csv export) into a latscope "
                "capture"),
@@ -102,16 +126,32 @@ def _raise_terminated(signum, frame):
 
 
 def main(argv=None):
-    import signal
-    try:        # SIGTERM unwinds like Ctrl-C (files closed, children stopped), then one line
-        previous = signal.signal(signal.SIGTERM, _raise_terminated)
-    except ValueError:          # not the main thread (tests)
-        previous = None
+    """Run the ``latscope`` command on ``argv`` (default: ``sys.argv[1:]``); returns the exit
+    status (:data:`EXIT_STATUSES`). Ctrl-C or SIGTERM at any moment, from the first imports of
+    the command's modules on, ends with one line and status 130 or 143, never a traceback."""
+    previous = None
     try:
+        import signal
+        try:    # SIGTERM unwinds like Ctrl-C (files closed, children stopped), then one line
+            previous = signal.signal(signal.SIGTERM, _raise_terminated)
+        except ValueError:          # not the main thread (tests)
+            previous = None
         return _main(argv, whole_process=argv is None)
+    except KeyboardInterrupt:       # before a command ran (its imports, parsing)
+        return _stopped("interrupted (Ctrl-C)", 130)
+    except Terminated:
+        return _stopped("terminated (SIGTERM)", 143)
     finally:
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)
+
+
+def _stopped(what, status):
+    try:
+        print(f"latscope: {what}", file=sys.stderr)
+    except (KeyboardInterrupt, OSError):
+        pass
+    return status
 
 
 def _quiet_blas_threads():

@@ -1,14 +1,15 @@
 """Files a user names: one mapping from OS errors to one clear line, one TOML reader for every
-text input (definitions, configs, experiments), and one check of output paths made before any
-work starts. ``latscope.cli.main`` turns any ``OSError`` that still escapes a command into
-:func:`os_error_message`, so no command prints a traceback for a bad path."""
+text input (definitions, configs, experiments), and one check of input paths. Outputs follow
+one policy, :mod:`latscope.capture.files.outputs`. ``latscope.cli.main`` turns any ``OSError``
+that still escapes a command into :func:`os_error_message`, so no command prints a traceback
+for a bad path."""
 
 import errno
 import os
 
 from latscope import LatscopeError
 
-__all__ = ["os_error_message", "read_toml", "check_output", "check_input"]
+__all__ = ["os_error_message", "read_toml", "check_input"]
 
 #: errno -> words, for the errors a user's path can cause.
 _REASONS = {
@@ -74,48 +75,3 @@ def check_input(path, what="file"):
         raise LatscopeError(f"{path}: no such file (expected a {what})")
     if os.path.isdir(path):
         raise LatscopeError(f"{path}: is a directory, not a {what}")
-
-
-def check_output(path, *, force=False, directory=False, option="--force"):
-    """Check, before any work starts, that ``path`` can be written.
-
-    Parameters
-    ----------
-    path : str
-        A file to create (or, with ``directory=True``, a directory to create or fill). ``"-"``
-        (standard output) is always accepted.
-    force : bool
-        An existing file may be replaced.
-    directory : bool
-        ``path`` is a directory: it may exist (as a directory) or be created in an existing
-        parent.
-
-    Raises
-    ------
-    LatscopeError
-        The parent directory is missing or not writable, the file exists without ``force``,
-        a directory stands where a file is to go or a file where a directory is to go.
-    """
-    if path == "-":
-        return
-    path = os.fspath(path)
-    if directory:
-        if os.path.exists(path) and not os.path.isdir(path):
-            raise LatscopeError(f"{path}: exists and is not a directory")
-        target = path if os.path.isdir(path) else os.path.dirname(os.path.abspath(path))
-    else:
-        if os.path.isdir(path):
-            raise LatscopeError(f"{path}: is a directory; give a file name")
-        if os.path.lexists(path) and not force:
-            raise LatscopeError(f"{path} exists; choose another name or use {option}")
-        target = os.path.dirname(os.path.abspath(path))
-    if not os.path.isdir(target):
-        raise LatscopeError(f"{path}: directory {target} does not exist")
-    import tempfile  # here: only commands that write import it (random, hashlib: ~2 ms)
-    try:      # the only reliable test (root, read-only mounts, ACLs): create and remove a file
-        handle, probe = tempfile.mkstemp(prefix=".latscope-probe-", dir=target)
-    except OSError as error:
-        raise LatscopeError(f"{path}: cannot write into {target}: "
-                            f"{_REASONS.get(error.errno, error.strerror)}") from None
-    os.close(handle)
-    os.unlink(probe)

@@ -43,6 +43,7 @@ from latscope.analysis.report.tables import (
     size_fits,
     waterfall_data,
 )
+from latscope.capture.files.outputs import open_output
 
 __all__ = ["write_report", "input_warnings", "forensics_table"]
 
@@ -242,6 +243,8 @@ def write_report(analyses, out_dir, *, warnings=None, workers=None, command=None
     if not analyses:
         raise LatscopeError("no captures to report on")
     os.makedirs(out_dir, exist_ok=True)
+    # each file appears complete or not at all, and never in place of a capture reported on
+    inputs = [a.path for a in analyses if a.path]
     # configurations together, sizes ascending within each (first appearance orders families)
     families = list(dict.fromkeys(family(a) for a in analyses))
     analyses = sorted(analyses, key=lambda a: (families.index(family(a)),
@@ -394,7 +397,7 @@ def write_report(analyses, out_dir, *, warnings=None, workers=None, command=None
     written = []
     for stem, png in pngs.items():
         path = os.path.join(out_dir, f"{stem}.png")
-        with open(path, "wb") as f:
+        with open_output(path, inputs, force=True, mode="wb") as f:
             f.write(png)
         written.append(path)
 
@@ -471,11 +474,11 @@ def write_report(analyses, out_dir, *, warnings=None, workers=None, command=None
                         + "".join(f"<li><a href='#{a}'>{html.escape(t)}</a></li>"
                                   for t, a in toc[1:]) + "</ol></nav>")
     md_path = os.path.join(out_dir, "report.md")
-    with open(md_path, "w", encoding="utf-8") as f:
+    with open_output(md_path, inputs, force=True) as f:
         f.write("\n".join(md))
     html_path = os.path.join(out_dir, "report.html")
     title = "latscope report" + (" (SIMULATED)" if banner else "")
-    with open(html_path, "w", encoding="utf-8") as f:
+    with open_output(html_path, inputs, force=True) as f:
         f.write(f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>"
                 f"<meta name='viewport' content='width=device-width, initial-scale=1'>"
                 f"<title>{html.escape(title)}</title><style>{_CSS}</style></head><body>"

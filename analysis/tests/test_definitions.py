@@ -47,7 +47,8 @@ def test_arrow_forms_and_start_stop_keys():
     ({"measurement": {"a": {"span": "rx_dv falling -> m0 rising", "direction": "up"}}},
      "measurement 'a': direction must be 'rx' or 'tx', not 'up'"),
     ({"measurement": {"a": {"span": "rx_dv falling -> m0 rising", "window_ns": 0}}},
-     "measurement 'a': window_ns must be a positive number, not 0"),
+     r"measurement 'a': window_ns must be a positive number of ns up to 3\.6e\+12 \(one "
+     r"hour\), not 0"),
     ({"measurement": {"a": {"span": "rx_dv falling -> m0 rising", "association": "magic"}}},
      "measurement 'a': association must be one of next, sequence, not 'magic'"),
     ({"measurement": {"a": {"span": "rx_dv falling -> m0 rising", "colour": 1}}},

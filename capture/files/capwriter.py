@@ -88,6 +88,13 @@ def _os_reason(error):
 
 
 
+def _remove(path):
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
+
+
 class CaptureWriter:
     """Write a capture file, durably and append-only.
 
@@ -140,8 +147,12 @@ class CaptureWriter:
             raise ValueError(f"Metadata is not JSON-serialisable: {error}") from None
         self.metadata = meta
         try:
+            if overwrite:
+                # a new file in place of the old one, never the old one cut to nothing: another
+                # name of it (a hard link) keeps its data; a symbolic link keeps pointing here
+                _remove(os.path.realpath(self.path))
             # unbuffered: each chunk is one write of its own, so a failed one can be cut off
-            self._file = open(self.path, "wb" if overwrite else "xb", buffering=0)
+            self._file = open(os.path.realpath(self.path), "xb", buffering=0)
         except FileExistsError:
             raise LatscopeError(f"{self.path} exists; choose another name or remove it") from None
         except OSError as error:

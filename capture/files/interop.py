@@ -155,6 +155,12 @@ def make_window(capture, start=None, stop=None, channels=None):
     if stop <= start:
         raise LatscopeError(f"the window is empty: --to ({stop} ticks) is not after --from "
                             f"({start} ticks)")
+    if last is not None and start > last:
+        # before anything is written: the capture (from the timestamp reset to its last event)
+        # holds nothing after its end
+        raise LatscopeError(
+            f"the window must start within the capture (0 s to {float(last / tick_hz):.6f} s), "
+            f"not at {float(start / tick_hz):.6f} s")
     seen = set(capture.channel_names)
     # one pass: levels at the start, events in the window, channels present
     last_level = {}             # channel -> level after its last edge at or before start
@@ -246,13 +252,13 @@ def _ns_formatter(tick_hz):
     return fmt
 
 
-def export_csv(window, output, *, force=False, overwrite=False):
+def export_csv(window, output, *, force=False):
     """Write the window's events as CSV: a first line ``# latscope {...}`` (the capture's tick
     rate, roles and marker meanings, see :mod:`latscope.capture.files.reimport`), then
     ``time_ns,channel,edge`` (channel is the role, edge is ``rising`` or ``falling``; time since
     the instrument's timestamp reset). ``output`` is written under
     :mod:`latscope.capture.files.outputs`'s policy (``"-"``: standard output); ``force`` replaces an
-    existing file, never the window's capture itself (``overwrite`` is its former name).
+    existing file, never the window's capture itself.
 
     Returns
     -------
@@ -263,7 +269,7 @@ def export_csv(window, output, *, force=False, overwrite=False):
     edge = np.array(["falling", "rising"], dtype=object)
     count = 0
     descriptor = export_descriptor(window, "export csv")
-    with open_output(output, [window.capture.path], force=force or overwrite,
+    with open_output(output, [window.capture.path], force=force,
                      newline="") as handle:
         # the capture's description (tick rate, roles, marker meanings) travels with the data;
         # CSV readers skip it as a comment (pandas: comment="#")

@@ -323,8 +323,8 @@ def check_output_folder(folder, inputs=(), *, force=False):
     Raises
     ------
     LatscopeError
-        ``folder`` is a file, is an input, holds files and ``force`` is false, or its parent
-        folder is missing.
+        ``folder`` is a file, is an input, holds files and ``force`` is false, its parent
+        folder is missing, or it (or, for a new folder, its parent) cannot be written.
     """
     folder = os.fspath(folder)
     _refuse_inputs(folder, inputs)
@@ -333,10 +333,12 @@ def check_output_folder(folder, inputs=(), *, force=False):
     if os.path.isdir(folder):
         if os.listdir(folder) and not force:
             raise LatscopeError(f"{folder} holds files; choose another folder or use --force")
+        _discard(_create_temporary(os.path.join(folder, "probe")))
         return
     parent = os.path.dirname(os.path.abspath(folder))
     if not os.path.isdir(parent):
         raise LatscopeError(f"{folder}: folder {parent} does not exist")
+    _discard(_create_temporary(folder))
 
 
 @contextlib.contextmanager

@@ -92,12 +92,12 @@ class PcapngSummary:
     warnings: list = field(default_factory=list)
 
 
-def export_pcapng(capture, output, *, force=False, overwrite=False, start_tick=None,
+def export_pcapng(capture, output, *, force=False, start_tick=None,
                   stop_tick=None, resolution="ns"):
     """Write the FRAME records of ``capture`` (an open ``Capture``) to ``output``.
 
-    ``output`` is written under :mod:`latscope.capture.files.outputs`'s policy; ``force`` replaces
-    an existing file, never the capture itself (``overwrite`` is its former name).
+    ``output`` is written under :mod:`latscope.capture.files.outputs`'s policy; ``force``
+    replaces an existing file, never the capture itself.
 
     ``resolution`` is ``"ps"`` (exact ticks on the ECP5 builds) or ``"ns"`` (for Wireshark 4.0
     and older, see the module's text).
@@ -169,7 +169,7 @@ def export_pcapng(capture, output, *, force=False, overwrite=False, start_tick=N
                         f"{resolution} (error at most 0.5 {resolution})")
     if placement.summary():
         warnings.append(placement.summary())
-    with open_output(output, [capture.path], force=force or overwrite, mode="wb") as fh:
+    with open_output(output, [capture.path], force=force, mode="wb") as fh:
         fh.write(b"".join(out))
     return PcapngSummary(str(output), written, skipped, resolution, str(units_per_tick), exact,
                          outside, warnings)

@@ -47,7 +47,8 @@ import os
 
 from latscope import __version__
 
-__all__ = ["KINDS", "KEYS", "provenance", "with_step", "imported_metadata", "parse"]
+__all__ = ["KINDS", "KEYS", "provenance", "with_step", "imported_metadata", "parse",
+           "describe"]
 
 #: Values of ``data``.
 KINDS = ("measured", "simulated", "emulated")
@@ -148,3 +149,31 @@ def imported_metadata(metadata, prov, step=None, source=None):
     if prov["simulated"]:
         out["simulated"] = True
     return out
+
+
+def describe(prov):
+    """One line for people: what the data is (upper case when it is not measured, as the
+    report's banner), how it was recorded and every step since.
+
+    >>> print(describe(with_step({"data": "simulated", "simulated": True, "seed": 3,
+    ...                           "command": "capture --sim", "profile": "gem-64",
+    ...                           "tool": "latscope 0.1.0"}, "export csv", "gem-64.lsc")))
+    SIMULATED: capture --sim, profile gem-64, seed 3 (latscope 0.1.0); then export csv of gem-64.lsc
+    >>> describe(provenance({"tick_hz": 1e9}))
+    'measured: capture'
+    """
+    prov = prov or {}
+    kind = prov.get("data") or "measured"
+    first = [prov.get("command") or "?"]
+    first += [f"{key} {prov[key]}" for key in ("profile", "seed", "engine")
+              if prov.get(key) is not None]
+    if prov.get("source_file"):
+        first.append(str(prov["source_file"]))
+    text = (kind.upper() if kind != "measured" else kind) + ": " + ", ".join(first)
+    if prov.get("tool"):
+        text += f" ({prov['tool']})"
+    steps = [f"{step.get('step', '?')} of {step.get('from', '?')}"
+             for step in prov.get("history") or []]
+    if steps:
+        text += "; then " + ", ".join(steps)
+    return text

@@ -273,18 +273,17 @@ def read_export(path, *, tick_hz=None):
     raise LatscopeError(f"{path}: not a .vcd or .csv file")
 
 
-def import_export(source, output, *, tick_hz=None, force=False, overwrite=False):
+def import_export(source, output, *, tick_hz=None, force=False):
     """Write the events of a VCD or CSV export into a capture file; returns the events read.
 
     ``output`` is written under :mod:`latscope.capture.files.outputs`'s policy: it appears only when
-    complete and may never be ``source`` itself; ``force`` replaces an existing file
-    (``overwrite`` is its former name)."""
+    complete and may never be ``source`` itself; ``force`` replaces an existing file."""
     # before reading anything
-    check_output(output, [source], force=force or overwrite, allow_stdout=False)
+    check_output(output, [source], force=force, allow_stdout=False)
     events = read_export(source, tick_hz=tick_hz)
     meta = imported_metadata(events.metadata, events.metadata.get("provenance"), "import",
                              source)
-    with replacing(output, [source], force=force or overwrite, allow_stdout=False) as path:
+    with replacing(output, [source], force=force, allow_stdout=False) as path:
         writer = CaptureWriter(path, meta, fsync=False, overwrite=True)
         try:
             writer.append_events(events.time, events.channel, events.rising)

@@ -525,7 +525,13 @@ def parse_channel_map(text, info):
                                 f"'_' and '.')")
         if any(role == r for r, _ in result):
             raise LatscopeError(f"--map names role {role!r} twice")
-        result.append((role, info.probe_index(probe)))
+        bit = info.probe_index(probe)
+        # one probe under two roles would pair each edge with itself
+        other = next((r for r, b in result if b == bit), None)
+        if other is not None:
+            raise LatscopeError(f"--map maps probe {probe!r} to two roles, {other!r} and "
+                                f"{role!r}; give each role its own probe")
+        result.append((role, bit))
     if not result:
         raise LatscopeError("--map is empty")
     if len(result) > 256:

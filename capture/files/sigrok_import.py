@@ -62,7 +62,7 @@ def _joined(blocks):
 
 
 def import_sr(source, output, mapping=None, *, limits=None, samplerate=None,
-              allow_truncated=False, force=False, overwrite=False, use_offset=True,
+              allow_truncated=False, force=False, use_offset=True,
               progress=None):
     """Import a sigrok session file into a latscope capture file.
 
@@ -83,8 +83,6 @@ def import_sr(source, output, mapping=None, *, limits=None, samplerate=None,
         Drop a partial last sample instead of refusing the file.
     force : bool
         Replace an existing ``output``.
-    overwrite : bool
-        The former name of ``force``.
     use_offset : bool
         Add the ``[latscope] sample offset`` of files latscope exported, so their events keep
         their original times.
@@ -135,7 +133,7 @@ def import_sr(source, output, mapping=None, *, limits=None, samplerate=None,
         }
         metadata = imported_metadata(metadata, stored, "import", source)
         events = 0
-        pending = PendingOutput(output, [source], force=force or overwrite, allow_stdout=False)
+        pending = PendingOutput(output, [source], force=force, allow_stdout=False)
         try:
             writer = CaptureWriter(pending.path, metadata, fsync=False, overwrite=True,
                                    chunk_events=1 << 18, flush_interval=2.0)

@@ -67,8 +67,6 @@ class SrWriter:
         under ``path`` only when :meth:`close` completes).
     force : bool
         Replace an existing ``path``.
-    overwrite : bool
-        The former name of ``force``.
 
     Notes
     -----
@@ -77,8 +75,7 @@ class SrWriter:
     """
 
     def __init__(self, path, samplerate, probe_names, *, sample_offset=None, markers=None,
-                 chunk_samples=1 << 22, provenance=None, inputs=(), force=False,
-                 overwrite=False):
+                 chunk_samples=1 << 22, provenance=None, inputs=(), force=False):
         names = list(probe_names)
         if not 1 <= len(names) <= 64:
             raise ValueError(f"A session file holds 1 to 64 probes, not {len(names)}")
@@ -100,7 +97,7 @@ class SrWriter:
         self._pending = []
         self._pending_count = 0
         self._chunk = 0
-        self._output = PendingOutput(self.path, inputs, force=force or overwrite,
+        self._output = PendingOutput(self.path, inputs, force=force,
                                      allow_stdout=False)
         try:
             self._zip = zipfile.ZipFile(self._output.path, "w", zipfile.ZIP_DEFLATED,
@@ -229,7 +226,7 @@ def _levels_to_samples(levels, where, channel, rising, length, dtype):
     return samples, hidden
 
 
-def export_sr(window, output, samplerate, *, max_samples=10**9, force=False, overwrite=False,
+def export_sr(window, output, samplerate, *, max_samples=10**9, force=False,
               progress=None):
     """Write a capture window as a sigrok session file, sample-exactly.
 
@@ -245,8 +242,6 @@ def export_sr(window, output, samplerate, *, max_samples=10**9, force=False, ove
         Refuse windows needing more samples (PulseView holds every sample in memory).
     force : bool
         Replace an existing ``output`` (never the window's capture itself).
-    overwrite : bool
-        The former name of ``force``.
     progress : callable, optional
 
     Returns
@@ -287,7 +282,7 @@ def export_sr(window, output, samplerate, *, max_samples=10**9, force=False, ove
                           provenance=with_step(provenance(window.capture.metadata), "export sr",
                                                window.capture.path),
                           inputs=[window.capture.path],
-                          force=force or overwrite)
+                          force=force)
     except ValueError as error:
         raise LatscopeError(str(error)) from None
     dtype = writer.dtype

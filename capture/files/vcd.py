@@ -101,7 +101,7 @@ def _converter(per_tick, exact):
     return convert
 
 
-def export_vcd(window, output, *, force=False, overwrite=False):
+def export_vcd(window, output, *, force=False):
     """Write a capture window as a VCD file.
 
     Parameters
@@ -112,8 +112,6 @@ def export_vcd(window, output, *, force=False, overwrite=False):
         output).
     force : bool
         Replace an existing ``output`` (never the window's capture itself).
-    overwrite : bool
-        The former name of ``force``.
 
     Returns
     -------
@@ -139,7 +137,7 @@ def export_vcd(window, output, *, force=False, overwrite=False):
                 f"times rounded to the nearest fs (at most 0.5 fs); tick = "
                 f"round(time_fs * {window.tick_hz} / 1e15)")
     descriptor = export_descriptor(window, "export vcd")
-    with open_output(output, [window.capture.path], force=force or overwrite,
+    with open_output(output, [window.capture.path], force=force,
                      encoding="ascii", newline="\n") as handle:
         handle.write(f"$date {datetime.datetime.now(datetime.timezone.utc).isoformat()} $end\n")
         handle.write(f"$version latscope {__version__} $end\n")

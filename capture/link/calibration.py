@@ -20,6 +20,7 @@ import numpy as np
 
 from latscope import LatscopeError
 from latscope.capture.files.metadata import CHANNEL_OFFSETS_KEY, channel_offsets
+from latscope.capture.files.outputs import open_output
 
 __all__ = ["METADATA_KEY", "ChannelOffsets", "measure_offsets", "offsets_from_metadata",
            "load_calibration", "write_calibration"]
@@ -136,14 +137,16 @@ def measure_offsets(time, channel, rising, *, channels, max_skew=64, min_edges=1
     return ChannelOffsets(channels=tuple(chans), offsets=offsets, spread=spread, edges=int(n))
 
 
-def write_calibration(path, result, *, identity):
-    """Write a calibration file: offsets per channel index, with the instrument it belongs to."""
+def write_calibration(path, result, *, identity, force=False):
+    """Write a calibration file: offsets per channel index, with the instrument it belongs to,
+    under :mod:`latscope.capture.files.outputs`'s policy (``force`` replaces an existing
+    file)."""
     n = int(identity.get("channels") or max(result.channels) + 1)
     doc = {"format": "latscope-calibration", "version": 1,
            "board": identity.get("board"), "tick_hz": identity.get("tick_hz"),
            "source_hash": identity.get("source_hash"),
            METADATA_KEY: result.as_list(n), "measurement": result.to_dict()}
-    with open(path, "w") as f:
+    with open_output(path, force=force) as f:
         json.dump(doc, f, indent=2, sort_keys=True)
         f.write("\n")
     return doc

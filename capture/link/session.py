@@ -314,6 +314,10 @@ def config_from_dict(raw, where="config"):
                                 f"{protocol.NUM_CHANNELS - 1}, not {key!r}")
         if not isinstance(role, str) or not role:
             raise LatscopeError(f"{where}: [channels] {key} must name a role ({_ROLES_HELP})")
+        other = next((k for k, r in config.channels.items() if r == role), None)
+        if other is not None:       # which channel's edges would be the role is undecidable
+            raise LatscopeError(f"{where}: [channels] gives role {role!r} to two channels, "
+                                f"{other} and {key}; give each role one channel")
         config.channels[int(key)] = role
     for key, meaning in dict(raw.pop("markers", {})).items():
         if not isinstance(meaning, str):

@@ -96,6 +96,10 @@ def parse_pin_map(text):
             raise LatscopeError(f"--map: unknown role {role!r} (roles: {', '.join(known)})")
         if any(role == r for r, _ in out):
             raise LatscopeError(f"--map names role {role!r} twice")
+        other = next((r for r, s in out if s == signal), None)
+        if other is not None:
+            raise LatscopeError(f"--map maps signal {signal!r} to two roles, {other!r} and "
+                                f"{role!r}; give each role its own signal")
         out.append((role, signal))
     return out
 
@@ -551,7 +555,7 @@ def _instrument_for(board, frames, header_bytes=0):
 
 
 def replay_pins(source, output, pin_map=None, *, board="ecpix5", frames=None, samplerate=None,
-                markers=None, label=None, force=False, overwrite=False, timeout=600.0,
+                markers=None, label=None, force=False, timeout=600.0,
                 log=None, header_bytes=0, glitch=None):
     """Play the pins of ``source`` through the real gateware and write the capture ``output``.
 
@@ -565,8 +569,6 @@ def replay_pins(source, output, pin_map=None, *, board="ecpix5", frames=None, sa
         nothing), and it may never be ``source`` itself.
     force : bool
         Replace an existing ``output``.
-    overwrite : bool
-        The former name of ``force``.
     pin_map : str, optional
         ``"ROLE=SIGNAL,..."`` (:func:`parse_pin_map`); default: signals named like roles.
     board : str
@@ -598,7 +600,6 @@ def replay_pins(source, output, pin_map=None, *, board="ecpix5", frames=None, sa
     frame_build_options(frames, header_bytes or None)    # the build's checks and messages
 
     output = os.fspath(output)
-    force = force or overwrite
     check_input(os.fspath(source), "recording (.vcd or .sr)")
     check_output(output, [source], force=force, allow_stdout=False)
     tick_hz, lanes = _board_timing(board, frames)

@@ -16,6 +16,10 @@ from latscope.capture.sim.sim_stream import SimStream, TruthWriter
 
 #: Packets simulated by ``latscope capture --sim`` when ``--packets`` is not given.
 DEFAULT_PACKETS = 1_000
+#: The most packets one simulated capture may hold: the simulation keeps every packet's stage
+#: times in memory (a few kB per packet), so more would not fit a workstation (experiments
+#: have the same bound).
+MAX_PACKETS = 10_000_000
 #: How the simulated instrument's bytes are served: a pseudo-terminal (the UART path) or UDP
 #: datagrams on 127.0.0.1 (the ECPIX-5's Ethernet path).
 LINKS = ("pty", "udp")
@@ -150,6 +154,21 @@ class SimulatedSource:
     link: str = "pty"
     rate: float = None
     port: SimulatedPort = dataclasses.field(default=None, init=False, repr=False)
+
+    def __post_init__(self):
+        # checked when the source is described, before any file or simulation exists
+        if isinstance(self.packets, bool) or not isinstance(self.packets, int) or \
+                not 1 <= self.packets <= MAX_PACKETS:
+            raise LatscopeError(f"Simulated packets must be an integer from 1 to "
+                                f"{MAX_PACKETS:,}, not {self.packets!r}")
+        if isinstance(self.seed, bool) or not isinstance(self.seed, int) or \
+                not 0 <= self.seed < 2**63:
+            raise LatscopeError(f"Simulation seed must be a non-negative integer below 2**63, "
+                                f"not {self.seed!r}")
+        if self.rate is not None and not (isinstance(self.rate, (int, float))
+                                          and 0 < self.rate < float("inf")):
+            raise LatscopeError(f"Simulated byte rate must be a positive number of bytes per "
+                                f"second, not {self.rate!r}")
 
     def open(self, output=None, log=None):
         """Start the simulation (its ground truth beside ``output``); returns the port."""

@@ -26,7 +26,7 @@ SR = os.path.join(ROOT, "fixtures", "sigrok", "counter.sr")
 
 #: Good values for required arguments, by metavar or destination (never by command name).
 GOOD = {"FILE": CAPTURE, "CAPTURE": CAPTURE, "FILE.sr": SR, "HOST:PORT": "127.0.0.1:9",
-        "board": "icebreaker", "RECORDING": SR, "BASELINE": CAPTURE, "CANDIDATE": CAPTURE,
+        "board": "icebreaker", "RECORDING": SR, "store": os.path.join(ROOT, "no-such-store"),
         "measure": "rx.isr"}
 #: Inputs that are binary by nature (a bitstream): no "binary where text is expected" case.
 BINARY_INPUTS = {"bitstream"}
@@ -34,7 +34,7 @@ BINARY_INPUTS = {"bitstream"}
 INPUT_CAPTURE = {"FILE", "CAPTURE"}
 INPUT_SR = {"FILE.sr", "RECORDING"}
 TEXT_INPUT = {"FILE.toml", "EXPERIMENT.toml"}
-OUTPUT_DESTS = {"output", "out", "hlog"}
+OUTPUT_DESTS = {"output", "out", "hlog", "plot", "junit", "markdown", "calibrate"}
 DEVICE = {"DEVICE"}
 #: Numbers and times: values out of range for any such option.
 BAD_NUMBERS = {"S": ["-1", "nan", "inf", "abc"], "N": ["-5", "abc"], "TIME": ["-1ms", "abc"],
@@ -68,7 +68,7 @@ def _base(prefix, parser, tmp_path):
     argv = list(prefix)
     for action in parser._actions:
         if isinstance(action, argparse._HelpAction) or action.option_strings and \
-                not action.required:
+                not action.required or action.nargs in ("?", "*"):
             continue
         key = _key(action)
         if _is_output(action):

@@ -10,6 +10,7 @@ from latscope.analysis.forensics import format_forensics
 from latscope.analysis.hdr import write_hlog_for
 from latscope.analysis.outputs import hgrm_paths, hgrm_text, write_per_packet
 from latscope.analysis.stats import bound_hints
+from latscope.capture.files import outputs
 from latscope.commands.analyses import (
     DEFINITIONS_HELP,
     MARKERS_HELP,
@@ -18,7 +19,7 @@ from latscope.commands.analyses import (
     marker_line,
     warn_integrity,
 )
-from latscope.userio import check_input, check_output
+from latscope.userio import check_input
 
 _MAP_HELP = ("for .sr files: channel map ROLE=PROBE,... e.g. rx_dv=D0,m_isr=D1 "
              "(default: the probe names)")
@@ -52,6 +53,9 @@ def add_arguments(p):
                         "beyond p99.9) with the edges in the window before each: its own frame, "
                         "the other frames on the wire both ways, interrupts and markers, and the "
                         "earlier requests still queued")
+    p.add_argument("--force", action="store_true",
+                   help="replace an existing --hlog, --per-packet or --hgrm file (never the "
+                        "capture itself)")
     p.add_argument("--json", action="store_true",
                    help="print one JSON document (every figure in ns) instead of tables")
     p.add_argument("--store", metavar="DIR",
@@ -86,8 +90,8 @@ def run(args):
         raise LatscopeError(f"--explain must be a positive number of packets, not "
                             f"{args.explain!r}")
     for out in (args.hlog, args.per_packet, args.hgrm):
-        if out:          # these replace an existing file (there is no --force here)
-            check_output(out, force=True)
+        if out:          # the tables use standard output: these need a file
+            outputs.check_output(out, [args.file], force=args.force, allow_stdout=False)
     a = api.analyze_file(args.file, definitions=definitions(args.definitions),
                          measures=args.measure, mapping=args.mapping, progress=_progress(),
                          markers=args.markers, ns_histograms=bool(args.hlog),
@@ -95,18 +99,20 @@ def run(args):
                                       or args.explain is not None))
     warn_integrity(args.command, [a])
     _warn_placement(args.command, [a])
-    if args.hlog:
-        write_hlog_for(a, args.hlog)
-    if args.per_packet:
-        rows = write_per_packet(a.result, args.per_packet)
+    # nothing is written for an analysis that ends in "no measurement could be computed"
+    computed = bool(a.result.stats) or args.json
+    if args.hlog and computed:
+        write_hlog_for(a, args.hlog, force=args.force)
+    if args.per_packet and computed:
+        rows = write_per_packet(a.result, args.per_packet, inputs=[args.file], force=args.force)
         print(f"wrote {rows:,} packets to {args.per_packet}", file=sys.stderr)
-    if args.hgrm:
+    if args.hgrm and computed:
         names = [n for n, s in a.stats.items() if s.n]
         for name, path in hgrm_paths(args.hgrm, names).items():
-            with open(path, "w", encoding="utf-8") as f:
+            with outputs.open_output(path, [args.file], force=args.force) as f:
                 f.write(hgrm_text(a.latencies_ns(name)))
             print(f"wrote {path}", file=sys.stderr)
-    if args.store:
+    if args.store and computed:
         stored = store.store_analysis(args.store, a, labels=labels,
                                       definitions=definitions(args.definitions))
         print(f"stored as run {stored.run_id} in {args.store}", file=sys.stderr)

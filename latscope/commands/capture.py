@@ -5,6 +5,7 @@ import json
 import sys
 
 from latscope import LatscopeError
+from latscope.capture.files import outputs
 from latscope.capture.link import session
 from latscope.capture.link.progress import CaptureProgress
 from latscope.capture.link.transport import DEFAULT_BAUD
@@ -12,7 +13,6 @@ from latscope.capture.record import record
 from latscope.capture.sim.sim_engines import ENGINES
 from latscope.capture.sim.sim_port import DEFAULT_PACKETS, LINKS, SimulatedSource
 from latscope.capture.sim.sim_profile import list_profiles
-from latscope.userio import check_output
 
 CAPTURE_EPILOG = """\
 exit status: 0 stopped on a limit, Ctrl-C or SIGTERM (the file is complete); 2 error before
@@ -95,7 +95,9 @@ def capture(args, stderr=None):
     :class:`~latscope.capture.link.session.CaptureOutcome`."""
     if bool(args.port) == bool(args.sim):
         raise LatscopeError("give exactly one of --port DEVICE and --sim PROFILE")
-    check_output(args.output, force=args.force)     # before the config is read
+    # before the config is read; neither the config nor the calibration is ever the output
+    outputs.check_output(args.output, [p for p in (args.config, args.calibration) if p],
+                         force=args.force, allow_stdout=False)
     config = session.load_config(args.config) if args.config else session.CaptureConfig()
     limits = session.Limits(args.duration, args.events, args.packets)
     if args.label:

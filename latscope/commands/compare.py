@@ -4,6 +4,7 @@ import dataclasses
 import json
 
 from latscope.analysis import report
+from latscope.capture.files.provenance import describe, provenance
 from latscope.commands.analyses import (
     DEFINITIONS_HELP,
     MARKERS_HELP,
@@ -61,10 +62,15 @@ def run(args):
         print(json.dumps({"baseline": groups[0]["baseline"] if groups else None,
                           "groups": groups,
                           "inputs": [{"path": a.path, "label": a.label,
-                                      "integrity": a.integrity} for a in analyses],
+                                      "integrity": a.integrity,
+                                      "provenance": provenance(a.metadata)}
+                                     for a in analyses],
                           "comparisons": [dict(c, group=g["title"]) for g in groups
                                           for c in g["comparisons"]]}, indent=2))
         return 0
+    for number, a in enumerate(analyses, 1):      # what each input is, before any figure
+        print(f"#{number} {a.path or a.label}: {describe(provenance(a.metadata))}")
+    print()
     print(report.table_one(analyses))
     frames = report.frames_table(analyses)
     if frames:

@@ -11,9 +11,9 @@ import numpy as np
 
 from latscope import LatscopeError
 from latscope.analysis import api
+from latscope.capture.files.outputs import check_output_folder
 from latscope.capture.sim import demo_load, simbench
 from latscope.capture.sim.demo import DEFAULT_PACKETS, QUICK_PACKETS, run_demo
-from latscope.userio import check_output
 
 
 def _log(message):
@@ -188,7 +188,7 @@ def add_arguments(parser):
 
 def run(args):
     started = time.monotonic()
-    check_output(args.out, directory=True)
+    check_output_folder(args.out, force=True)      # the demo's folder is rewritten each run
     profiles = simbench.list_profiles() if not args.profiles else \
         [p.strip() for p in args.profiles.split(",") if p.strip()]
     for name in profiles:

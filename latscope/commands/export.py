@@ -5,6 +5,7 @@ import dataclasses
 import os
 
 from latscope import LatscopeError
+from latscope.capture.files import outputs
 from latscope.capture.files.capfile import open_capture
 from latscope.capture.files.interop import (
     exact_rate,
@@ -17,7 +18,7 @@ from latscope.capture.files.pcapng import export_pcapng
 from latscope.capture.files.sigrok_write import export_sr
 from latscope.capture.files.vcd import export_vcd
 from latscope.commands.output import FractionProgress, print_summary
-from latscope.userio import check_input, check_output
+from latscope.userio import check_input
 
 
 def add_arguments(p):
@@ -75,7 +76,7 @@ def _export_pcapng(args, output):
         stop = None if args.stop is None else _ceil(args.stop * tick_hz)
         if start is not None and stop is not None and stop <= start:
             raise LatscopeError("--to must be later than --from")
-        summary = export_pcapng(capture, output, overwrite=args.force, start_tick=start,
+        summary = export_pcapng(capture, output, force=args.force, start_tick=start,
                                 stop_tick=stop, resolution=args.tsresol or "ns")
     window = (f" ({summary.outside_window:,} outside --from/--to)"
               if summary.outside_window else "")
@@ -102,10 +103,8 @@ def run(args):
         raise LatscopeError("--samplerate applies to --format sr only")
     if args.tsresol is not None and fmt != "pcapng":
         raise LatscopeError("--tsresol applies to --format pcapng only")
-    if os.path.abspath(output) == os.path.abspath(args.file):
-        raise LatscopeError("the output file would replace the capture")
     check_input(args.file, "capture file")
-    check_output(output, force=args.force)
+    outputs.check_output(output, [args.file], force=args.force, allow_stdout=(fmt == "csv"))
     if fmt == "pcapng":
         return _export_pcapng(args, output)
     with open_capture(args.file) as capture:
@@ -127,11 +126,11 @@ def run(args):
                     raise LatscopeError(f"--max-samples must be positive, not "
                                         f"{args.max_samples}")
                 summary = export_sr(window, output, samplerate, max_samples=args.max_samples,
-                                    overwrite=args.force, progress=progress)
+                                    force=args.force, progress=progress)
             elif fmt == "vcd":
-                summary = export_vcd(window, output, overwrite=args.force)
+                summary = export_vcd(window, output, force=args.force)
             else:
-                summary = export_csv(window, output, overwrite=args.force)
+                summary = export_csv(window, output, force=args.force)
         finally:
             progress.done()
     record = dataclasses.asdict(summary)

@@ -11,6 +11,7 @@ import sys
 
 from latscope import LatscopeError
 from latscope.analysis import api, gate, store
+from latscope.capture.files import outputs
 
 HELP = "decide whether a candidate's latencies regressed against a baseline's (CI gate)"
 
@@ -47,6 +48,8 @@ def add_arguments(parser):
                         help="also write JUnit XML (one test case per check) for CI")
     parser.add_argument("--markdown", metavar="FILE.md",
                         help="also write a Markdown summary for a pull-request comment")
+    parser.add_argument("--force", action="store_true",
+                        help="replace existing --junit and --markdown files")
 
 
 def _sides(args):
@@ -78,6 +81,15 @@ def _sides(args):
 
 
 def run(args):
+    inputs = [f for f in (args.baseline_file, args.candidate_file, args.budget,
+                          args.definitions) if f]
+    for path in (args.junit, args.markdown):      # before the analyses, not after
+        if path:
+            outputs.check_output(path, inputs, force=args.force)
+    if args.junit and args.markdown and outputs.same_file(args.junit, args.markdown) or \
+            outputs.STDOUT in (args.junit, args.markdown):
+        raise LatscopeError("--junit and --markdown need two files (the verdict uses standard "
+                            "output)")
     budget = gate.load_budget(args.budget) if args.budget else gate.DEFAULT_BUDGET
     base, cand, base_label, cand_label = _sides(args)
     if args.measure:
@@ -86,17 +98,14 @@ def run(args):
     result = gate.gate(base, cand, budget, baseline_label=base_label,
                        candidate_label=cand_label)
     if args.junit:
-        _write(args.junit, gate.render_junit(result))
+        _write(args.junit, gate.render_junit(result), args.force)
     if args.markdown:
-        _write(args.markdown, gate.render_markdown(result))
+        _write(args.markdown, gate.render_markdown(result), args.force)
     print(gate.render_json(result) if args.json else gate.render_text(result))
     return gate.exit_status(result.verdict)
 
 
-def _write(path, text):
-    try:
-        with open(path, "w", encoding="utf-8") as f:
-            f.write(text)
-    except OSError as error:
-        raise LatscopeError(f"{path}: cannot write ({error.strerror})") from None
+def _write(path, text, force):
+    with outputs.open_output(path, force=force) as f:
+        f.write(text)
     print(f"wrote {path}", file=sys.stderr)

@@ -9,12 +9,13 @@ import sys
 from pathlib import Path
 
 from latscope import LatscopeError
+from latscope.capture.files import outputs
+from latscope.capture.files.outputs import check_output_folder
 from latscope.gateware import build, programming
 from latscope.gateware.boards import BOARDS, CHANNEL_ROLES, board_pin_table, get_board
 from latscope.gateware.programming import programmer_command
 from latscope.gateware.top import LatscopeCore
 from latscope.gateware.verilator import export_verilog
-from latscope.userio import check_output
 
 
 def add_arguments(parser):
@@ -82,6 +83,7 @@ def add_arguments(parser):
                         "fast-forward port used by the Verilator harness)")
     p.add_argument("-o", "--output", metavar="FILE", type=Path,
                    help="output file (default: stdout)")
+    p.add_argument("--force", action="store_true", help="replace an existing output file")
     p.set_defaults(subcommand=_cmd_verilog)
 
     p = sub.add_parser(
@@ -101,7 +103,7 @@ def run(args):
 
 def _cmd_build(args):
     if args.out is not None:     # before minutes of synthesis, not after
-        check_output(args.out, directory=True)
+        check_output_folder(args.out, force=True)     # a build folder is reused
     extra = build.frame_build_options(args.frames, args.header_bytes)
     summary = build.build_bitstream(args.board, args.out,
                                     timing_allow_fail=args.timing_allow_fail, seed=args.seed,
@@ -139,6 +141,8 @@ def _cmd_program(args):
 
 
 def _cmd_verilog(args):
+    if args.output:       # before the design is elaborated, not after
+        outputs.check_output(args.output, force=args.force)
     if args.board == "sim":
         params = dict(capture_hz=48_000_000, board="sim", channel_names=CHANNEL_ROLES,
                       async_fifo=False, fast_forward=True)
@@ -146,7 +150,8 @@ def _cmd_verilog(args):
         params = get_board(args.board).core_params()
     text = export_verilog(LatscopeCore(**params))
     if args.output:
-        args.output.write_text(text)
+        with outputs.open_output(args.output, force=args.force) as file:
+            file.write(text)
     else:
         sys.stdout.write(text)
     return 0

@@ -9,6 +9,7 @@ from latscope import LatscopeError
 from latscope.analysis import history
 from latscope.analysis.gate import parse_percentile
 from latscope.analysis.units import time_unit
+from latscope.capture.files import outputs
 
 HELP = "a measurement's percentiles over the runs of a results store, with change points"
 
@@ -36,6 +37,7 @@ def add_arguments(parser):
     parser.add_argument("--resamples", type=int, default=100,
                         help="bootstrap resamples calibrating the rule (default 100)")
     parser.add_argument("--plot", metavar="FILE.png", help="write the figure")
+    parser.add_argument("--force", action="store_true", help="replace an existing --plot file")
     parser.add_argument("--json", action="store_true", help="print the result as JSON (ns)")
 
 
@@ -44,16 +46,15 @@ def run(args):
     if not percentiles:
         raise LatscopeError(f"--percentiles must list at least one, such as p50,p99, not "
                             f"{args.percentiles!r}")
+    if args.plot:        # before the store is read, not after
+        outputs.check_output(args.plot, force=args.force, allow_stdout=False)
     hist = history.store_history(args.store, args.measure, by=args.by, where=args.where,
                                  percentiles=percentiles, alpha=args.alpha,
                                  resamples=args.resamples)
     if args.plot:
         png = history.history_figure(hist)
-        try:
-            with open(args.plot, "wb") as f:
-                f.write(png)
-        except OSError as error:
-            raise LatscopeError(f"{args.plot}: cannot write ({error.strerror})") from None
+        with outputs.open_output(args.plot, force=args.force, mode="wb") as f:
+            f.write(png)
         print(f"wrote {args.plot}", file=sys.stderr)
     if args.json:
         print(json.dumps(hist.to_dict(), indent=2, allow_nan=False))

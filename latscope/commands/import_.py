@@ -5,12 +5,13 @@ import dataclasses
 import time
 
 from latscope import LatscopeError
+from latscope.capture.files import outputs
 from latscope.capture.files.interop import parse_rate
 from latscope.capture.files.reimport import import_export
 from latscope.capture.files.sigrok import SrLimits
 from latscope.capture.files.sigrok_import import import_sr
 from latscope.commands.output import FractionProgress, print_summary
-from latscope.userio import check_input, check_output
+from latscope.userio import check_input
 
 
 def add_arguments(p):
@@ -51,7 +52,7 @@ def run(args):
     if args.max_bytes < 1:
         raise LatscopeError(f"--max-bytes must be positive, not {args.max_bytes}")
     check_input(args.file, "file to import")
-    check_output(args.output, force=args.force)
+    outputs.check_output(args.output, [args.file], force=args.force, allow_stdout=False)
     if args.file.lower().endswith((".vcd", ".csv")):
         return _import_export(args)
     progress = FractionProgress("importing")
@@ -59,7 +60,7 @@ def run(args):
         summary = import_sr(args.file, args.output, args.map,
                             limits=SrLimits(max_total_bytes=args.max_bytes),
                             samplerate=args.samplerate, allow_truncated=args.allow_truncated,
-                            overwrite=args.force, use_offset=not args.no_offset,
+                            force=args.force, use_offset=not args.no_offset,
                             progress=progress)
     finally:
         progress.done()
@@ -80,7 +81,7 @@ def _import_export(args):
         raise LatscopeError("--map applies to .sr files; VCD and CSV signals keep their names")
     started = time.monotonic()
     events = import_export(args.file, args.output, tick_hz=args.samplerate,
-                           overwrite=args.force)
+                           force=args.force)
     channels = ", ".join(f"{i}={role}" for i, role in events.channel_names.items())
     markers = ", ".join(f"{k}={v}" for k, v in (events.markers or {}).items()) or \
         "none stored"

@@ -3,6 +3,7 @@
 import json
 
 from latscope.capture.files.info import info_dict
+from latscope.capture.files.provenance import describe
 
 
 def add_arguments(p):
@@ -25,6 +26,7 @@ def run(args):
         f"label       {meta.get('label') or '-'}   DUT {meta.get('dut') or '-'}   "
         f"scenario {meta.get('scenario') or '-'}",
         f"started     {meta.get('start_time', '?')}",
+        f"data        {describe(info['provenance'])}",
         "channels    " + (", ".join(f"{k}={v}" for k, v in info["channels"].items()) or "-"),
         "markers     " + (", ".join(f"{k}={v}" for k, v in info["markers"].items()) or "-"),
         f"events      {info['events']} over {info['duration_s']:.6f} s",
@@ -43,6 +45,9 @@ def run(args):
         for key, c in frames["counted"].items():
             lines.append(f"  {label[key]:<24} {c['frames']} frames, {c['octets']} bytes, "
                          f"{c['fcs_errors']} FCS errors, {c['dropped']} not recorded (link busy)")
+    if info["metadata_from"] != "META":
+        lines.append(f"metadata    read from its copy in the {info['metadata_from']} chunk (META "
+                     f"is damaged; latscope repair writes a clean file)")
     if info["problems"]:
         lines.append("damage      " + "; ".join(info["problems"]) +
                      " (run latscope verify)")

@@ -53,7 +53,7 @@ def run(args):
         frame_build_options(args.frames, args.header_bytes)
     result = replay.replay_pins(args.file, args.output, args.map, board=args.board,
                                 frames=args.frames, samplerate=args.samplerate,
-                                overwrite=args.force, header_bytes=args.header_bytes or 0,
+                                force=args.force, header_bytes=args.header_bytes or 0,
                                 log=lambda m: print(m, file=sys.stderr), glitch=args.glitch)
     line = (f"{args.output}: {result['events']} events"
             + (f", {result['frames']} frame records" if args.frames else "")

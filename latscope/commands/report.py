@@ -1,10 +1,12 @@
 """``latscope report``: an HTML and Markdown report of captures."""
 
+import os
 import sys
 
 from latscope import LatscopeError
 from latscope.analysis import api, report
 from latscope.analysis.report.summary import bounded, headline_names
+from latscope.capture.files.outputs import check_output_folder, output_folder
 from latscope.commands.analyses import (
     DEFINITIONS_HELP,
     MARKERS_HELP,
@@ -12,7 +14,6 @@ from latscope.commands.analyses import (
     load_all,
     warn_integrity,
 )
-from latscope.userio import check_output
 
 
 def add_arguments(p):
@@ -34,12 +35,16 @@ def add_arguments(p):
                    help="show the N slowest packets of each capture's headline measurements "
                         "(and every one beyond p99.9) with the window before each "
                         "(default 3; 0 leaves the section out)")
+    p.add_argument("--force", action="store_true",
+                   help="write into a folder that already holds files (the report's files are "
+                        "replaced)")
 
 
 def run(args):
-    check_output(args.output, directory=True)        # before the analyses, not after
     if args.explain < 0:
         raise LatscopeError(f"--explain must be a number of packets >= 0, not {args.explain!r}")
+    # before the analyses, not after
+    check_output_folder(args.output, args.files, force=args.force)
     analyses = load_all(args.command, args.files, definitions_file=args.definitions,
                         markers=args.markers)
     warn_integrity(args.command, analyses)
@@ -48,8 +53,9 @@ def run(args):
         for a in analyses:
             names = [n for n in headline_names(report.common_names([a])) if bounded(a.stats[n])]
             forensics[a.label] = [api.explain(a, n, top=args.explain) for n in names]
-    written = report.write_report(analyses, args.output, forensics=forensics,
-                                  command=" ".join(["latscope", "report", *args.files,
-                                                    "-o", args.output]))
+    command = " ".join(["latscope", "report", *args.files, "-o", args.output])
+    with output_folder(args.output, args.files, force=args.force) as folder:
+        written = report.write_report(analyses, folder, forensics=forensics, command=command)
+    written = [os.path.join(args.output, os.path.basename(path)) for path in written]
     print(f"wrote {written[0]} and {written[1]} ({len(written) - 2} figures)", file=sys.stderr)
     return 0

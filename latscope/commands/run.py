@@ -3,8 +3,9 @@ capture per cell, and its summary."""
 
 import json
 
+from latscope.capture.files.outputs import output_folder
 from latscope.capture.runner import load_experiment, run_experiment
-from latscope.userio import check_input, check_output
+from latscope.userio import check_input
 
 
 def add_arguments(p):
@@ -14,14 +15,18 @@ def add_arguments(p):
                      "OUT/summary.json listing every cell's capture file.")
     p.add_argument("experiment", metavar="EXPERIMENT.toml")
     p.add_argument("-o", "--output", metavar="DIR", help="output folder (default: ./NAME)")
+    p.add_argument("--force", action="store_true",
+                   help="write into an output folder that already holds files (captures of the "
+                        "same cells are replaced)")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
 
 
 def run(args):
     check_input(args.experiment, "experiment file")
     exp = load_experiment(args.experiment)
-    check_output(args.output or exp["name"], directory=True)
-    summary = run_experiment(exp, args.output or exp["name"])
+    # a new folder appears only when the run completes; an existing one needs --force
+    with output_folder(args.output or exp["name"], [args.experiment], force=args.force) as folder:
+        summary = run_experiment(exp, folder)
     if args.json:
         print(json.dumps(summary))
     else:

@@ -86,6 +86,8 @@ def add_arguments(p):
                    help="with --sim --calibrate: the simulated fan-out cable's extra delay per "
                         "channel of --channels, in ticks (0..1000, default all 0), to emulate "
                         "channel skew")
+    p.add_argument("--force", action="store_true",
+                   help="with --calibrate: replace an existing calibration file")
     p.add_argument("--json", action="store_true", help="print the result as JSON on stdout")
 
 
@@ -167,7 +169,7 @@ def run_selftest_command(args):
         return calibrate(args.calibrate, args.port, simulated=args.sim, engine=args.sim_engine,
                          cable=cable, baud=args.baud, channels=chans, high_ticks=args.high,
                          low_ticks=args.low, edges=_edges(args), duration=args.duration,
-                         timeout=args.timeout)
+                         timeout=args.timeout, force=args.force)
     if args.sim_skew is not None:
         raise LatscopeError("--sim-skew needs --sim --calibrate")
     chans, loop, reference = _plan(args)

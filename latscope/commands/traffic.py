@@ -1,9 +1,11 @@
 """``latscope traffic``: paced UDP test frames to the DUT, and the record of their echoes."""
 
 import json
+import sys
 
+from latscope import LatscopeError
+from latscope.capture.files import outputs
 from latscope.capture.traffic import parse_sizes, parse_target, run_traffic, write_jsonl
-from latscope.userio import check_output
 
 
 def add_arguments(p):
@@ -27,13 +29,17 @@ def add_arguments(p):
                    help="stop sending after S seconds (default: no limit)")
     p.add_argument("--timeout", type=float, default=0.5, metavar="S",
                    help="wait for echoes, seconds (default 0.5)")
-    p.add_argument("-o", "--output", metavar="FILE.jsonl", help="record of every packet")
+    p.add_argument("-o", "--output", metavar="FILE.jsonl",
+                   help="record of every packet ('-' for standard output)")
+    p.add_argument("--force", action="store_true", help="replace an existing output file")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
 
 
 def run(args):
     if args.output:      # before sending: the records must have somewhere to go
-        check_output(args.output, force=True)
+        outputs.check_output(args.output, force=args.force)
+    if args.output == outputs.STDOUT and args.json:
+        raise LatscopeError("--json cannot be combined with -o - (both use standard output)")
     target = parse_target(args.target)
     sizes = parse_sizes(args.sizes, args.size_kind)
     result = run_traffic(target, sizes, args.count, rate=args.rate,
@@ -42,12 +48,14 @@ def run(args):
     if args.output:
         write_jsonl(result, args.output, {"target": args.target, "payload_sizes": sizes,
                                           "rate_pps": args.rate,
-                                          "one_in_flight": args.one_in_flight})
+                                          "one_in_flight": args.one_in_flight},
+                    force=args.force)
     s = result.summary()
     if args.json:
         print(json.dumps(s))
     else:
         p50 = "-" if s["rtt_p50_ns"] is None else f"{s['rtt_p50_ns'] / 1e3:.1f}"
         print(f"sent {s['sent']}, echoed {s['received']}, lost {s['lost']}, "
-              f"round trip p50 {p50} µs (from intended send time)")
+              f"round trip p50 {p50} µs (from intended send time)",
+              file=sys.stderr if args.output == outputs.STDOUT else sys.stdout)
     return 0 if s["received"] == s["sent"] else 1
