@@ -43,6 +43,7 @@ from pathlib import Path
 
 from latscope import LatscopeError
 from latscope.capture import traffic as traffic_mod
+from latscope.capture.files.outputs import open_output
 from latscope.capture.link import session
 from latscope.capture.link.progress import CaptureProgress
 from latscope.capture.link.rules import frames_toml, rules_from_dict
@@ -329,5 +330,6 @@ def run_experiment(exp, out_dir, *, capture=record, quiet=True):
     summary = {"experiment": exp["name"], "target": exp["target"], "packets": exp["packets"],
                "firmware": info, "cells": cells,
                "ok": all(c["ok"] for c in cells)}
-    (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+    with open_output(out / "summary.json", force=True) as f:   # complete or the previous one
+        f.write(json.dumps(summary, indent=2) + "\n")
     return summary

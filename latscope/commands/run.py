@@ -2,8 +2,9 @@
 capture per cell, and its summary."""
 
 import json
+import os
 
-from latscope.capture.files.outputs import output_folder
+from latscope.capture.files.outputs import check_output_folder
 from latscope.capture.runner import load_experiment, run_experiment
 from latscope.userio import check_input
 
@@ -24,9 +25,12 @@ def add_arguments(p):
 def run(args):
     check_input(args.experiment, "experiment file")
     exp = load_experiment(args.experiment)
-    # a new folder appears only when the run completes; an existing one needs --force
-    with output_folder(args.output or exp["name"], [args.experiment], force=args.force) as folder:
-        summary = run_experiment(exp, folder)
+    folder = args.output or exp["name"]
+    check_output_folder(folder, [args.experiment], force=args.force)   # before any capture
+    # written in place, not built under a temporary name: every capture is finalised whatever
+    # stops the run, so an interrupted run keeps what it measured
+    os.makedirs(folder, exist_ok=True)
+    summary = run_experiment(exp, folder)
     if args.json:
         print(json.dumps(summary))
     else:
