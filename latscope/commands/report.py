@@ -4,13 +4,14 @@ import os
 import sys
 
 from latscope import LatscopeError
-from latscope.analysis import api, report
+from latscope.analysis import api, report, store
 from latscope.analysis.report.summary import bounded, headline_names
 from latscope.capture.files.outputs import check_output_folder, output_folder
 from latscope.commands.analyses import (
     DEFINITIONS_HELP,
     MARKERS_HELP,
     UNITS,
+    definitions,
     load_all,
     warn_integrity,
 )
@@ -38,16 +39,31 @@ def add_arguments(p):
     p.add_argument("--force", action="store_true",
                    help="write into a folder that already holds files (the report's files are "
                         "replaced)")
+    p.add_argument("--store", metavar="DIR",
+                   help="also append every capture's packets and run metadata to the results "
+                        "store DIR, one run per capture (as analyze --store does)")
+    p.add_argument("--label", action="append", default=[], metavar="KEY=VALUE",
+                   help="a label for the stored runs, e.g. commit=abc123 (repeatable; with "
+                        "--store)")
 
 
 def run(args):
     if args.explain < 0:
         raise LatscopeError(f"--explain must be a number of packets >= 0, not {args.explain!r}")
+    labels = store.parse_labels(args.label)   # a bad label fails before any work
+    if args.label and not args.store:
+        raise LatscopeError("--label labels stored runs: give --store DIR too")
     # before the analyses, not after
     check_output_folder(args.output, args.files, force=args.force)
     analyses = load_all(args.command, args.files, definitions_file=args.definitions,
                         markers=args.markers)
     warn_integrity(args.command, analyses)
+    if args.store:
+        for a in analyses:
+            stored = store.store_analysis(args.store, a, labels=labels,
+                                          definitions=definitions(args.definitions))
+            print(f"latscope report: {a.path}: stored as run {stored.run_id} in {args.store}",
+                  file=sys.stderr)
     forensics = {}
     if args.explain:
         for a in analyses:
