@@ -183,6 +183,7 @@ def test_bad_store_and_selection_are_user_errors(tmp_path):
 @pytest.mark.slow
 @pytest.mark.skipif(importlib.util.find_spec("pyspark") is None,
                     reason="pyspark is not installed (pip install pyspark; it needs Java)")
+@pytest.mark.needs_tool("java")
 def test_spark_reads_the_same_answer_as_duckdb(tmp_path):
     from pyspark.sql import SparkSession
     for k, commit in enumerate(["a", "b", "a"]):
@@ -207,7 +208,7 @@ def test_spark_reads_the_same_answer_as_duckdb(tmp_path):
 
 @pytest.mark.slow
 def test_store_bench_quick_rows():
-    from latscope.analysis import store_bench
+    from latscope.bench import store as store_bench
     rows = {r[0]: r for r in store_bench.run(quick=True)}
     size = rows["dataset size per packet row"]
     # latency (8-byte double) plus identity columns, zstd: well under the raw 8 bytes
