@@ -79,6 +79,7 @@ def test_pins_through_replay_pins_give_the_model_engines_records(tmp_path):
         got, _ = cap.frames()
     model = _FrameRecords(run, lanes=4)          # replay-pins loads no rules: all class 0
     model.start(0)
+    model.add(run)                  # the run is one block: its frames
     want = StreamDecoder().feed(b"".join(
         frame(t, i, p) for i, (t, p) in enumerate(model.until(0, final=True)))).frames
     assert len(got) == len(want) == sum(len(run.wire[d]["frames"]) for d in (0, 1))
@@ -142,6 +143,7 @@ def test_rmii_pins_through_replay_pins_give_the_model_engines_records(tmp_path):
         got, _ = cap.frames()
     model = _FrameRecords(run, lanes=4)
     model.start(0)
+    model.add(run)                  # the run is one block: its frames
     want = StreamDecoder().feed(b"".join(
         frame(t, i, p) for i, (t, p) in enumerate(model.until(0, final=True)))).frames
     assert len(got) == len(want) == sum(len(run.wire[d]["frames"]) for d in (0, 1))
