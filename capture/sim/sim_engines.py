@@ -10,6 +10,7 @@ import numpy as np
 from latscope import LatscopeError
 from latscope.capture.sim.sim_profile import CHANNEL_ROLES
 from latscope.capture.sim.sim_stream import SimStream
+from latscope.gateware.verilator import stimulus_commands
 
 # --- Engines: the instrument that sees the stimulus -----------------------------------------------
 
@@ -89,6 +90,20 @@ def _chunks(stimulus, lanes, chunk=CHUNK_CHANGES, start=0):
         yield (start, ticks[i:j] - start, values[i:j], end - start, initial)
         initial = int(values[j - 1])
         start, i = end, j
+
+
+def harness_stimulus(run, lanes, *, chunk=2048):
+    """The harness commands that play ``run``'s stimulus (a :class:`SimRun`, or a
+    :class:`SimStream` block by block) from harness cycle 0 on, as :class:`VerilatorEngine`
+    feeds them: one bytes object per piece of at most ``chunk`` changes, consecutive pieces
+    tiling time exactly (:func:`latscope.gateware.verilator.stimulus_commands`)."""
+    start = 0
+    for block in _blocks(run):
+        for first, ticks, values, end, initial in _chunks(block.stimulus, lanes, chunk=chunk,
+                                                          start=start):
+            yield stimulus_commands(ticks, values, lanes=lanes, channels=CORE_PARAMS["channels"],
+                                    end_tick=end, initial=initial)
+            start = first + end
 
 
 class _Engine:
@@ -325,18 +340,11 @@ class VerilatorEngine(_Engine):
         try:
             # Small chunks: the harness flushes its output whenever it waits for input, so the
             # host sees events (and replies) about every chunk.
-            start = 0
-            for block in _blocks(self.run):
-                for first, ticks, values, end, initial in _chunks(block.stimulus, timing.lanes,
-                                                                  chunk=2048, start=start):
-                    commands = self._v.stimulus_commands(ticks, values, lanes=timing.lanes,
-                                                         channels=CORE_PARAMS["channels"],
-                                                         end_tick=end, initial=initial)
-                    with self._lock:
-                        self.proc.write(commands)
-                    if self._closing:
-                        return
-                    start = first + end
+            for commands in harness_stimulus(self.run, timing.lanes):
+                with self._lock:
+                    self.proc.write(commands)
+                if self._closing:
+                    return
             with self._lock:   # past the next heartbeat, so the last EVENTS frame is sent
                 self.proc.write(self._v.Commands().run(
                     (1 << CORE_PARAMS["heartbeat_shift"]) + COMMAND_CYCLES).stats())

@@ -53,6 +53,7 @@ from latscope.capture.sim.sim_engines import (  # noqa: F401 - re-exported
     _Engine,
     _HostCommands,
     _mark_used,
+    harness_stimulus,
     open_engine,
 )
 from latscope.capture.sim.sim_port import (  # noqa: F401 - re-exported
@@ -92,6 +93,6 @@ __all__ = [
     "ProfileError", "StageSpec", "TailSpec", "Profile", "Traffic", "InstrumentTiming",
     "Stimulus", "SimRun", "list_profiles", "load_profile", "simulate", "compare_to_truth",
     "CHANNEL_ROLES", "MII_CLOCK_NS", "PREAMBLE_SFD_BYTES", "FCS_BYTES", "IFG_NS",
-    "ENGINES", "open_engine", "open_simulated_port", "SimulatedSource", "SimStream",
-    "TruthWriter",
+    "ENGINES", "open_engine", "harness_stimulus", "open_simulated_port", "SimulatedSource",
+    "SimStream", "TruthWriter",
 ]
