@@ -72,7 +72,7 @@ class SimulatedPort:
 
 
 def open_simulated_port(profile, *, packets=DEFAULT_PACKETS, output=None, seed=0, load=None,
-                        engine="auto", link="pty", rate=None, log=None):
+                        engine="auto", link="pty", rate=None, log=None, binary=None):
     """Start the simulated bench: a DUT model with ``profile``'s latencies drives the gateware
     (or its reference models) and the instrument's bytes are served for a capture to read.
 
@@ -98,6 +98,9 @@ def open_simulated_port(profile, *, packets=DEFAULT_PACKETS, output=None, seed=0
         Serve at most this many bytes per second (``None``: as fast as they are read).
     log : callable or None
         Called with each line the engine reports (default: print to stderr).
+    binary : str or None
+        The Verilator engine's simulator binary, already built for the simulated core (the
+        demo builds it once for all its captures); ``None``: built or found in the cache here.
 
     Returns
     -------
@@ -118,7 +121,7 @@ def open_simulated_port(profile, *, packets=DEFAULT_PACKETS, output=None, seed=0
         if log is None:
             def log(message):
                 print(message, file=sys.stderr, flush=True)
-        opened = open_engine(run, engine, log=log)
+        opened = open_engine(run, engine, log=log, binary=binary)
     except BaseException:
         if truth is not None:
             truth.abandon()
@@ -153,6 +156,7 @@ class SimulatedSource:
     engine: str = "auto"
     link: str = "pty"
     rate: float = None
+    binary: str = None
     port: SimulatedPort = dataclasses.field(default=None, init=False, repr=False)
 
     def __post_init__(self):
@@ -174,5 +178,6 @@ class SimulatedSource:
         """Start the simulation (its ground truth beside ``output``); returns the port."""
         self.port = open_simulated_port(self.profile, packets=self.packets, output=output,
                                         seed=self.seed, load=self.load, engine=self.engine,
-                                        link=self.link, rate=self.rate, log=log)
+                                        link=self.link, rate=self.rate, log=log,
+                                        binary=self.binary)
         return self.port

@@ -70,6 +70,49 @@ def test_demo_json_and_statistics_agree_with_the_truth(tmp_path, capsys):
         assert rows[stage]["n"] == 2000
 
 
+def test_demo_records_its_captures_as_capture_sim_does(tmp_path, monkeypatch):
+    """Each demo capture is recorded by ``record()`` from the simulated bench: its file is what
+    ``latscope capture --sim`` writes for the same profile and seed (the same metadata but the
+    creation and start times, the same events), and its ground truth is the one written as that
+    simulation ran. The analysis of the capture gives every packet's every stage exactly as that
+    truth says (``truth["ticks_<stage>"]``: the ticks the instrument must report; tolerance 0
+    ticks on the bit-exact model engine)."""
+    from latscope.analysis import api
+    from latscope.capture import record as record_module
+    calls = []
+
+    def spy(source, output, **kwargs):
+        calls.append((source, output))
+        return record_module.record(source, output, **kwargs)
+
+    monkeypatch.setattr(demo, "record", spy)
+    result = demo.capture_profile("gem-64", 300, str(tmp_path / "demo"), seed=5, engine="model")
+    ((source, output),) = calls
+    assert output == result["path"] and result["check"]["ok"]
+    assert (source.profile, source.packets, source.seed, source.engine) == ("gem-64", 300, 5,
+                                                                           "model")
+    assert result["expected"] == source.port.run.n_events == result["events"]
+    cli_path = tmp_path / "cli.lsc"
+    assert cli.main(["capture", "--sim", "gem-64", "--packets", "300", "--sim-seed", "5",
+                     "--sim-engine", "model", "-o", str(cli_path), "--quiet"]) == 0
+    with capfile.open_capture(result["path"]) as mine, capfile.open_capture(cli_path) as cli_cap:
+        when = ("created", "start_time")
+        meta = {k: v for k, v in mine.metadata.items() if k not in when}
+        assert meta == {k: v for k, v in cli_cap.metadata.items() if k not in when}
+        for key in ("time", "channel", "rising"):
+            assert np.array_equal(getattr(mine.events(), key), getattr(cli_cap.events(), key))
+        truth = mine.truth()["simbench"]
+        other = cli_cap.truth()["simbench"]
+        assert set(truth) == set(other)
+        for key in truth:
+            assert np.array_equal(truth[key], other[key]), key
+    analysis = api.analyze_file(result["path"], packets=True)
+    stages = ("rx.isr", "rx.copy", "rx.udp", "tx.wire", "tx.xmit")
+    for stage in stages:
+        table = next(p for p in analysis.result.packets if stage in p.latency)
+        assert np.array_equal(table.latency[stage], truth[f"ticks_{stage}"]), stage
+
+
 def test_demo_runs_two_captures_in_parallel(tmp_path, capsys):
     results = demo.run_demo(["el-so-64", "el-so-256"], 200, str(tmp_path), engine="model",
                             jobs=2, log=lambda message: None)
