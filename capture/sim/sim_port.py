@@ -50,7 +50,8 @@ class SimulatedPort:
         if scenario is not None:
             self.frames = default_frames_config()
             self.label = f"{run.profile.name}-{scenario.name}"
-            self.scenario = (f"paced {scenario.probe_rate_pps:g}/s, {run.n_packets} x "
+            bursts = f" in bursts of {scenario.burst}" if scenario.burst > 1 else ""
+            self.scenario = (f"paced {scenario.probe_rate_pps:g}/s{bursts}, {run.n_packets} x "
                              f"{run.profile.size} B UDP requests beside {scenario.load:.0%} "
                              f"background load (IMIX), MII wire (simulated)")
         self.metadata = {"instrument": {"simulated": True, "engine": engine.name},
