@@ -7,10 +7,11 @@ stream (class ``hp``, recorded frame by frame) beside 60 % background load (clas
 the FPGA only). The measured requests come in bursts of 8, back to back, faster than the DUT's one
 in-order app thread answers them (scenario ``bg60-burst`` of ``profiles/under-load.toml``), so
 they queue: a request's markers come after later requests have arrived, the case where pairing by
-order goes wrong unless it keeps order and counts what it cannot decide. Each is recorded by :func:`latscope.capture.record.record` from the simulated bench (the
-model engine: the sniffers' and classifier's reference models). Each capture is checked against the
-ground truth of the simulation it recorded (every edge within one tick; every background frame
-counted), then analysed per class by ``latscope demo``.
+order goes wrong unless it keeps order and counts what it cannot decide. Each is recorded by
+:func:`latscope.capture.record.record` from the simulated bench (the model engine: the sniffers'
+and classifier's reference models), checked against the ground truth of the simulation it
+recorded (every edge within one tick; every background frame counted), then analysed per class by
+``latscope demo``.
 """
 
 import concurrent.futures

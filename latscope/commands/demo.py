@@ -228,7 +228,7 @@ def format_load_table(rows, idle=None):
         confidence = lead[0]["confidence"]
         lines.append("")
         lines.append(f"fast track's lead over the stack, class hp (stack minus fast track, µs; "
-                     f"[{confidence:.0%} interval])")
+                     f"[{confidence:.0%} interval], '-' where too few requests bound it)")
         lines.append(f"{'stage':<19} {'mean':>22} {'p50':>22} {'p99':>22}")
         for e in lead:
             name = e["stage"] if e["stage"] == e["fast_stage"] else \
