@@ -462,8 +462,8 @@ class _AppThread:
         self.wire_free = -np.inf             # the transmit wire is free (after the gap)
 
     def take(self, k, delivered):
-        """Request ``k`` is delivered at ``delivered`` (ns, on the CPU grid); returns the tick
-        the app thread takes it (its delivery marker)."""
+        """Request ``k`` is delivered at ``delivered`` (ns, on the CPU grid); returns when the
+        app thread takes it (ns, on the CPU grid: its delivery marker)."""
         taken = max(delivered, _ceil_grid(self.free, self.cpu, self.cpu_phase))
         self.queue[k] = taken - delivered
         send = _ceil_grid(taken + self.app[k], self.cpu, self.cpu_phase)
