@@ -61,6 +61,14 @@ def _before_recording():
     raise type(sys.exc_info()[1])(EARLY_STOP) from None
 
 
+def _check_ticks(identity, tick_hz):
+    """The simulated instrument must tick as the simulation it plays (its ground truth is in
+    those ticks)."""
+    if abs(identity["tick_hz"] - tick_hz) > 1e-6 * tick_hz:
+        raise LatscopeError(f"Simulated instrument ticks must be the model's {tick_hz:g} Hz, "
+                            f"not {identity['tick_hz']!r}")
+
+
 def record(source, output, *, config=None, limits=None, baud=DEFAULT_BAUD, overwrite=False,
            calibration=None, stop=None, progress=None, log=None):
     """Record events from ``source`` into the capture file ``output``.
@@ -138,6 +146,8 @@ def record(source, output, *, config=None, limits=None, baud=DEFAULT_BAUD, overw
             transport = open_port(port, baud)
             instrument = session.Instrument(transport)
             identity = instrument.identify()
+            if handle is not None:
+                _check_ticks(identity, handle.run.timing.tick_hz)
             session.configure(instrument, config, identity)
         except (KeyboardInterrupt, Terminated):
             _before_recording()

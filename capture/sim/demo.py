@@ -4,13 +4,14 @@ For every shipped profile (GEM, Ethernet Lite with device memory, Ethernet Lite 
 fast track; 64, 256 and 1024-byte frames) the simulated DUT drives the real gateware in
 simulation (:class:`~latscope.capture.sim.simbench.VerilatorEngine`: ``LatscopeCore`` compiled by
 Verilator, idle time skipped by the core's fast-forward port), the bytes are served on a
-pseudo-terminal and captured through the same session code as a board on a serial port
-(:mod:`latscope.capture.link.session`). Captures run two at a time (one per core). Every capture is
-compared with the simulation's ground truth
+pseudo-terminal and recorded by :func:`~latscope.capture.record.record`, as ``latscope capture
+--sim`` records them: through the same session code as a board on a serial port
+(:mod:`latscope.capture.link.session`), the ground truth written beside the capture as the
+simulation produces it. Captures run two at a time (one per core). Every capture is compared with
+the ground truth of the simulation it recorded
 (:func:`~latscope.capture.sim.simbench.compare_to_truth`: no missing, extra or mis-timed event), and
-any mismatch fails the command. Then the captures are analysed with :mod:`latscope.analysis`, a
-comparison table is printed next to the paper's Table I, and the report is written when the analysis
-package provides one.
+any mismatch fails the command. ``latscope demo`` (``latscope/commands/demo.py``) then analyses the
+captures, prints a comparison table next to the paper's Table I and writes the report.
 
 ``--engine auto`` (the default) runs every packet through the real gateware when Verilator and a
 C++ compiler are present (the first run compiles the simulated instrument once and says so), and
@@ -29,9 +30,9 @@ import time
 from latscope import LatscopeError
 from latscope.capture.files import capfile
 from latscope.capture.link import session
-from latscope.capture.link.transport import SerialTransport
+from latscope.capture.record import record
 from latscope.capture.sim import simbench
-from latscope.capture.sim.ptyserve import PtyServer
+from latscope.capture.sim.sim_port import SimulatedSource
 from latscope.gateware import verilator
 
 __all__ = ["capture_profile", "choose_engine", "run_demo"]
@@ -45,59 +46,40 @@ def capture_profile(profile, packets, out_dir, *, seed=0, engine="auto", rate=No
                     timeout=600.0, log=None, binary=None, board=None):
     """Simulate ``packets`` of ``profile`` and capture them through a pseudo-terminal.
 
-    The capture goes through :class:`~latscope.capture.link.transport.SerialTransport` and
-    :mod:`latscope.capture.link.session` as with a board; the ground truth is written beside the
-    capture. ``binary``: the Verilator engine's simulator binary (see
-    :func:`simbench.open_engine`). ``board``: a mapping where the capture posts its progress
-    (``{profile: (packets done, packets, seconds)}``, see :class:`ProgressBoard`). Returns a dict:
-    ``profile``, ``path``, ``events``,
-    ``expected``, ``packets``, ``engine``, ``seconds``, ``reason``, ``bytes``, ``lost``,
-    ``check`` (:func:`simbench.compare_to_truth`).
+    The capture is recorded by :func:`~latscope.capture.record.record` from the simulated bench
+    (:class:`~latscope.capture.sim.sim_port.SimulatedSource`), as ``latscope capture --sim``
+    records it: through :class:`~latscope.capture.link.transport.SerialTransport` and
+    :mod:`latscope.capture.link.session` as with a board, the simulation's ground truth written
+    beside the capture as the simulation produces it. The capture is then checked against that
+    ground truth (the same simulation, not a second one). ``binary``: the Verilator engine's
+    simulator binary (see :func:`simbench.open_engine`). ``board``: a mapping where the capture
+    posts its progress (``{profile: (packets done, packets, seconds)}``, see
+    :class:`ProgressBoard`). Returns a dict: ``profile``, ``path``, ``events``, ``expected``,
+    ``packets``, ``engine``, ``seconds``, ``reason``, ``bytes``, ``lost``, ``check``
+    (:func:`simbench.compare_to_truth`).
     """
     started = time.monotonic()
-    run = simbench.simulate(profile, packets, seed=seed)
+    name = simbench.load_profile(profile).name
     os.makedirs(out_dir, exist_ok=True)
-    path = os.path.join(out_dir, f"{run.profile.name}.lsc")
+    path = os.path.join(out_dir, f"{name}.lsc")
     for old in (path, capfile.truth_path(path)):   # the demo's own earlier output
         if os.path.exists(old):
             os.remove(old)
-    engine = simbench.open_engine(run, engine, log=log, binary=binary)
-    server = PtyServer(engine, rate=rate)
-    transport = None
-    try:
-        transport = SerialTransport(server.path)
-        instrument = session.Instrument(transport)
-        identity = instrument.identify()
-        if abs(identity["tick_hz"] - run.timing.tick_hz) > 1e-6 * run.timing.tick_hz:
-            raise LatscopeError(f"simulated instrument ticks at {identity['tick_hz']} Hz, the "
-                                f"model at {run.timing.tick_hz} Hz")
-        p = run.profile
-        config = session.CaptureConfig(
-            markers=dict(p.markers), label=p.name, dut=f"simulated: {p.title}",
-            scenario=f"echo, {run.n_packets} x {p.size} B UDP frames (simulated)")
-        session.configure(instrument, config, identity)
-        metadata = session.capture_metadata(identity, config, port=server.path, extra={
-            "simbench": {**run.meta, "engine": engine.metadata()}, "frame_bytes": p.size})
-        metadata["instrument"].update(simulated=True, engine=engine.name)
-        writer = capfile.CaptureWriter(path, metadata)
-        post = _Poster(_QueuePoster() if board == _QUEUE else board, run.profile.name,
-                       run.n_events, run.n_packets)
-        outcome = session.run_capture(instrument, writer,
-                                      limits=session.Limits(events=run.n_events,
-                                                            duration=timeout),
-                                      progress=post)
-    finally:
-        if transport is not None:
-            transport.close()
-        server.close()
-    run.save_truth(path, engine=engine.name, tick_offset=engine.tick_offset)
+    source = SimulatedSource(profile, packets=packets, seed=seed, engine=engine, rate=rate,
+                             binary=binary)
+    post = _Poster(_QueuePoster() if board == _QUEUE else board, name, packets)
+    outcome = record(source, path, limits=session.Limits(duration=timeout), overwrite=True,
+                     progress=post, log=log or (lambda message: None))
+    run = source.port.run               # the simulation just captured
     with capfile.open_capture(path) as cap:
         events = cap.events()
-        check = simbench.compare_to_truth(events.time, events.channel, events.rising, run.truth)
+        check = simbench.compare_to_truth(events.time, events.channel, events.rising,
+                                          cap.truth()["simbench"])
         n_events = len(events.time)
         del events
-    return {"profile": run.profile.name, "path": path, "events": n_events,
-            "expected": run.n_events, "packets": run.n_packets, "engine": engine.name,
+    return {"profile": name, "path": path, "events": n_events,
+            "expected": run.n_events, "packets": run.n_packets,
+            "engine": source.port.engine.name,
             "seconds": round(time.monotonic() - started, 2), "reason": outcome.reason,
             "bytes": outcome.bytes, "lost": outcome.lost_overflow + outcome.lost_link,
             "check": check}
@@ -108,13 +90,19 @@ def _log(message):
 
 
 class _Poster:
-    """A capture's progress callback: posts ``(packets, packets in all, seconds)`` to a shared
-    mapping at most twice a second (each post is a message to the main process)."""
+    """A capture's progress (for :func:`~latscope.capture.record.record`): posts ``(packets,
+    packets in all, seconds)`` to a shared mapping at most twice a second (each post is a
+    message to the main process). Packets done are estimated from the events received and the
+    event limit (every simulated packet has the same edges)."""
 
-    def __init__(self, shared, name, events, packets):
-        self.shared, self.name = shared, name
-        self.events, self.packets = events, packets
+    def __init__(self, shared, name, packets):
+        self.shared, self.name, self.packets = shared, name, packets
+        #: set by ``record``: the capture's limits (its event limit is the simulation's events)
+        self.limits = None
         self._last = None
+
+    def done(self):
+        """The capture ended (the board forgets it when its result arrives)."""
 
     def __call__(self, outcome):
         if self.shared is None:
@@ -123,7 +111,8 @@ class _Poster:
         if self._last is not None and now - self._last < 0.5:
             return
         self._last = now
-        done = outcome.events * self.packets // max(1, self.events)
+        events = self.limits.events if self.limits is not None else None
+        done = outcome.events * self.packets // max(1, events or outcome.events)
         try:
             self.shared[self.name] = (done, self.packets, outcome.seconds)
         except (OSError, EOFError):     # the main process is gone or stopping: stop posting

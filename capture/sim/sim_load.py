@@ -17,7 +17,17 @@ of the line rate with mixed sizes: :mod:`~latscope.capture.sim.sim_wire`) and on
 * **stack** (thread level, below the driver): takes queued frames in order, each costing the
   profile's ``rx.udp - rx.copy`` at its size; a measured frame's ``rx.udp`` marker rises when the
   stack is done with it; the echo follows ``app`` later, ``tx.wire`` before its first bit;
-* **loss**: each frame is lost below the driver with ``drop_probability``.
+* **loss**: each frame is lost below the driver with ``drop_probability``;
+* **queued bursts** (``burst`` > 1 or ``app_busy_us`` > 0): the measured requests leave in bursts of
+  ``burst``, back to back on the wire, a burst every ``burst`` request periods (the same mean
+  rate); one in-order app thread takes each request at its delivery marker (``rx.udp``, or
+  ``rx.fast`` for the fast track) and sends its echo; its send returns when the echo starts on the
+  wire (no TX thread), then it works ``app_busy_us`` more, and the next delivery waits for it.
+  The stack's delivery is the app's receive callback in the stack thread, so the stack waits
+  with it; the fast track's driver hands the request over and goes on (its ``rx.fast`` marker
+  rises when the app thread takes it). So the requests of a burst queue behind each other (the
+  truth's ``queue_ns``: how long the app thread made each wait), as
+  :func:`~latscope.capture.sim.sim_dut.simulate`'s ``Traffic(mode="burst")``.
 
 Per-frame costs at background sizes are interpolated linearly in frame size between the profile
 family's sizes (the paper's 64, 256 and 1024 B columns) and extended past 1024 B with the slope
@@ -59,7 +69,7 @@ from latscope.gateware.model_sniffer import mii_nibbles, rmii_dibits
 
 __all__ = ["LoadScenario", "LoadRun", "load_scenario", "list_scenarios", "simulate_load",
            "SCENARIO_FILE", "PROBE_PORT", "BACKGROUND_PORT", "CLASSES", "default_frames_config",
-           "write_pins_vcd", "probe_frame"]
+           "write_pins_vcd", "probe_frame", "request_offset_ns"]
 
 SCENARIO_FILE = "under-load"
 #: UDP port of the measured stream (the DUT's echo port) and of the background traffic (discard).
@@ -80,6 +90,14 @@ class LoadScenario:
     coalesce_us: float = 0.0
     stack_queue: int = 16
     drop_probability: float = 1e-4
+    burst: int = 1
+    app_busy_us: float = 0.0
+
+    @property
+    def queued(self):
+        """Requests come in bursts, or the app thread works after its send: the in-order app
+        thread is modelled (module docstring, "queued bursts")."""
+        return self.burst > 1 or self.app_busy_us > 0
 
     def __post_init__(self):
         checks = [(0 <= self.load <= 0.95, "load must be 0 to 0.95 of the line rate"),
@@ -90,7 +108,10 @@ class LoadScenario:
                   (0 <= self.coalesce_us <= 10_000, "coalesce_us must be 0..10,000"),
                   (isinstance(self.stack_queue, int) and 1 <= self.stack_queue <= 4096,
                    "stack_queue must be an integer 1..4096"),
-                  (0 <= self.drop_probability <= 0.1, "drop_probability must be 0..0.1")]
+                  (0 <= self.drop_probability <= 0.1, "drop_probability must be 0..0.1"),
+                  (isinstance(self.burst, int) and not isinstance(self.burst, bool)
+                   and 1 <= self.burst <= 1000, "burst must be an integer 1..1000"),
+                  (0 <= self.app_busy_us <= 10_000, "app_busy_us must be 0..10,000")]
         for ok, message in checks:
             if not ok:
                 raise ProfileError(f"load scenario {self.name}: {message}")
@@ -138,7 +159,7 @@ def load_scenario(spec):
     unknown = sorted(set(base) - fields)
     if unknown:
         raise ProfileError(f"load scenario {name}: unknown key {unknown[0]!r}")
-    for key in ("load", "probe_rate_pps", "coalesce_us", "drop_probability"):
+    for key in ("load", "probe_rate_pps", "coalesce_us", "drop_probability", "app_busy_us"):
         if key in base and isinstance(base[key], int) and not isinstance(base[key], bool):
             base[key] = float(base[key])
     return LoadScenario(name=name, **base)
@@ -162,6 +183,14 @@ class LoadRun(SimRun):
     (first and last bit, ns since tick 0) in wire order."""
     wire: dict = None
     scenario: LoadScenario = None
+
+
+def request_offset_ns(k, scenario):
+    """Intended send time of measured request ``k`` (ns after the first request's): one every
+    ``1 / probe_rate_pps`` s, or, with ``burst`` > 1, the ``burst`` requests of a burst all at its
+    start (the wire sends them back to back), a burst every ``burst`` periods."""
+    burst = scenario.burst
+    return (np.asarray(k) // burst) * burst * (1e9 / scenario.probe_rate_pps)
 
 
 def _family_costs(profile):
@@ -235,7 +264,7 @@ def simulate_load(profile, packets, scenario="bg0", *, seed=0, timing=None):
     # --- the receive wire: paced requests and background frames, one FIFO onto the wire
     period = 1e9 / scenario.probe_rate_pps
     origin = 4 * MII_CLOCK_NS
-    intended = origin + np.arange(n) * period
+    intended = origin + request_offset_ns(np.arange(n), scenario)
     duration = n * period + 2 * period
     bg_t, bg_size = wire.background_frames(rng, scenario.load, duration)
     ready = np.concatenate([intended, origin + bg_t])
@@ -259,7 +288,9 @@ def simulate_load(profile, packets, scenario="bg0", *, seed=0, timing=None):
     isr_bg = _draw_chain(rng, profile, ("rx.isr",), m)[:, 0]
     col = {s: j for j, s in enumerate(profile.rx_chain)}
 
-    # --- the CPU: interrupts (driver) above the stack thread
+    # --- the CPU: interrupts (driver) above the stack thread; with queued bursts, the app thread
+    app_thread = _AppThread(scenario, profile, app, tx, size, cpu, cpu_phase, mii_phase, pulse,
+                            n) if scenario.queued else None
     marks = {s: np.full(n, np.nan) for s in profile.rx_chain}
     isr_marks = []
     dropped_req = np.zeros(n, bool)
@@ -291,6 +322,8 @@ def simulate_load(profile, packets, scenario="bg0", *, seed=0, timing=None):
                 marks["rx.fast"][k] = _ceil_grid(deliver, cpu, cpu_phase)
                 marks["rx.isr"][k] = entry
                 t = marks["rx.fast"][k] + pulse
+                if app_thread is not None:       # handed over: the driver does not wait
+                    marks["rx.fast"][k] = app_thread.take(k, marks["rx.fast"][k])
                 continue
             copied = t + (chain[k, col["rx.copy"]] - chain[k, col["rx.isr"]] if k >= 0
                           else float(copy_cost(sizes[f])))
@@ -311,7 +344,10 @@ def simulate_load(profile, packets, scenario="bg0", *, seed=0, timing=None):
                 marks["rx.isr"][k] = entry
                 marks["rx.copy"][k] = _ceil_grid(copied, cpu, cpu_phase)
                 marks["rx.udp"][k] = _ceil_grid(stack_free, cpu, cpu_phase)
+                if app_thread is not None:
+                    marks["rx.udp"][k] = app_thread.take(k, marks["rx.udp"][k])
                 stack_free = marks["rx.udp"][k] + pulse
+                queue_done[-1] = stack_free          # it holds the stack until then
         isr_free = max(t, entry + pulse) + 2 * cpu   # the rx.isr pulses never overlap
         batch = []
     for k in np.flatnonzero(lost & (probe >= 0)):
@@ -321,14 +357,21 @@ def simulate_load(profile, packets, scenario="bg0", *, seed=0, timing=None):
     ok = ~dropped_req
     req_idx = np.full(n, -1)
     req_idx[probe[probe >= 0]] = np.flatnonzero(probe >= 0)
-    send = _ceil_grid(marks[profile.reply_after] + app, cpu, cpu_phase)
-    want_tx = send + tx[:, 0]
     reply = np.flatnonzero(ok)
-    reply = reply[np.argsort(want_tx[reply], kind="stable")]
     tx_start = np.full(n, np.nan)
     tx_end = np.full(n, np.nan)
-    s, e = wire.serialize(want_tx[reply], np.full(len(reply), size), phase_ns=mii_phase)
-    tx_start[reply], tx_end[reply] = s, e
+    if app_thread is not None:           # sent in order by the app thread
+        send = app_thread.send
+        tx_start[reply] = app_thread.tx_start[reply]
+        tx_end[reply] = tx_start[reply] + wire.wire_ns(size)
+        queue = app_thread.queue
+    else:
+        send = _ceil_grid(marks[profile.reply_after] + app, cpu, cpu_phase)
+        want_tx = send + tx[:, 0]
+        reply = reply[np.argsort(want_tx[reply], kind="stable")]
+        s, e = wire.serialize(want_tx[reply], np.full(len(reply), size), phase_ns=mii_phase)
+        tx_start[reply], tx_end[reply] = s, e
+        queue = np.zeros(n)
     xmit = _ceil_grid(tx_start - tx[:, 1], cpu, cpu_phase) if len(tx_stages) == 2 else None
 
     # --- edges
@@ -382,7 +425,7 @@ def simulate_load(profile, packets, scenario="bg0", *, seed=0, timing=None):
     truth = {"time": ticks, "channel": channel, "rising": rising, "time_ns": times,
              "rx_start_ns": rx_start[req_idx] + lead_ns, "rx_end_ns": req_end + lead_ns,
              "tx_start_ns": tx_start + lead_ns, "tx_end_ns": tx_end + lead_ns,
-             "queue_ns": np.zeros(n), "dropped": dropped_req,
+             "queue_ns": queue, "dropped": dropped_req,
              "bg_frames": np.array(int(np.count_nonzero(probe < 0))),
              "bg_dropped": np.array(bg_dropped), "interrupts": np.array(len(isr_marks))}
     for stage, value in stage_ns.items():
@@ -397,6 +440,41 @@ def simulate_load(profile, packets, scenario="bg0", *, seed=0, timing=None):
             "mii_phase_ns": mii_phase, "cpu_phase_ns": cpu_phase, "tick_offset": None}
     return LoadRun(profile, timing, traffic, stimulus, truth, meta, wire=wire_runs,
                    scenario=scenario)
+
+
+class _AppThread:
+    """The in-order app thread of a queued-burst run (module docstring): :meth:`take` is called
+    with each delivered request in order and returns when the thread takes it (its delivery
+    marker), computing the echo's send and wire start on the way."""
+
+    def __init__(self, scenario, profile, app, tx, size, cpu, cpu_phase, mii_phase, pulse, n):
+        if profile.reply_after not in ("rx.udp", "rx.fast"):
+            raise LatscopeError(f"queued bursts need a profile that replies after rx.udp or "
+                                f"rx.fast, not {profile.reply_after!r}")
+        self.app, self.tx, self.size = app, tx, size
+        self.cpu, self.cpu_phase, self.mii_phase = cpu, cpu_phase, mii_phase
+        self.busy_ns = 1000.0 * scenario.app_busy_us
+        self.gap = pulse + 2 * cpu           # markers of one channel never overlap
+        self.send = np.full(n, np.nan)
+        self.tx_start = np.full(n, np.nan)
+        self.queue = np.zeros(n)
+        self.free = -np.inf                  # the app thread is back from its previous request
+        self.wire_free = -np.inf             # the transmit wire is free (after the gap)
+
+    def take(self, k, delivered):
+        """Request ``k`` is delivered at ``delivered`` (ns, on the CPU grid); returns when the
+        app thread takes it (ns, on the CPU grid: its delivery marker)."""
+        taken = max(delivered, _ceil_grid(self.free, self.cpu, self.cpu_phase))
+        self.queue[k] = taken - delivered
+        send = _ceil_grid(taken + self.app[k], self.cpu, self.cpu_phase)
+        start = max(send + self.tx[k, 0], self.wire_free)
+        # the PHY clock grid, as wire.serialize places frames
+        start = np.ceil((start - self.mii_phase) / MII_CLOCK_NS - 1e-9) * MII_CLOCK_NS \
+            + self.mii_phase
+        self.send[k], self.tx_start[k] = send, start
+        self.wire_free = start + float(wire.wire_ns(self.size)) + wire.IFG_NS
+        self.free = start + self.busy_ns + self.gap
+        return taken
 
 
 def probe_frame(size, seq, intended_ns, run_id, *, reply=False):

@@ -50,7 +50,8 @@ class SimulatedPort:
         if scenario is not None:
             self.frames = default_frames_config()
             self.label = f"{run.profile.name}-{scenario.name}"
-            self.scenario = (f"paced {scenario.probe_rate_pps:g}/s, {run.n_packets} x "
+            bursts = f" in bursts of {scenario.burst}" if scenario.burst > 1 else ""
+            self.scenario = (f"paced {scenario.probe_rate_pps:g}/s{bursts}, {run.n_packets} x "
                              f"{run.profile.size} B UDP requests beside {scenario.load:.0%} "
                              f"background load (IMIX), MII wire (simulated)")
         self.metadata = {"instrument": {"simulated": True, "engine": engine.name},
@@ -72,7 +73,7 @@ class SimulatedPort:
 
 
 def open_simulated_port(profile, *, packets=DEFAULT_PACKETS, output=None, seed=0, load=None,
-                        engine="auto", link="pty", rate=None, log=None):
+                        engine="auto", link="pty", rate=None, log=None, binary=None):
     """Start the simulated bench: a DUT model with ``profile``'s latencies drives the gateware
     (or its reference models) and the instrument's bytes are served for a capture to read.
 
@@ -98,6 +99,9 @@ def open_simulated_port(profile, *, packets=DEFAULT_PACKETS, output=None, seed=0
         Serve at most this many bytes per second (``None``: as fast as they are read).
     log : callable or None
         Called with each line the engine reports (default: print to stderr).
+    binary : str or None
+        The Verilator engine's simulator binary, already built for the simulated core (the
+        demo builds it once for all its captures); ``None``: built or found in the cache here.
 
     Returns
     -------
@@ -118,7 +122,7 @@ def open_simulated_port(profile, *, packets=DEFAULT_PACKETS, output=None, seed=0
         if log is None:
             def log(message):
                 print(message, file=sys.stderr, flush=True)
-        opened = open_engine(run, engine, log=log)
+        opened = open_engine(run, engine, log=log, binary=binary)
     except BaseException:
         if truth is not None:
             truth.abandon()
@@ -153,6 +157,7 @@ class SimulatedSource:
     engine: str = "auto"
     link: str = "pty"
     rate: float = None
+    binary: str = None
     port: SimulatedPort = dataclasses.field(default=None, init=False, repr=False)
 
     def __post_init__(self):
@@ -174,5 +179,6 @@ class SimulatedSource:
         """Start the simulation (its ground truth beside ``output``); returns the port."""
         self.port = open_simulated_port(self.profile, packets=self.packets, output=output,
                                         seed=self.seed, load=self.load, engine=self.engine,
-                                        link=self.link, rate=self.rate, log=log)
+                                        link=self.link, rate=self.rate, log=log,
+                                        binary=self.binary)
         return self.port

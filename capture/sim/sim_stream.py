@@ -15,6 +15,7 @@ as they need them; :class:`TruthWriter` writes the ground truth of each block as
 Part of :mod:`latscope.capture.sim.simbench`.
 """
 
+import functools
 import json
 import math
 import os
@@ -27,7 +28,13 @@ import numpy as np
 from latscope import LatscopeError
 from latscope.capture.files import capfile
 from latscope.capture.sim.sim_dut import InstrumentTiming, SimRun, simulate
-from latscope.capture.sim.sim_load import LoadRun, load_scenario, probe_frame, simulate_load
+from latscope.capture.sim.sim_load import (
+    LoadRun,
+    load_scenario,
+    probe_frame,
+    request_offset_ns,
+    simulate_load,
+)
 from latscope.capture.sim.sim_profile import MII_CLOCK_NS, load_profile
 
 __all__ = ["SimStream", "TruthWriter", "BLOCK_PACKETS", "LOAD_BLOCK_PACKETS"]
@@ -175,18 +182,18 @@ class SimStream:
         if not isinstance(run, LoadRun):
             return SimRun(**fields)
         run_id = self.seed & 0xFFFF
-        period = 1e9 / self.scenario.probe_rate_pps
-        intended = 4 * MII_CLOCK_NS + shift_ns    # request k's intended time, less k periods
+        intended = 4 * MII_CLOCK_NS + shift_ns    # the block's first request's intended time
+        offset = functools.partial(request_offset_ns, scenario=self.scenario)
         wire = {}
         for d, w in run.wire.items():
             probe = np.asarray(w["probe"])
             sizes = [len(f) for f in w["frames"]]
             if d == 0:
-                built = [probe_frame(sizes[i], k + first_packet, intended + k * period, run_id)
+                built = [probe_frame(sizes[i], k + first_packet, intended + offset(k), run_id)
                          if k >= 0 else w["frames"][i] for i, k in enumerate(probe)]
                 probe = np.where(probe >= 0, probe + first_packet, probe)
             else:
-                built = [probe_frame(sizes[i], k + first_packet, intended + k * period, run_id,
+                built = [probe_frame(sizes[i], k + first_packet, intended + offset(k), run_id,
                                      reply=True) for i, k in enumerate(probe)]
                 probe = probe + first_packet
             wire[d] = {"frames": built, "start_ns": w["start_ns"] + shift_ns,

@@ -125,7 +125,7 @@ def test_packets_and_seed_are_checked():
         SimStream("gem-64", 0)
 
 
-@pytest.mark.parametrize("load", [None, "bg30"])
+@pytest.mark.parametrize("load", [None, "bg30", "bg60-burst"])
 def test_model_engine_capture_of_several_blocks_equals_the_truth(tmp_path, small_blocks, load):
     """record() from the simulated bench, 130 packets in blocks of 100 (40 requests in blocks
     of 40 under load): the capture holds every event of the truth file, each at its tick

@@ -11,7 +11,9 @@ import numpy as np
 
 from latscope import LatscopeError
 from latscope.analysis import api
-from latscope.capture.files.outputs import check_output_folder
+from latscope.analysis.compare import compare_samples
+from latscope.analysis.report.labels import class_label
+from latscope.capture.files.outputs import check_output_folder, open_output
 from latscope.capture.sim import demo_load, simbench
 from latscope.capture.sim.demo import DEFAULT_PACKETS, QUICK_PACKETS, run_demo
 
@@ -84,46 +86,158 @@ def format_table(rows):
 
 # --- under load -----------------------------------------------------------------------------------
 
-def analyse_under_load(row):
-    """A capture of :func:`latscope.capture.sim.demo_load.run_under_load` with its per-class
-    figures: requests, replies and drops of class ``hp``, and the delivery and end-to-end stages
-    (µs)."""
+#: Stages per class in the order a request meets them, and which of the fast track's stages each
+#: of the stack's is compared with (the fast track delivers at ``rx.fast`` where the stack
+#: delivers at ``rx.udp``; it has no ``rx.copy``).
+STAGE_ORDER = ("rx.isr", "rx.copy", "rx.udp", "rx.fast", "tx.send", "tx.xmit", "node.e2e")
+LEAD_STAGES = (("rx.isr", "rx.isr"), ("rx.udp", "rx.fast"), ("tx.send", "tx.send"),
+               ("tx.xmit", "tx.xmit"), ("node.e2e", "node.e2e"))
+#: Confidence of the lead's intervals.
+LEAD_CONFIDENCE = 0.95
+
+
+def _analyse(row):
+    """``(row with its per-class figures, {(class, stage): latencies ns})``."""
     analysis = api.analyze_file(row["path"])
-    hp = analysis.result.frames.classes.get(1)
+    fa = analysis.result.frames
+    hp = fa.classes.get(1)
     row = dict(row, requests=hp.requests if hp else 0, replied=hp.replied if hp else 0,
                dropped=hp.dropped if hp else 0)
     for key, name in (("deliver", row["deliver_stage"]), ("e2e", "node.e2e[hp]")):
         s = analysis.stats.get(name)
         row[key] = None if s is None or not s.n else {
             "n": s.n, "p50": s.p50_ns / 1e3, "p99": s.p99_ns / 1e3, "max": s.max_ns / 1e3}
-    return row
+    classes, samples = {}, {}
+    ns_per_tick = 1e9 / fa.tick_hz
+    for cls, report in sorted(fa.classes.items()):
+        label = class_label(cls, analysis.result.metadata)
+        stages = {}
+        names = sorted(set(report.stats) | set(report.ambiguous),
+                       key=lambda n: (STAGE_ORDER.index(n) if n in STAGE_ORDER
+                                      else len(STAGE_ORDER), n))
+        for stage in names:
+            s = report.stats.get(stage)
+            stages[stage] = {
+                "n": s.n if s is not None else 0,
+                "p50": s.p50_ns / 1e3 if s is not None and s.n else None,
+                "p99": s.p99_ns / 1e3 if s is not None and s.n else None,
+                "max": s.max_ns / 1e3 if s is not None and s.n else None,
+                "ambiguous": int(report.ambiguous.get(stage, 0)),
+                "coalesced": int(report.coalesced.get(stage, 0))}
+            if stage in report.samples:
+                samples[(label, stage)] = report.samples[stage][1] * ns_per_tick
+        classes[label] = {"requests": report.requests, "replied": report.replied,
+                          "dropped": report.dropped, "unknown": report.unknown,
+                          "stages": stages}
+    row["classes"] = classes
+    return row, samples
+
+
+def analyse_under_load(row):
+    """A capture of :func:`latscope.capture.sim.demo_load.run_under_load` with its per-class
+    figures: requests, replies and drops of class ``hp``, the delivery and end-to-end stages
+    (µs), and ``classes``: per class (by name) its counts and every stage's n, p50, p99 and max
+    (µs) with its ambiguous and coalesced requests."""
+    return _analyse(row)[0]
+
+
+def fast_track_lead(stack, fast, *, cls="hp", confidence=LEAD_CONFIDENCE):
+    """The fast track's lead over the stack per stage of class ``cls``: stack minus fast track
+    (positive: the fast track is earlier), in µs, for the mean (Welch interval) and the p50 and
+    p99 (distribution-free intervals), from :func:`latscope.analysis.compare.compare_samples`.
+
+    ``stack``, ``fast``: ``{(class, stage): latencies ns}`` of each capture. Returns one dict per
+    stage both have (:data:`LEAD_STAGES`): ``stage`` (the stack's), ``fast_stage``, ``n_stack``,
+    ``n_fast``, ``mean``, ``p50``, ``p99`` (each ``{"lead", "lower", "upper"}``, a bound
+    ``None`` where the samples are too small for it) and ``confidence``.
+    """
+    def us(value):
+        return None if value is None else value / 1e3
+    out = []
+    for stage, fast_stage in LEAD_STAGES:
+        a, b = fast.get((cls, fast_stage)), stack.get((cls, stage))
+        if a is None or b is None or len(a) < 2 or len(b) < 2:
+            continue
+        c = compare_samples(a, b, confidence=confidence, percentiles=(50.0, 99.0))
+        row = {"stage": stage, "fast_stage": fast_stage, "n_stack": c.n_other,
+               "n_fast": c.n_baseline, "confidence": confidence,
+               "mean": {"lead": us(c.mean_diff_ns), "lower": us(c.mean_lower_ns),
+                        "upper": us(c.mean_upper_ns)}}
+        for p in (50.0, 99.0):
+            q = c.percentiles[p]
+            row[f"p{p:g}"] = {"lead": us(q.diff_ns), "lower": us(q.lower_ns),
+                              "upper": us(q.upper_ns)}
+        out.append(row)
+    return out
 
 
 def under_load_rows(out_dir, **options):
     """The two captures under load (:func:`~latscope.capture.sim.demo_load.run_under_load`, same
-    options), each analysed per class."""
-    return [analyse_under_load(r) for r in demo_load.run_under_load(out_dir, **options)]
+    options), each analysed per class (:func:`analyse_under_load`); the fast track's row also
+    holds ``lead``, its lead over the stack per stage (:func:`fast_track_lead`)."""
+    analysed = [_analyse(r) for r in demo_load.run_under_load(out_dir, **options)]
+    rows = [row for row, _ in analysed]
+    samples = {row["profile"]: s for row, s in analysed}
+    stack_name, fast_name = demo_load.PROFILES
+    if stack_name in samples and fast_name in samples:
+        fast_row = next(r for r in rows if r["profile"] == fast_name)
+        fast_row["lead"] = fast_track_lead(samples[stack_name], samples[fast_name])
+    return rows
+
+
+def _us(value):
+    if value is None:
+        return "-"
+    text = f"{value:.2f}"
+    return "0.00" if text == "-0.00" else text
+
+
+def _interval(entry):
+    return (f"{_us(entry['lead'])} [{_us(entry['lower'])}, {_us(entry['upper'])}]")
 
 
 def format_load_table(rows, idle=None):
-    """The per-class table: one line per capture (and per idle capture of the same profile, from
-    the main demo, when ``idle`` maps profile -> {stage: stats})."""
-    lines = [f"{'configuration':<16} {'load':>5} {'class':>5} {'delivered to app':>22} "
-             f"{'node e2e on the wire':>22} {'req':>6} {'drop':>5} {'bg counted':>11}",
-             f"{'':<16} {'':>5} {'':>5} {'p50 / p99 µs':>22} {'p50 / p99 µs':>22}"]
-
-    def pair(s):
-        return f"{s['p50']:.2f} / {s['p99']:.2f}" if s else "-"
+    """The per-class tables: one line per capture (requests, drops, background counted), every
+    stage of every class with its ambiguous requests (and the idle capture's delivery stage of
+    the same profile, from the main demo, when ``idle`` maps profile -> {stage: stats}), then the
+    fast track's lead over the stack per stage with its intervals."""
+    lines = [f"{'configuration':<16} {'load':>5} {'burst':>5} {'class':>5} {'req':>6} "
+             f"{'replied':>7} {'drop':>5} {'unknown':>7} {'bg counted':>11}"]
+    for r in rows:
+        for label, c in r.get("classes", {}).items():
+            lines.append(f"{r['profile']:<16} {r['load']:>5.0%} {r.get('burst', 1):>5} "
+                         f"{label:>5} {c['requests']:>6} {c['replied']:>7} {c['dropped']:>5} "
+                         f"{c['unknown']:>7} {r['counted_bg']:>11,}")
+    lines.append("")
+    lines.append(f"{'configuration':<16} {'class':>5} {'stage':<9} {'n':>6} {'p50 µs':>8} "
+                 f"{'p99 µs':>8} {'max µs':>8} {'ambiguous':>9}")
     for r in rows:
         if idle and r["profile"] in idle:
-            lines.append(f"{r['profile']:<16} {0:>5.0%} {'-':>5} "
-                         f"{pair(idle[r['profile']]):>22} {'(no frame capture)':>22}")
-        lines.append(f"{r['profile']:<16} {r['load']:>5.0%} {'hp':>5} {pair(r['deliver']):>22} "
-                     f"{pair(r['e2e']):>22} {r['requests']:>6} {r['dropped']:>5} "
-                     f"{r['counted_bg']:>11,}")
+            s = idle[r["profile"]]
+            stage = r["deliver_stage"].split("[")[0]
+            lines.append(f"{r['profile'] + ' idle':<16} {'-':>5} {stage:<9} {'':>6} "
+                         f"{_us(s['p50']):>8} {_us(s['p99']):>8} {'':>8} {'':>9}")
+        for label, c in r.get("classes", {}).items():
+            for stage, s in c["stages"].items():
+                lines.append(f"{r['profile']:<16} {label:>5} {stage:<9} {s['n']:>6,} "
+                             f"{_us(s['p50']):>8} {_us(s['p99']):>8} {_us(s['max']):>8} "
+                             f"{s['ambiguous']:>9}")
     stack, fast = (next((r for r in rows if r["profile"] == p), None) for p in demo_load.PROFILES)
+    lead = (fast or {}).get("lead")
+    if lead:
+        confidence = lead[0]["confidence"]
+        lines.append("")
+        lines.append(f"fast track's lead over the stack, class hp (stack minus fast track, µs; "
+                     f"[{confidence:.0%} interval], '-' where too few requests bound it)")
+        lines.append(f"{'stage':<19} {'mean':>22} {'p50':>22} {'p99':>22}")
+        for e in lead:
+            name = e["stage"] if e["stage"] == e["fast_stage"] else \
+                f"{e['stage']}/{e['fast_stage']}"
+            lines.append(f"{name:<19} {_interval(e['mean']):>22} {_interval(e['p50']):>22} "
+                         f"{_interval(e['p99']):>22}")
     if stack and fast and stack["deliver"] and fast["deliver"]:
-        lines.append(f"fast track under {fast['load']:.0%} load: delivery p50 "
+        bursts = f" in bursts of {fast['burst']}" if fast.get("burst", 1) > 1 else ""
+        lines.append(f"fast track under {fast['load']:.0%} load{bursts}: delivery p50 "
                      f"{stack['deliver']['p50'] - fast['deliver']['p50']:.2f} µs and p99 "
                      f"{stack['deliver']['p99'] - fast['deliver']['p99']:.2f} µs earlier than "
                      f"the stack")
@@ -157,8 +271,8 @@ def add_arguments(parser):
                         help=f"packets over all configurations (default {DEFAULT_PACKETS:,}; "
                              f"--quick: {QUICK_PACKETS:,})")
     parser.add_argument("--out", default="demo-output",
-                        help="directory for the captures, truth files and report "
-                             "(default ./demo-output)")
+                        help="directory for the captures, truth files, report and summary.json "
+                             "(what --json prints) (default ./demo-output)")
     parser.add_argument("--quick", action="store_true", help="a small run, for a smoke test")
     parser.add_argument("--profiles", default=None,
                         help="comma-separated profiles (default: all shipped: "
@@ -181,9 +295,10 @@ def add_arguments(parser):
                         help="print the table only, do not write the report")
     parser.add_argument("--json", action="store_true", help="print the results as JSON")
     parser.add_argument("--no-load", action="store_true",
-                        help="skip the two captures under 60 %% background load (fast track "
-                             "against the stack, per class; capture/sim/demo_load.py), which run "
-                             "when --profiles is not given")
+                        help="skip the two captures under 60 %% background load with requests "
+                             "in queued bursts (fast track against the stack, every stage per "
+                             "class, the fast track's lead per stage with intervals; "
+                             "capture/sim/demo_load.py), which run when --profiles is not given")
 
 
 def run(args):
@@ -220,11 +335,14 @@ def run(args):
     total = time.monotonic() - started
     bad = [r["profile"] for r in results if not r["check"]["ok"]]
     bad += [f"{r['profile']} under {r['scenario']}" for r in load_rows if not r["check"]["ok"]]
+    summary = {"captures": results, "engine": results[0]["engine"], "table": rows,
+               "report": report, "under_load": load_rows,
+               "capture_seconds": round(capture_s, 1), "seconds": round(total, 1)}
+    with open_output(os.path.join(args.out, "summary.json"), force=True) as f:
+        json.dump(summary, f, indent=2, default=str)
+        f.write("\n")
     if args.json:
-        print(json.dumps({"captures": results, "engine": results[0]["engine"], "table": rows,
-                          "report": report, "under_load": load_rows,
-                          "capture_seconds": round(capture_s, 1), "seconds": round(total, 1)},
-                         indent=2, default=str))
+        print(json.dumps(summary, indent=2, default=str))
     else:
         resolution = rows[0]["resolution_ns"] if rows else float("nan")
         print(f"\nSIMULATED: latency per configuration and stage on the simulated bench, µs "
@@ -242,10 +360,15 @@ def run(args):
               f"{engine_text.get(results[0]['engine'], results[0]['engine'])}; "
               f"total {total:.1f} s")
         if load_rows:
+            first = load_rows[0]
+            bursts = (f" in queued bursts of {first['burst']} (the app thread busy "
+                      f"{first['app_busy_us']:g} µs after each send)"
+                      if first.get("burst", 1) > 1 else "")
             print(f"\nSIMULATED: the fast track against the stack under "
-                  f"{load_rows[0]['load']:.0%} background load (IMIX, counted on the FPGA as "
-                  f"class bg), measured stream recorded as class hp; frames paired by sequence "
-                  f"number")
+                  f"{first['load']:.0%} background load (IMIX, counted on the FPGA as "
+                  f"class bg), measured stream{bursts} recorded as class hp; frames paired by "
+                  f"sequence number, markers in order: a request whose marker the edges cannot "
+                  f"decide is counted ambiguous and left out of its stage")
             print(format_load_table(load_rows, idle_figures(results)))
         exact = sum(r["check"]["ok"] for r in results)
         print(f"{exact}/{len(results)} captures reproduce the simulation's ground truth exactly "
