@@ -292,6 +292,9 @@ def write_report(analyses, out_dir, *, warnings=None, workers=None, command=None
                      if v.percent == 50.0 and v.lower_ns is not None and v.upper_ns is not None
                      and v.measurement.split(" ")[0] in delivery]
     parts = answer
+    window = summary.window_text(analyses)
+    if window:
+        parts.append(window)
     left_off = summary.unbounded_note(analyses, labels, lead_names)
     if left_off:
         parts.append(left_off)

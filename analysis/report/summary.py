@@ -25,7 +25,7 @@ from latscope.capture.files.provenance import provenance
 __all__ = ["Verdict", "HEADLINE_PERCENTS", "headline_table", "verdicts", "ranking_sentences",
            "headline_names", "measured_sentence", "bounded", "unbounded_note", "glossary",
            "error_budget",
-           "provenance_rows", "EDGE_WORDS", "MEASUREMENT_VERBS"]
+           "provenance_rows", "window_text", "EDGE_WORDS", "MEASUREMENT_VERBS"]
 
 #: The percentiles the first screen states (p99.9 and beyond stay in the detail tables, where
 #: the sample bounds them).
@@ -354,6 +354,27 @@ def error_budget(analyses):
             ("marker pulse cost", marker)]
 
 
+def window_text(analyses):
+    """A sentence saying which ``--from``/``--to`` window the analyses were cut to
+    (``metadata["window"]``, :func:`latscope.analysis.api.analyze_file`), or ``None`` for whole
+    captures.
+
+    >>> from types import SimpleNamespace as A
+    >>> window_text([A(metadata={"window": {"from_s": 0.003, "to_s": None}})])[:57]
+    'Window: only the events from 0.003 s to the end of each c'
+    """
+    windows = [(a.metadata or {}).get("window") for a in analyses]
+    if not any(windows):
+        return None
+    spans = []
+    for w in dict.fromkeys((w["from_s"], w["to_s"]) for w in windows if w):
+        lo = "the start" if w[0] is None else f"{w[0]:.9g} s"
+        hi = "the end" if w[1] is None else f"{w[1]:.9g} s"
+        spans.append(f"from {lo} to {hi}")
+    return (f"Window: only the events {' and '.join(spans)} of each capture (--from/--to), "
+            f"applied before every statistic on this page.")
+
+
 def provenance_rows(analyses, labels, *, command=None, now=None):
     """``(general, per_capture)``: ``general`` is ``[(key, value)]`` (date made, latscope
     version, command); ``per_capture`` a :class:`Table` with each input's data kind, file,
@@ -364,6 +385,9 @@ def provenance_rows(analyses, labels, *, command=None, now=None):
                ("latscope", latscope.__version__)]
     if command:
         general.append(("command", command))
+    window = window_text(analyses)
+    if window:
+        general.append(("window", window))
     rows = []
     for a, lab in zip(analyses, labels, strict=True):
         md = a.metadata or {}

@@ -11,6 +11,7 @@ from latscope.commands.analyses import (
     DEFINITIONS_HELP,
     MARKERS_HELP,
     UNITS,
+    add_window_arguments,
     definitions,
     load_all,
     warn_integrity,
@@ -32,6 +33,7 @@ def add_arguments(p):
     p.add_argument("-o", "--output", required=True, metavar="DIR", help="directory to write into")
     p.add_argument("--definitions", metavar="FILE.toml", help=DEFINITIONS_HELP)
     p.add_argument("--markers", metavar="MAP", help=MARKERS_HELP)
+    add_window_arguments(p)
     p.add_argument("--explain", type=int, default=3, metavar="N",
                    help="show the N slowest packets of each capture's headline measurements "
                         "(and every one beyond p99.9) with the window before each "
@@ -56,7 +58,7 @@ def run(args):
     # before the analyses, not after
     check_output_folder(args.output, args.files, force=args.force)
     analyses = load_all(args.command, args.files, definitions_file=args.definitions,
-                        markers=args.markers)
+                        markers=args.markers, start_s=args.start, stop_s=args.stop)
     warn_integrity(args.command, analyses)
     if args.store:
         for a in analyses:
@@ -69,7 +71,9 @@ def run(args):
         for a in analyses:
             names = [n for n in headline_names(report.common_names([a])) if bounded(a.stats[n])]
             forensics[a.label] = [api.explain(a, n, top=args.explain) for n in names]
-    command = " ".join(["latscope", "report", *args.files, "-o", args.output])
+    window = [f"--{flag} {float(value):.9g}" for flag, value
+              in (("from", args.start), ("to", args.stop)) if value is not None]
+    command = " ".join(["latscope", "report", *args.files, *window, "-o", args.output])
     with output_folder(args.output, args.files, force=args.force) as folder:
         written = report.write_report(analyses, folder, forensics=forensics, command=command)
     written = [os.path.join(args.output, os.path.basename(path)) for path in written]
