@@ -30,6 +30,7 @@ from latscope.analysis.definitions import (
     resolve_markers,
 )
 from latscope.analysis.engine import Analyzer, PacketTable
+from latscope.analysis.forensics import FrameRecords
 from latscope.analysis.forensics import explain as explain_packets
 from latscope.analysis.frames import analyze_frames
 from latscope.analysis.marker_identity import decode, is_coded_channel
@@ -247,9 +248,26 @@ def explain(analysis, name, *, top=10, before_ns=None):
     listed = [names.get(i, f"ch{i}") for i in range(max(names, default=-1) + 1)]
     top_channel = int(channel.max()) if len(channel) else -1
     listed += [f"ch{i}" for i in range(len(listed), top_channel + 1)]
+    fa = analysis.result.frames
     return explain_packets(start, latency, time, channel, rising,
                            tick_hz=analysis.result.tick_hz, channel_names=listed,
-                           measurement=name, top=top, before_ns=before_ns)
+                           measurement=name, top=top, before_ns=before_ns,
+                           records=fa.placed if fa is not None else None)
+
+
+def unrecorded_classes(metadata):
+    """What a frame without a FRAME record is, from the capture config's ``[frames]`` table:
+    ``"unrecorded (bg/other)"`` when it names the recorded classes, else ``"unrecorded"``.
+
+    >>> unrecorded_classes({"frames": {"classes": {"0": "other", "1": "hp", "2": "bg"},
+    ...                                "record": ["hp"]}})
+    'unrecorded (other/bg)'
+    """
+    frames = (metadata or {}).get("frames") or {}
+    recorded = set(frames.get("record") or ())
+    others = [n for _, n in sorted((frames.get("classes") or {}).items(),
+                                   key=lambda kv: int(kv[0])) if n not in recorded]
+    return f"unrecorded ({'/'.join(others)})" if recorded and others else "unrecorded"
 
 
 def _class_sample(analysis, name):
@@ -667,6 +685,10 @@ def _add_frame_analysis(info, edges, result, confidence, window):
                              counters=info.frame_counters)   # unplaced records: start/end -1
     markers, ids = edges.marker_times()
     start, end = placement.start, placement.end
+    placed = FrameRecords(start, np.asarray(records["direction"]),
+                          np.array([class_label(c, result.metadata) for c in records["cls"]],
+                                   dtype=object),
+                          np.asarray(records["length"]), unrecorded_classes(result.metadata))
     if window.active:       # the records whose first edge is in the window, placed as a whole
         keep = (start >= 0) & window.inside(start)
         records, start, end = records[keep], start[keep], end[keep]
@@ -675,6 +697,7 @@ def _add_frame_analysis(info, edges, result, confidence, window):
                         markers=markers, marker_ids=ids, counters=info.frame_counters,
                         losses=losses, confidence=confidence,
                         reply_class=reply_class(info.metadata))
+    fa.placed = placed
     fa.unplaced_reasons = dict(placement.reasons)
     fa.placement_note = placement.summary()
     result.frames = fa

@@ -32,8 +32,8 @@ import numpy as np
 
 from latscope import LatscopeError
 
-__all__ = ["WindowEvent", "WireFrame", "SlowPacket", "Forensics", "slowest", "explain",
-           "DV_CHANNELS", "format_forensics"]
+__all__ = ["WindowEvent", "WireFrame", "SlowPacket", "Forensics", "FrameRecords", "slowest",
+           "explain", "DV_CHANNELS", "format_forensics", "frames_summary"]
 
 #: Channels whose pulses are frames on the wire, and their direction.
 DV_CHANNELS = {"rx_dv": "rx", "crs_dv": "rx", "tx_en": "tx"}
@@ -51,10 +51,24 @@ class WindowEvent:
 class WireFrame:
     """A frame on the wire in the window: ``direction`` ("rx" or "tx"), its first edge
     ``start_ns`` after the packet's start, and ``duration_ns`` (``None`` where the window cuts
-    it: the frame's size is its duration times the line rate)."""
+    it). ``cls`` and ``length`` (bytes from the destination MAC through the FCS) come from the
+    frame's FRAME record where the capture has one (``None`` otherwise: the class then is
+    ``unrecorded``, the classes the capture counts but does not record, when known); ``own``
+    marks the packet's own frame (the received frame whose end starts it)."""
     direction: str
     start_ns: float
     duration_ns: float | None
+    cls: str | None = None
+    length: int | None = None
+    own: bool = False
+
+    def describe(self, unrecorded=None):
+        """``"rx hp 68 B"``, ``"tx 5.440 µs"`` (no record: the pulse's duration) ..."""
+        what = self.cls if self.cls is not None else unrecorded
+        size = (f"{self.length} B" if self.length is not None else
+                f"{self.duration_ns / 1000:.3f} µs" if self.duration_ns is not None else
+                "cut by the window")
+        return " ".join(x for x in (self.direction, what, size) if x)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -78,13 +92,35 @@ class SlowPacket:
 class Forensics:
     """The slow packets of one measurement: ``n`` packets measured, ``p50_ns`` and ``p999_ns``
     (``None`` below 1,000 packets, where no packet is "beyond p99.9" by count), the window
-    before each packet's start (``before_ns``), and the :class:`SlowPacket` s, slowest first."""
+    before each packet's start (``before_ns``), and the :class:`SlowPacket` s, slowest first.
+    ``unrecorded``: what a frame without a FRAME record is (e.g. ``"unrecorded (bg/other)"``),
+    or ``None`` when the capture records no frames."""
     measurement: str
     n: int
     p50_ns: float
     p999_ns: float | None
     before_ns: float
     packets: tuple
+    unrecorded: str | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class FrameRecords:
+    """The capture's frame records, to name the pulses in a window: per record its first DV
+    edge ``start`` (ticks; -1 where unplaced), ``direction`` (0 rx, 1 tx), class name ``cls``
+    and ``length`` in bytes; ``unrecorded`` names the frames without a record."""
+    start: np.ndarray
+    direction: np.ndarray
+    cls: np.ndarray
+    length: np.ndarray
+    unrecorded: str | None = None
+
+    def lookup(self):
+        """``{(direction, start tick): (class, length)}`` of the placed records."""
+        names = {0: "rx", 1: "tx"}
+        return {(names[int(d)], int(t)): (str(c), int(n))
+                for t, d, c, n in zip(self.start, self.direction, self.cls, self.length,
+                                      strict=True) if t >= 0}
 
 
 def slowest(latency, top=10, beyond=None):
@@ -106,32 +142,52 @@ def slowest(latency, top=10, beyond=None):
     return keep
 
 
-def _frames(ts, chs, rs, names, lo):
-    """Pulses of the DV channels among the window's edges (sorted by time)."""
+def _frames(ticks, ts, chs, rs, names, lo, records):
+    """Pulses of the DV channels among the window's edges (sorted by time); ``ticks`` are the
+    edges' times, ``ts`` the same in ns from the packet's start; ``records`` maps
+    ``(direction, first edge tick)`` to a record's ``(class, length)``."""
     out = []
     for ch_index, name in enumerate(names):
         direction = DV_CHANNELS.get(name)
         if direction is None:
             continue
         sel = chs == ch_index
-        t, r = ts[sel], rs[sel]
+        tick, t, r = ticks[sel], ts[sel], rs[sel]
         k = 0
         if len(r) and not r[0]:          # the window opens inside a frame
-            out.append(WireFrame(direction, float(lo), None))
+            out.append(WireFrame(direction, float(lo), None, own=bool(t[0] == 0)))
             k = 1
         while k < len(r):
+            cls, length = records.get((direction, int(tick[k])), (None, None))
             if r[k] and k + 1 < len(r) and not r[k + 1]:
-                out.append(WireFrame(direction, float(t[k]), float(t[k + 1] - t[k])))
+                out.append(WireFrame(direction, float(t[k]), float(t[k + 1] - t[k]), cls,
+                                     length, own=direction == "rx" and t[k + 1] == 0))
                 k += 2
             else:
                 if r[k]:
-                    out.append(WireFrame(direction, float(t[k]), None))
+                    out.append(WireFrame(direction, float(t[k]), None, cls, length))
                 k += 1
     return tuple(sorted(out, key=lambda f: f.start_ns))
 
 
+def frames_summary(packet, unrecorded=None):
+    """The other frames on the wire in a packet's window, counted by direction, class and size:
+    ``"rx hp 68 B ×2, rx unrecorded (bg/other) 5.440 µs ×1; tx hp 68 B ×1"`` (``"none"``)."""
+    counts = {}
+    for w in packet.frames:
+        if not w.own:
+            key = (w.direction, w.describe(unrecorded))
+            counts[key] = counts.get(key, 0) + 1
+    parts = []
+    for direction in ("rx", "tx"):
+        mine = [f"{text} ×{n}" for (d, text), n in counts.items() if d == direction]
+        if mine:
+            parts.append(", ".join(mine))
+    return "; ".join(parts) or "none"
+
+
 def explain(start, latency, time, channel, rising, *, tick_hz, channel_names, measurement,
-            top=10, before_ns=None):
+            top=10, before_ns=None, records=None):
     """The slowest packets of one measurement, each with the window before it.
 
     Parameters
@@ -150,6 +206,9 @@ def explain(start, latency, time, channel, rising, *, tick_hz, channel_names, me
     before_ns : float, optional
         How far before its start a packet's window opens (default: its median latency, at
         least 10 µs): what was still being served when it arrived.
+    records : FrameRecords, optional
+        The capture's frame records: each pulse in a window that has one gets its class and
+        length.
 
     Returns
     -------
@@ -173,6 +232,7 @@ def explain(start, latency, time, channel, rising, *, tick_hz, channel_names, me
     before = float(before_ns) if before_ns is not None else max(10_000.0, p50)
     beyond = None if p999 is None else p999 / tick_ns
     stops = np.where(ok, start + latency, -1)
+    lookup = records.lookup() if records is not None else {}
     packets = []
     for rank, i in enumerate(slowest(latency, top, beyond), 1):
         s, lat = int(start[i]), int(latency[i])
@@ -188,8 +248,10 @@ def explain(start, latency, time, channel, rising, *, tick_hz, channel_names, me
         faster = float(np.count_nonzero(values < lat)) / n
         packets.append(SlowPacket(int(i), s, s / tick_hz, lat * tick_ns, rank, faster,
                                   p999 is not None and lat * tick_ns > p999, queued, events,
-                                  _frames(ts, chs, rs, channel_names, -before)))
-    return Forensics(measurement, n, p50, p999, before, tuple(packets))
+                                  _frames(time[a:b], ts, chs, rs, channel_names, -before,
+                                          lookup)))
+    return Forensics(measurement, n, p50, p999, before, tuple(packets),
+                     records.unrecorded if records is not None else None)
 
 
 def format_forensics(f, *, max_events=40):
@@ -207,10 +269,15 @@ def format_forensics(f, *, max_events=40):
                      f" µs (slower than {p.faster_fraction:.2%}"
                      f"{', beyond p99.9' if p.beyond_p999 else ''}); {p.queued} earlier "
                      f"request(s) still queued; on the wire: {rx} rx, {tx} tx frame(s)")
+        lines.append(f"    other frames on the wire: {frames_summary(p, f.unrecorded)}")
         shown = p.events[-max_events:]
         if len(p.events) > len(shown):
             lines.append(f"    ... {len(p.events) - len(shown)} earlier edge(s)")
+        starts = {(w.direction, w.start_ns): w for w in p.frames}
         for e in shown:
+            frame = starts.get((DV_CHANNELS.get(e.channel), e.t_ns)) if e.rising else None
+            what = (f"  ({'its own frame: ' if frame.own else 'frame '}"
+                    f"{frame.describe(f.unrecorded)})" if frame is not None else "")
             lines.append(f"    {e.t_ns / 1000:+10.3f}  {e.channel} "
-                         f"{'rising' if e.rising else 'falling'}")
+                         f"{'rising' if e.rising else 'falling'}{what}")
     return "\n".join(lines)

@@ -22,6 +22,7 @@ import subprocess
 import sys
 
 from latscope import LatscopeError
+from latscope.analysis.forensics import frames_summary
 from latscope.analysis.grouping import display_labels, family, is_simulated
 from latscope.analysis.report import figures, summary
 from latscope.analysis.report.labels import integrity_note
@@ -198,20 +199,21 @@ def forensics_table(label, f):
     its stop."""
     rows = []
     for p in f.packets:
-        rx = sum(1 for w in p.frames if w.direction == "rx")
-        tx = sum(1 for w in p.frames if w.direction == "tx")
+        own = next((w for w in p.frames if w.own), None)
         last = "; ".join(f"{e.t_ns / 1000:+.3f} {e.channel} {'↑' if e.rising else '↓'}"
                          for e in p.events[-6:])
         rows.append([p.rank, p.packet, f"{p.start_s:.6f}", f"{p.latency_ns / 1000:.3f}",
                      f"{p.faster_fraction:.2%}", "yes" if p.beyond_p999 else "no", p.queued,
-                     rx, tx, last])
+                     own.describe(f.unrecorded) if own is not None else "-",
+                     frames_summary(p, f.unrecorded), last])
     p999 = (f"p99.9 {f.p999_ns / 1000:.3f} µs" if f.p999_ns is not None else
             "too few packets for p99.9")
     return Table(f"{label} {f.measurement}: the {len(f.packets)} slowest of {f.n:,} packets "
                  f"(µs; p50 {f.p50_ns / 1000:.3f} µs, {p999}; window from {f.before_ns / 1000:g}"
                  f" µs before each start to its stop)",
                  ["rank", "packet", "at s", "latency µs", "slower than", "beyond p99.9",
-                  "requests queued ahead", "rx frames", "tx frames",
+                  "requests queued ahead", "its own frame",
+                  "other frames on the wire (direction, class, size or duration × count)",
                   "last edges (µs from its start)"], rows, "µs",
                  collapsed=not any(p.beyond_p999 for p in f.packets))
 
@@ -354,8 +356,10 @@ def write_report(analyses, out_dir, *, warnings=None, workers=None, command=None
                   for f in forensics.get(a.label, [])]
         if tables:
             intro = ("For the slowest packets of each capture, what happened in the window "
-                     "before each: the requests still queued ahead of it, the frames on the "
-                     "wire in both directions (RX_DV and TX_EN pulses) and the last edges "
+                     "before each: the requests still queued ahead of it, its own frame, the "
+                     "other frames on the wire in both directions (RX_DV and TX_EN pulses, with "
+                     "class and size in bytes from the capture's frame records; a frame the "
+                     "capture does not record shows its duration) and the last edges "
                      "(frames, interrupts, markers) before its stop. Tables with packets beyond "
                      "p99.9 are open; the others are folded. `latscope analyze --explain N` "
                      "prints every edge of each window.")

@@ -9,7 +9,13 @@ import pytest
 
 from latscope import LatscopeError
 from latscope.analysis import api
-from latscope.analysis.forensics import explain, format_forensics, slowest
+from latscope.analysis.forensics import (
+    FrameRecords,
+    explain,
+    format_forensics,
+    frames_summary,
+    slowest,
+)
 
 NAMES = ["rx_dv", "tx_en", "crs_dv", "m0"]
 
@@ -89,3 +95,47 @@ def test_api_explains_a_class_stage_from_the_capture():
     assert own[-1].channel == "rx.udp" and own[-1].t_ns == pytest.approx(s.max_ns)
     with pytest.raises(LatscopeError, match="Measurement to explain must be"):
         api.explain(a, "rx.nothing")
+
+
+def test_frames_on_the_wire_carry_class_and_size_from_their_records():
+    # the packet's own request (rx, ends at 0), a background frame before it that the capture
+    # counts but does not record, and a reply of another request on the transmit side
+    start, latency = np.array([1000]), np.array([500])
+    events = [(100, 0, True), (600, 0, False),          # rx, unrecorded, 500 ns
+              (700, 1, True), (780, 1, False),          # tx hp, 60 B
+              (900, 0, True), (1000, 0, False),         # rx hp, its own, 68 B
+              (1500, 3, True)]
+    records = FrameRecords(start=np.array([700, 900, -1]), direction=np.array([1, 0, 0]),
+                           cls=np.array(["hp", "hp", "hp"], dtype=object),
+                           length=np.array([60, 68, 64]), unrecorded="unrecorded (bg)")
+    f = explain(start, latency, *_edges(events), tick_hz=1_000_000_000, channel_names=NAMES,
+                measurement="rx.isr", top=1, before_ns=1000, records=records)
+    p = f.packets[0]
+    assert [(w.direction, w.cls, w.length, w.own) for w in p.frames] == [
+        ("rx", None, None, False), ("tx", "hp", 60, False), ("rx", "hp", 68, True)]
+    assert frames_summary(p, f.unrecorded) == "rx unrecorded (bg) 0.500 µs ×1; tx hp 60 B ×1"
+    text = format_forensics(f)
+    assert "other frames on the wire: rx unrecorded (bg) 0.500 µs ×1; tx hp 60 B ×1" in text
+    assert "-0.100  rx_dv rising  (its own frame: rx hp 68 B)" in text
+    assert "-0.300  tx_en rising  (frame tx hp 60 B)" in text
+    # without records the frames are still listed, by duration
+    bare = explain(start, latency, *_edges(events), tick_hz=1_000_000_000, channel_names=NAMES,
+                   measurement="rx.isr", top=1, before_ns=1000)
+    assert frames_summary(bare.packets[0]) == "rx 0.500 µs ×1; tx 0.080 µs ×1"
+
+
+@pytest.mark.slow
+def test_api_names_the_frames_of_a_capture_under_load(tmp_path):
+    """A capture under background load (the demo's): every recorded frame in a slow packet's
+    window is named by its class and length (the hp requests are 64 B UDP payloads: 68 B on
+    the wire per the simulated bench's profile), the background frames as unrecorded."""
+    demo_load = pytest.importorskip("latscope.capture.sim.demo_load")
+    row = demo_load.capture_under_load("el-dm-64", str(tmp_path), packets=100)
+    a = api.load(row["path"])
+    f = api.explain(a, "rx.udp[hp]", top=5)
+    assert f.unrecorded == "unrecorded (other/bg)"
+    frames = [w for p in f.packets for w in p.frames]
+    own = [w for w in frames if w.own]
+    assert len(own) == 5 and all(w.cls == "hp" and w.length == 68 for w in own)
+    assert all(w.cls in ("hp", None) for w in frames)
+    assert any(w.cls is None and w.direction == "rx" for w in frames)   # background load
