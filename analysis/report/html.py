@@ -23,7 +23,7 @@ import sys
 
 from latscope import LatscopeError
 from latscope.analysis.forensics import frames_summary
-from latscope.analysis.grouping import display_labels, family, is_simulated
+from latscope.analysis.grouping import display_labels, family, is_simulated, load_condition
 from latscope.analysis.report import figures, summary
 from latscope.analysis.report.labels import integrity_note
 from latscope.analysis.report.tables import (
@@ -292,24 +292,34 @@ def write_report(analyses, out_dir, *, warnings=None, workers=None, command=None
     order = {"fast": 0, "mac": 1, "repeat": 2, "size": 3}
     lead_verdicts = [v.sentence for v in sorted(verdicts, key=lambda v: order.get(v.kind, 4))
                      if v.percent == 50.0 and v.lower_ns is not None and v.upper_ns is not None
-                     and v.measurement.split(" ")[0] in delivery]
+                     and v.measurement.split(" ")[0] in delivery and not v.condition]
+    # the fast track against the stack under background load: its own verdicts, p50 and p99
+    loaded = [v for v in verdicts if v.condition and v.kind == "fast"
+              and v.measurement.split(" ")[0] in delivery]
     parts = answer
     window = summary.window_text(analyses)
     if window:
         parts.append(window)
-    left_off = summary.unbounded_note(analyses, labels, lead_names)
-    if left_off:
-        parts.append(left_off)
     ranking = summary.ranking_sentences(analyses, labels, lead_names)
     if ranking:
         parts.append(("ul", ranking))
+    for cond in dict.fromkeys(v.condition for v in loaded):
+        mine = [v.sentence for v in loaded if v.condition == cond]
+        parts.append(f"The fast track against the stack under {cond}, on the measured "
+                     f"requests' delivery to the application (95 % intervals, p50 and p99):")
+        parts.append(("ul", mine))
     if lead_verdicts:
-        parts.append(f"Verdicts at p50 on {', '.join(delivery)} (95 % intervals; p99 and every "
-                     f"other measurement under Comparisons):")
+        idle = [n for n in delivery if any(n in a.stats and a.stats[n].n and
+                                           not load_condition(a.metadata) for a in analyses)]
+        parts.append(f"Verdicts at p50 on {', '.join(idle or delivery)} (95 % intervals; p99 "
+                     f"and every other measurement under Comparisons):")
         parts.append(("ul", lead_verdicts[:LEAD_VERDICTS]))
         if len(lead_verdicts) > LEAD_VERDICTS:
             parts.append(("details", f"{len(lead_verdicts) - LEAD_VERDICTS} more verdicts at "
                                      f"p50", lead_verdicts[LEAD_VERDICTS:]))
+    left_off = summary.unbounded_note(analyses, labels, lead_names)
+    if left_off:
+        parts.append(left_off)
     parts.append(summary.headline_table(analyses, labels, lead_names))
     sections.append(("What was measured and what it found", parts,
                      [("summary", jobs[-1][3])] if lead_rows else [],
@@ -371,7 +381,8 @@ def write_report(analyses, out_dir, *, warnings=None, workers=None, command=None
                  "frame sizes within a MAC, the fast track against the stack, repeats of one "
                  "configuration. Each row: other − baseline; Mann-Whitney p and Cliff's δ say "
                  "whether the whole distribution moved.")
-        rest = [v.sentence for v in verdicts if v.sentence not in lead_verdicts]
+        shown_first = set(lead_verdicts) | {v.sentence for v in loaded}
+        rest = [v.sentence for v in verdicts if v.sentence not in shown_first]
         more = [("details", f"every other verdict ({len(rest)})", rest)] if rest else []
         sections.append(("Comparisons", [intro] + more + tables, [], None, False))
     sized = [a for a in analyses if a.size is not None and a.result.packets is not None]

@@ -15,7 +15,7 @@ from latscope.analysis.definitions import (
     default_definitions,
     parse_definitions,
 )
-from latscope.analysis.grouping import FAST_DELIVERY, STACK_DELIVERY
+from latscope.analysis.grouping import FAST_DELIVERY, STACK_DELIVERY, load_condition
 from latscope.analysis.report.tables import Table
 from latscope.analysis.stats import n_required
 from latscope.analysis.units import time_unit
@@ -77,6 +77,8 @@ class Verdict:
     lower_ns: float | None
     upper_ns: float | None
     sentence: str
+    #: the background load both captures ran under, in words, or None (the group's condition)
+    condition: str | None = None
 
     @property
     def decided(self):
@@ -120,9 +122,12 @@ def bounded(stats):
 def unbounded_note(analyses, labels, names):
     """A sentence naming the captures left off the first screen because their sample does not
     bound p50 of a headline measurement, or ``None``."""
+    def by_class(a, n):      # rx.udp[hp] bounded: the capture's per-class figure stands for it
+        return any(k.startswith(n + "[") and bounded(v) for k, v in a.stats.items())
     left = [f"{lab} {n} ({a.stats[n].n:,} packet{'s' if a.stats[n].n != 1 else ''})"
             for n in names for a, lab in zip(analyses, labels, strict=True)
-            if n in a.stats and a.stats[n].n and not bounded(a.stats[n])]
+            if n in a.stats and a.stats[n].n and not bounded(a.stats[n])
+            and not by_class(a, n)]
     if not left:
         return None
     return ("Left off this summary because the sample does not bound even the median (see "
@@ -164,7 +169,19 @@ def headline_table(analyses, labels, names, confidence=0.95):
 
 def ranking_sentences(analyses, labels, names):
     """Per measurement, one sentence ranking the captures by p50: ``<`` where the two intervals
-    are disjoint, ``≈`` where they overlap (the sample cannot order them)."""
+    are disjoint, ``≈`` where they overlap (the sample cannot order them). Captures under
+    background load (:func:`~latscope.analysis.grouping.load_condition`) are ranked only among
+    themselves, in a sentence of their own."""
+    conditions = [load_condition(a.metadata) for a in analyses]
+    out = []
+    for cond in dict.fromkeys(conditions):
+        mine = [i for i, c in enumerate(conditions) if c == cond]
+        out += _ranking([analyses[i] for i in mine], [labels[i] for i in mine], names,
+                        f" under {cond[1]}" if cond else "")
+    return out
+
+
+def _ranking(analyses, labels, names, under):
     out = []
     for name in names:
         members = [(a.stats[name].quantiles[50.0], lab)
@@ -179,7 +196,7 @@ def ranking_sentences(analyses, labels, names):
             apart = (prev.upper_ns is not None and q.lower_ns is not None
                      and prev.upper_ns < q.lower_ns)
             text += f" {'<' if apart else '≈'} {lab} ({unit.fmt(q.value_ns)})"
-        out.append(f"{name} at p50 ({unit.name}), fastest first: {text}.")
+        out.append(f"{name} at p50{under} ({unit.name}), fastest first: {text}.")
     return out
 
 
@@ -192,6 +209,8 @@ def verdicts(grouped, percents=HEADLINE_PERCENTS, simulated=False):
     out = []
     tag = " (SIMULATED)" if simulated else ""
     for group, rows in grouped:
+        cond = getattr(group, "condition", None)
+        under = f" under {cond}" if cond else ""
         for r in rows:
             c = r.comparison
             for p in percents:
@@ -205,21 +224,21 @@ def verdicts(grouped, percents=HEADLINE_PERCENTS, simulated=False):
                 unit = time_unit([abs(q.diff_ns)] if q.diff_ns else [1.0])
                 if q.lower_ns is None or q.upper_ns is None:
                     need = n_required(p / 100, c.confidence)
-                    text = (f"{name} at p{p:g}: {r.other} − {r.base} is "
+                    text = (f"{name} at p{p:g}{under}: {r.other} − {r.base} is "
                             f"{unit.fmt(q.diff_ns)} {unit.name} with no interval (needs ≥ "
-                            f"{need:,} packets each){tag}")
+                            f"{need:,} packets each), so no verdict{tag}")
                 elif q.lower_ns > 0 or q.upper_ns < 0:
                     faster, slower = (r.other, r.base) if q.diff_ns < 0 else (r.base, r.other)
                     lo, hi = sorted((abs(q.lower_ns), abs(q.upper_ns)))
                     text = (f"{faster} {verb} {unit.fmt(abs(q.diff_ns))} {unit.name} "
                             f"[{unit.fmt(lo)}, {unit.fmt(hi)}] sooner than {slower} at "
-                            f"p{p:g}{tag}")
+                            f"p{p:g}{under}{tag}")
                 else:
-                    text = (f"{name} at p{p:g}: no difference between {r.other} and {r.base} "
-                            f"can be told ({unit.fmt(q.diff_ns)} {unit.name} "
+                    text = (f"{name} at p{p:g}{under}: no difference between {r.other} and "
+                            f"{r.base} can be told ({unit.fmt(q.diff_ns)} {unit.name} "
                             f"[{unit.fmt(q.lower_ns)}, {unit.fmt(q.upper_ns)}]){tag}")
                 out.append(Verdict(group.kind, r.base, r.other, name, p, q.diff_ns, q.lower_ns,
-                                   q.upper_ns, text + "."))
+                                   q.upper_ns, text + ".", cond))
     return out
 
 

@@ -179,8 +179,15 @@ def test_demo_under_load_per_class(tmp_path):
         assert r["e2e"]["n"] == r["replied"] == 150 - r["dropped"]
     stack, fast = rows
     assert stack["deliver"]["p50"] - fast["deliver"]["p50"] > 1.0
-    table = demo_command.format_load_table(rows)
-    assert "fast-track-64" in table and " hp " in table and "earlier than the stack" in table
+    sentences = demo_command.load_verdicts(rows)
+    assert sentences[0].startswith("fast-track-64-bg60 delivers to the app ")
+    assert "sooner than el-dm-64-bg60 at p50 under 60 % background load (IMIX) (SIMULATED)." \
+        in sentences[0]
+    # 150 packets bound no p99 (a two-sided 95 % interval needs >= 368): no verdict there
+    assert "at p99 under 60 % background load (IMIX): " in sentences[1]
+    assert "so no verdict" in sentences[1]
+    table = demo_command.format_load_table(rows, verdicts=sentences)
+    assert "fast-track-64" in table and " hp " in table and table.endswith(sentences[-1])
 
 
 class _Terminal(io.StringIO):
