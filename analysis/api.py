@@ -37,7 +37,8 @@ from latscope.analysis.marker_identity import decode, is_coded_channel
 from latscope.analysis.pairing import STATUS_NAMES
 from latscope.analysis.report.html import write_report as write_report_page
 from latscope.analysis.report.labels import class_label, counted_only_classes, integrity_note
-from latscope.analysis.report.tables import compare_classes, summary_text
+from latscope.analysis.report.summary import bounded, headline_names
+from latscope.analysis.report.tables import common_names, compare_classes, summary_text
 from latscope.analysis.stats import DEFAULT_EXACT_LIMIT, PERCENTILES, percentile_key
 from latscope.capture.events import Events
 from latscope.capture.files.interop import window_ticks
@@ -46,7 +47,8 @@ from latscope.capture.files.provenance import provenance
 
 __all__ = ["Analysis", "integrity_note", "load", "analyze_file", "from_events", "summary_frame",
            "packets_frame", "capture_label", "capture_size", "summarize_captures", "write_report",
-           "repository_root", "class_label", "counted_only_classes", "explain", "window_of"]
+           "repository_root", "class_label", "counted_only_classes", "explain", "window_of",
+           "explain_headlines"]
 
 
 @dataclasses.dataclass
@@ -751,11 +753,26 @@ def summarize_captures(paths, *, definitions=None):
     return summary_text(analyses)
 
 
-def write_report(paths, out_dir, *, definitions=None):
-    """Analyse captures and write ``report.html`` and ``report.md`` into ``out_dir``; returns the
-    paths written (for ``latscope demo``)."""
+def write_report(paths, out_dir, *, definitions=None, explain_top=3):
+    """Analyse captures and write ``report.html`` and ``report.md`` into ``out_dir``, with the
+    ``explain_top`` slowest packets of each capture's headline measurements explained
+    (:func:`explain_headlines`; 0: none); returns the paths written (for ``latscope demo``)."""
     analyses = [analyze_file(p, definitions=definitions, packets=True) for p in paths]
-    return write_report_page(analyses, out_dir)
+    return write_report_page(analyses, out_dir,
+                             forensics=explain_headlines(analyses, top=explain_top))
+
+
+def explain_headlines(analyses, *, top=3):
+    """``{capture label: [Forensics]}``: :func:`explain` of each capture's headline
+    measurements (those the report's first screen leads with) whose sample bounds p50, as
+    ``write_report(forensics=...)`` takes it; empty for ``top`` 0."""
+    out = {}
+    if not top:
+        return out
+    for a in analyses:
+        names = [n for n in headline_names(common_names([a])) if bounded(a.stats[n])]
+        out[a.label] = [explain(a, n, top=top) for n in names]
+    return out
 
 
 def to_json(analysis):

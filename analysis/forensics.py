@@ -22,8 +22,8 @@ api.explain` reads a capture for it, and the report shows it.
 >>> p = f.packets[0]
 >>> p.packet, p.latency_ns, [(e.t_ns, e.channel, e.rising) for e in p.events][:3]
 (2, 900.0, [(-500.0, 'tx_en', True), (-400.0, 'tx_en', False), (0.0, 'rx_dv', False)])
->>> [(w.direction, w.start_ns, w.duration_ns) for w in p.frames]   # its own frame, cut
-[('rx', -600.0, None), ('tx', -500.0, 100.0)]
+>>> [(w.direction, w.start_ns, w.duration_ns, w.own) for w in p.frames]  # own: no rise here
+[('tx', -500.0, 100.0, False), ('rx', 0.0, None, True)]
 """
 
 import dataclasses
@@ -50,11 +50,13 @@ class WindowEvent:
 @dataclasses.dataclass(frozen=True)
 class WireFrame:
     """A frame on the wire in the window: ``direction`` ("rx" or "tx"), its first edge
-    ``start_ns`` after the packet's start, and ``duration_ns`` (``None`` where the window cuts
-    it). ``cls`` and ``length`` (bytes from the destination MAC through the FCS) come from the
-    frame's FRAME record where the capture has one (``None`` otherwise: the class then is
-    ``unrecorded``, the classes the capture counts but does not record, when known); ``own``
-    marks the packet's own frame (the received frame whose end starts it)."""
+    ``start_ns`` after the packet's start (its end where its start is not in the capture), and
+    ``duration_ns`` (``None`` where its other edge is not in the capture; a frame the window
+    cuts is completed from the edges beyond it). ``cls`` and ``length`` (bytes from the
+    destination MAC through the FCS) come from the frame's FRAME record where the capture has
+    one (``None`` otherwise: the class then is ``unrecorded``, the classes the capture counts
+    but does not record, when known); ``own`` marks the packet's own frame (the received frame
+    whose end starts it, or the reply whose start stops it)."""
     direction: str
     start_ns: float
     duration_ns: float | None
@@ -67,7 +69,7 @@ class WireFrame:
         what = self.cls if self.cls is not None else unrecorded
         size = (f"{self.length} B" if self.length is not None else
                 f"{self.duration_ns / 1000:.3f} µs" if self.duration_ns is not None else
-                "cut by the window")
+                "of unknown length")
         return " ".join(x for x in (self.direction, what, size) if x)
 
 
@@ -142,30 +144,59 @@ def slowest(latency, top=10, beyond=None):
     return keep
 
 
-def _frames(ticks, ts, chs, rs, names, lo, records):
-    """Pulses of the DV channels among the window's edges (sorted by time); ``ticks`` are the
-    edges' times, ``ts`` the same in ns from the packet's start; ``records`` maps
-    ``(direction, first edge tick)`` to a record's ``(class, length)``."""
+#: How many events past a window's edge are searched for the other edge of a frame it cuts.
+_REACH = 1 << 16
+
+
+def _edge_beyond(time, channel, rising, index, ch, forward):
+    """Tick of channel ``ch``'s next falling edge at or after ``index`` (``forward``), or of its
+    last rising edge before ``index``; ``None`` within :data:`_REACH` events."""
+    seg = slice(index, index + _REACH) if forward else slice(max(0, index - _REACH), index)
+    hit = np.flatnonzero((np.asarray(channel[seg]) == ch)
+                         & (np.asarray(rising[seg], dtype=bool) != forward))
+    if not len(hit):
+        return None
+    return int(time[seg][hit[0] if forward else hit[-1]])
+
+
+def _frames(time, channel, rising, a, b, s, tick_ns, names, latency_ns, records):
+    """Pulses of the DV channels among the window's edges ``time[a:b]`` (sorted by start); a
+    pulse the window cuts is completed from the edges beyond it; times in ns from the packet's
+    start tick ``s``; ``records`` maps ``(direction, first edge tick)`` to a record's
+    ``(class, length)``."""
+    ticks = np.asarray(time[a:b])
+    chs, rs = np.asarray(channel[a:b]), np.asarray(rising[a:b], dtype=bool)
     out = []
+
+    def pulse(direction, rise, fall):
+        cls, length = records.get((direction, rise), (None, None)) if rise is not None \
+            else (None, None)
+        start_ns = None if rise is None else (rise - s) * tick_ns
+        end_ns = None if fall is None else (fall - s) * tick_ns
+        own = (direction == "rx" and end_ns == 0) or (direction == "tx" and start_ns is not None
+                                                      and start_ns == latency_ns)
+        duration = None if start_ns is None or end_ns is None else end_ns - start_ns
+        return WireFrame(direction, float(start_ns if start_ns is not None else end_ns),
+                         duration, cls, length, own)
     for ch_index, name in enumerate(names):
         direction = DV_CHANNELS.get(name)
         if direction is None:
             continue
         sel = chs == ch_index
-        tick, t, r = ticks[sel], ts[sel], rs[sel]
+        tick, r = ticks[sel], rs[sel]
         k = 0
         if len(r) and not r[0]:          # the window opens inside a frame
-            out.append(WireFrame(direction, float(lo), None, own=bool(t[0] == 0)))
+            out.append(pulse(direction, _edge_beyond(time, channel, rising, a, ch_index, False),
+                             int(tick[0])))
             k = 1
         while k < len(r):
-            cls, length = records.get((direction, int(tick[k])), (None, None))
             if r[k] and k + 1 < len(r) and not r[k + 1]:
-                out.append(WireFrame(direction, float(t[k]), float(t[k + 1] - t[k]), cls,
-                                     length, own=direction == "rx" and t[k + 1] == 0))
+                out.append(pulse(direction, int(tick[k]), int(tick[k + 1])))
                 k += 2
             else:
-                if r[k]:
-                    out.append(WireFrame(direction, float(t[k]), None, cls, length))
+                if r[k]:                 # the window closes inside a frame
+                    out.append(pulse(direction, int(tick[k]),
+                                     _edge_beyond(time, channel, rising, b, ch_index, True)))
                 k += 1
     return tuple(sorted(out, key=lambda f: f.start_ns))
 
@@ -248,8 +279,8 @@ def explain(start, latency, time, channel, rising, *, tick_hz, channel_names, me
         faster = float(np.count_nonzero(values < lat)) / n
         packets.append(SlowPacket(int(i), s, s / tick_hz, lat * tick_ns, rank, faster,
                                   p999 is not None and lat * tick_ns > p999, queued, events,
-                                  _frames(time[a:b], ts, chs, rs, channel_names, -before,
-                                          lookup)))
+                                  _frames(time, channel, rising, a, b, s, tick_ns,
+                                          channel_names, lat * tick_ns, lookup)))
     return Forensics(measurement, n, p50, p999, before, tuple(packets),
                      records.unrecorded if records is not None else None)
 
@@ -259,7 +290,7 @@ def format_forensics(f, *, max_events=40):
     head = (f"{f.measurement}: the {len(f.packets)} slowest of {f.n:,} packets (p50 "
             f"{f.p50_ns / 1000:.3f} µs"
             + (f", p99.9 {f.p999_ns / 1000:.3f} µs" if f.p999_ns is not None else
-               ", no p99.9 below 1,000 packets") + f"); window: {f.before_ns / 1000:g} µs "
+               ", no p99.9 below 1,000 packets") + f"); window: {f.before_ns / 1000:.3g} µs "
             f"before each start to its stop; times in µs from the start")
     lines = [head]
     for p in f.packets:

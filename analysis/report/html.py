@@ -209,13 +209,14 @@ def forensics_table(label, f):
     p999 = (f"p99.9 {f.p999_ns / 1000:.3f} µs" if f.p999_ns is not None else
             "too few packets for p99.9")
     return Table(f"{label} {f.measurement}: the {len(f.packets)} slowest of {f.n:,} packets "
-                 f"(µs; p50 {f.p50_ns / 1000:.3f} µs, {p999}; window from {f.before_ns / 1000:g}"
+                 f"(µs; p50 {f.p50_ns / 1000:.3f} µs, {p999}; window from {f.before_ns / 1000:.3g}"
                  f" µs before each start to its stop)",
                  ["rank", "packet", "at s", "latency µs", "slower than", "beyond p99.9",
                   "requests queued ahead", "its own frame",
                   "other frames on the wire (direction, class, size or duration × count)",
                   "last edges (µs from its start)"], rows, "µs",
-                 collapsed=not any(p.beyond_p999 for p in f.packets))
+                 collapsed=not (any(p.beyond_p999 for p in f.packets)
+                                or f.unrecorded is not None))
 
 
 def write_report(analyses, out_dir, *, warnings=None, workers=None, command=None,
@@ -371,7 +372,8 @@ def write_report(analyses, out_dir, *, warnings=None, workers=None, command=None
                      "class and size in bytes from the capture's frame records; a frame the "
                      "capture does not record shows its duration) and the last edges "
                      "(frames, interrupts, markers) before its stop. Tables with packets beyond "
-                     "p99.9 are open; the others are folded. `latscope analyze --explain N` "
+                     "p99.9, or from captures with frame records, are open; the others are "
+                     "folded. `latscope analyze --explain N` "
                      "prints every edge of each window.")
             sections.append(("Why the slowest packets were slow", [intro] + tables, [], None,
                              False))

@@ -8,6 +8,7 @@ Pure: analysis results in, sentences, :class:`~latscope.analysis.report.tables.T
 
 import dataclasses
 import datetime
+import math
 
 import latscope
 from latscope.analysis.definitions import (
@@ -223,7 +224,8 @@ def verdicts(grouped, percents=HEADLINE_PERCENTS, simulated=False):
                                              f"reaches the end of {r.other_name}")
                 unit = time_unit([abs(q.diff_ns)] if q.diff_ns else [1.0])
                 if q.lower_ns is None or q.upper_ns is None:
-                    need = n_required(p / 100, c.confidence)
+                    # each side's interval is at sqrt(confidence), as compare_samples has it
+                    need = n_required(p / 100, math.sqrt(c.confidence))
                     text = (f"{name} at p{p:g}{under}: {r.other} − {r.base} is "
                             f"{unit.fmt(q.diff_ns)} {unit.name} with no interval (needs ≥ "
                             f"{need:,} packets each), so no verdict{tag}")

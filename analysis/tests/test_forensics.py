@@ -139,3 +139,20 @@ def test_api_names_the_frames_of_a_capture_under_load(tmp_path):
     assert len(own) == 5 and all(w.cls == "hp" and w.length == 68 for w in own)
     assert all(w.cls in ("hp", None) for w in frames)
     assert any(w.cls is None and w.direction == "rx" for w in frames)   # background load
+
+
+def test_a_frame_the_window_cuts_is_completed_from_the_edges_beyond_it():
+    # window [200, 1500] ns (before_ns 800 of the start 1000, to the stop 1500): a background
+    # frame from 100 to 300 opens inside it, one from 1400 to 1900 is still on the wire at
+    # the stop; both get their whole duration, and the one with a record its class and size
+    start, latency = np.array([1000]), np.array([500])
+    events = [(100, 0, True), (300, 0, False), (900, 0, True), (1000, 0, False),
+              (1400, 0, True), (1500, 3, True), (1900, 0, False)]
+    records = FrameRecords(start=np.array([100]), direction=np.array([0]),
+                           cls=np.array(["bg"], dtype=object), length=np.array([1500]))
+    f = explain(start, latency, *_edges(events), tick_hz=1_000_000_000, channel_names=NAMES,
+                measurement="rx.isr", top=1, before_ns=800, records=records)
+    assert [(w.start_ns, w.duration_ns, w.cls, w.length, w.own) for w in f.packets[0].frames] \
+        == [(-900.0, 200.0, "bg", 1500, False), (-100.0, 100.0, None, None, True),
+            (400.0, 500.0, None, None, False)]
+    assert frames_summary(f.packets[0]) == "rx bg 1500 B ×1, rx 0.500 µs ×1"

@@ -183,7 +183,8 @@ def test_demo_under_load_per_class(tmp_path):
     assert sentences[0].startswith("fast-track-64-bg60 delivers to the app ")
     assert "sooner than el-dm-64-bg60 at p50 under 60 % background load (IMIX) (SIMULATED)." \
         in sentences[0]
-    # 150 packets bound no p99 (a two-sided 95 % interval needs >= 368): no verdict there
+    # 150 packets bound no p99 difference (each side's interval at sqrt(0.95) needs >= 435
+    # packets, stats.n_required): no verdict there
     assert "at p99 under 60 % background load (IMIX): " in sentences[1]
     assert "so no verdict" in sentences[1]
     table = demo_command.format_load_table(rows, verdicts=sentences)

@@ -5,7 +5,6 @@ import sys
 
 from latscope import LatscopeError
 from latscope.analysis import api, report, store
-from latscope.analysis.report.summary import bounded, headline_names
 from latscope.capture.files.outputs import check_output_folder, output_folder
 from latscope.commands.analyses import (
     DEFINITIONS_HELP,
@@ -66,11 +65,7 @@ def run(args):
                                           definitions=definitions(args.definitions))
             print(f"latscope report: {a.path}: stored as run {stored.run_id} in {args.store}",
                   file=sys.stderr)
-    forensics = {}
-    if args.explain:
-        for a in analyses:
-            names = [n for n in headline_names(report.common_names([a])) if bounded(a.stats[n])]
-            forensics[a.label] = [api.explain(a, n, top=args.explain) for n in names]
+    forensics = api.explain_headlines(analyses, top=args.explain)
     window = [f"--{flag} {float(value):.9g}" for flag, value
               in (("from", args.start), ("to", args.stop)) if value is not None]
     command = " ".join(["latscope", "report", *args.files, *window, "-o", args.output])
