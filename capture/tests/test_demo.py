@@ -163,6 +163,11 @@ def test_table_format():
     assert lines[0].split() == ["config", "stage", "n", "mean", "±", "3σ", "p50", "p99",
                                 "p99.9", "max", "paper"]
     assert "12,345" in lines[2] and "7.48 ± 0.35" in lines[2] and "9.200" in lines[2]
+    assert "†" not in text
+    few = dict(rows[0], n=200, p99_bounded=False, p999_bounded=False)
+    short = demo_command.format_table([few]).splitlines()
+    assert "9.200†" in short[2] and short[-1].startswith("† the sample does not bound")
+    assert "≥ 368 packets for p99, ≥ 3,688 for p99.9" in short[-1]
 
 
 def test_demo_under_load_per_class(tmp_path):
@@ -189,6 +194,7 @@ def test_demo_under_load_per_class(tmp_path):
     assert "so no verdict" in sentences[1]
     table = demo_command.format_load_table(rows, verdicts=sentences)
     assert "fast-track-64" in table and " hp " in table and table.endswith(sentences[-1])
+    assert "† p99 not bounded by the sample (needs ≥ 368 requests)" in table   # 150 requests
 
 
 class _Terminal(io.StringIO):

@@ -13,6 +13,7 @@ from latscope import LatscopeError
 from latscope.analysis import api
 from latscope.analysis.report import summary
 from latscope.analysis.report.tables import compare_grouped
+from latscope.analysis.stats import n_required
 from latscope.capture.files.outputs import check_output_folder
 from latscope.capture.sim import demo_load, simbench
 from latscope.capture.sim.demo import DEFAULT_PACKETS, QUICK_PACKETS, run_demo
@@ -41,7 +42,8 @@ def _stats_from_analysis(path):
         out[name] = {"n": s.n, "mean": s.mean_ns, "three_sigma": s.three_sigma_ns,
                      "p50": s.quantiles[50].value_ns, "p99": s.quantiles[99].value_ns,
                      "p999": s.quantiles[99.9].value_ns, "max": s.max_ns,
-                     "resolution": s.resolution_ns}
+                     "resolution": s.resolution_ns,
+                     "bounded": {p: s.quantiles[p].upper_ns is not None for p in (99, 99.9)}}
     return out
 
 
@@ -61,6 +63,7 @@ def comparison_rows(results):
                          "p50_us": s["p50"] / 1e3, "p99_us": s["p99"] / 1e3,
                          "p999_us": s["p999"] / 1e3, "max_us": s["max"] / 1e3,
                          "resolution_ns": s["resolution"], "paper": _paper(profile, stage),
+                         "p99_bounded": s["bounded"][99], "p999_bounded": s["bounded"][99.9],
                          "source": "analysis"})
     return rows
 
@@ -69,10 +72,13 @@ def format_table(rows):
     """The comparison table as text (µs; the paper's x̄ ± 3σ where Table I has the cell)."""
     headers = ("config", "stage", "n", "mean ± 3σ", "p50", "p99", "p99.9", "max", "paper")
     cells = [headers]
+
+    def value(r, key):      # † where the sample does not bound the percentile
+        return f"{r[key + '_us']:.3f}" + ("" if r.get(key + "_bounded", True) else "†")
     for r in rows:
         cells.append((r["config"], r["stage"], f"{r['n']:,}",
                       f"{r['mean_us']:.2f} ± {r['three_sigma_us']:.2f}", f"{r['p50_us']:.3f}",
-                      f"{r['p99_us']:.3f}", f"{r['p999_us']:.3f}", f"{r['max_us']:.2f}",
+                      value(r, "p99"), value(r, "p999"), f"{r['max_us']:.2f}",
                       r["paper"] or "-"))
     widths = [max(len(c[i]) for c in cells) for i in range(len(headers))]
     lines = []
@@ -81,6 +87,10 @@ def format_table(rows):
                                for i, (c, w) in enumerate(zip(row, widths, strict=True))).rstrip())
         if k == 0:
             lines.append("  ".join("-" * w for w in widths))
+    if any(not r.get(k, True) for r in rows for k in ("p99_bounded", "p999_bounded")):
+        lines.append(f"† the sample does not bound this percentile (a two-sided 95 % interval "
+                     f"needs ≥ {n_required(0.99):,} packets for p99, ≥ {n_required(0.999):,} for "
+                     f"p99.9): a value of these packets, not a conclusion")
     return "\n".join(lines)
 
 
@@ -97,7 +107,8 @@ def analyse_under_load(row):
     for key, name in (("deliver", row["deliver_stage"]), ("e2e", "node.e2e[hp]")):
         s = analysis.stats.get(name)
         row[key] = None if s is None or not s.n else {
-            "n": s.n, "p50": s.p50_ns / 1e3, "p99": s.p99_ns / 1e3, "max": s.max_ns / 1e3}
+            "n": s.n, "p50": s.p50_ns / 1e3, "p99": s.p99_ns / 1e3, "max": s.max_ns / 1e3,
+            "p99_bounded": s.quantiles[99.0].upper_ns is not None}
     return row
 
 
@@ -116,7 +127,9 @@ def format_load_table(rows, idle=None, verdicts=None):
              f"{'':<16} {'':>5} {'':>5} {'p50 / p99 µs':>22} {'p50 / p99 µs':>22}"]
 
     def pair(s):
-        return f"{s['p50']:.2f} / {s['p99']:.2f}" if s else "-"
+        if not s:
+            return "-"
+        return f"{s['p50']:.2f} / {s['p99']:.2f}" + ("" if s.get("p99_bounded", True) else "†")
     for r in rows:
         if idle and r["profile"] in idle:
             lines.append(f"{r['profile']:<16} {0:>5.0%} {'-':>5} "
@@ -124,6 +137,9 @@ def format_load_table(rows, idle=None, verdicts=None):
         lines.append(f"{r['profile']:<16} {r['load']:>5.0%} {'hp':>5} {pair(r['deliver']):>22} "
                      f"{pair(r['e2e']):>22} {r['requests']:>6} {r['dropped']:>5} "
                      f"{r['counted_bg']:>11,}")
+    if any(not (r.get(k) or {}).get("p99_bounded", True) for r in rows for k in ("deliver", "e2e")):
+        lines.append(f"† p99 not bounded by the sample (needs ≥ {n_required(0.99):,} requests): "
+                     f"a value of these requests, not a conclusion")
     lines += list(verdicts or ())
     return "\n".join(lines)
 
@@ -151,7 +167,8 @@ def idle_figures(results):
         s = api.analyze_file(r["path"]).stats.get(stage)
         if s is not None and s.n:
             out[r["profile"]] = {"p50": s.p50_ns / 1e3, "p99": s.p99_ns / 1e3,
-                                 "max": float(np.nan)}
+                                 "max": float(np.nan),
+                                 "p99_bounded": s.quantiles[99.0].upper_ns is not None}
     return out
 
 
