@@ -285,6 +285,9 @@ def write_report(analyses, out_dir, *, warnings=None, workers=None, command=None
                  if all(simulated) else f" ({sum(simulated)} SIMULATED: the simulated bench's "
                  f"model of the DUT, not hardware)") if any_sim else "")
     n_lead = sum(a.stats[n].n for a in analyses for n in lead_names if n in a.stats)
+    n_loaded = sum(1 for a in analyses if load_condition(a.metadata))
+    if n_loaded:
+        sim_text += f", {n_loaded} of them under background load"
     answer = [f"{len(analyses)} capture(s){sim_text}, {n_lead:,} packet latencies of the "
               f"headline measurement(s). {summary.measured_sentence(analyses, lead_names)} "
               f"Every measurement is defined in the Glossary."]
@@ -301,14 +304,17 @@ def write_report(analyses, out_dir, *, warnings=None, workers=None, command=None
     window = summary.window_text(analyses)
     if window:
         parts.append(window)
-    ranking = summary.ranking_sentences(analyses, labels, lead_names)
-    if ranking:
-        parts.append(("ul", ranking))
+    # the headline first: the fast track against the stack under load, then the rankings
     for cond in dict.fromkeys(v.condition for v in loaded):
         mine = [v.sentence for v in loaded if v.condition == cond]
         parts.append(f"The fast track against the stack under {cond}, on the measured "
                      f"requests' delivery to the application (95 % intervals, p50 and p99):")
         parts.append(("ul", mine))
+    ranking = summary.ranking_sentences(analyses, labels, lead_names)
+    if ranking:
+        parts.append("The ranking at p50 (< where the intervals are apart, ≈ where the sample "
+                     "cannot order them):")
+        parts.append(("ul", ranking))
     if lead_verdicts:
         idle = [n for n in delivery if any(n in a.stats and a.stats[n].n and
                                            not load_condition(a.metadata) for a in analyses)]

@@ -148,19 +148,23 @@ def headline_table(analyses, labels, names, confidence=0.95):
     with their distribution-free intervals ("no bound" where the sample has none); captures
     whose sample does not bound p50 are left out (:func:`unbounded_note` names them).
 
-    Rows are sorted by measurement, then by p50 (fastest first), so the table is the ranking."""
+    Rows are sorted by measurement and load condition, then by p50 (fastest first), so the table
+    is the ranking."""
     values = [a.stats[n].quantiles[50.0].value_ns for a in analyses for n in names
               if n in a.stats and a.stats[n].n and 50.0 in a.stats[n].quantiles]
     unit = time_unit(values or [1000.0])
     rows = []
+    conditions = [load_condition(a.metadata) for a in analyses]
     for name in names:
-        members = [(a.stats[name], lab) for a, lab in zip(analyses, labels, strict=True)
-                   if name in a.stats and bounded(a.stats[name])]
-        members.sort(key=lambda m: m[0].quantiles[50.0].value_ns if 50.0 in m[0].quantiles
-                     else float("inf"))
-        for rank, (s, lab) in enumerate(members, 1):
-            rows.append([name, rank, lab, f"{s.n:,}"]
-                        + [_fmt_q(unit, s.quantiles.get(p)) for p in HEADLINE_PERCENTS])
+        for cond in dict.fromkeys(conditions):     # ranked within one load condition
+            members = [(a.stats[name], lab) for a, lab, c
+                       in zip(analyses, labels, conditions, strict=True)
+                       if c == cond and name in a.stats and bounded(a.stats[name])]
+            members.sort(key=lambda m: m[0].quantiles[50.0].value_ns if 50.0 in m[0].quantiles
+                         else float("inf"))
+            for rank, (s, lab) in enumerate(members, 1):
+                rows.append([name, rank, lab, f"{s.n:,}"]
+                            + [_fmt_q(unit, s.quantiles.get(p)) for p in HEADLINE_PERCENTS])
     conf = f"{confidence * 100:g} %"
     return Table(f"at a glance: p50 and p99 per capture ({unit.name}; {conf} intervals), "
                  f"fastest first", ["measurement", "rank", "capture", "packets",
