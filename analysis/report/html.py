@@ -61,6 +61,7 @@ th,td{border:1px solid #ddd;padding:3px 7px}td{white-space:nowrap}
 th{font-size:11px;max-width:110px}.ci{color:#666;font-size:10.5px}
 th{background:#f3f3f3;position:sticky;top:0}tr:nth-child(even) td{background:#fafafa}
 td.num{text-align:right}td.txt{text-align:left}
+td.long{white-space:normal;min-width:16em;max-width:36em}
 .note{font-size:12px;color:#555;max-width:1000px}
 figure{margin:16px 0}figure img{max-width:100%;height:auto}
 figcaption{font-size:12px;color:#555}
