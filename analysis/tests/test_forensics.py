@@ -3,6 +3,7 @@ ahead of them and the frames on the wire. Expected values are worked out by hand
 arrays each test builds."""
 
 import pathlib
+from fractions import Fraction
 
 import numpy as np
 import pytest
@@ -139,6 +140,19 @@ def test_api_names_the_frames_of_a_capture_under_load(tmp_path):
     assert len(own) == 5 and all(w.cls == "hp" and w.length == 68 for w in own)
     assert all(w.cls in ("hp", None) for w in frames)
     assert any(w.cls is None and w.direction == "rx" for w in frames)   # background load
+    # --from/--to on a frame capture: the requests whose frame starts in the window, no others
+    # (the records are placed against every DV edge of the capture, then kept by their start)
+    whole = a.packets()["rx.udp[hp]_ns"].notna().sum()
+    ends = np.sort(next(t for t in a.result.packets if "rx.udp[hp]" in t.latency).start)
+    lo, hi = int(ends[20]), int(ends[60])          # request ends (ticks) of the 21st and 61st
+    tick_hz = a.result.tick_hz
+    cut = api.analyze_file(row["path"], packets=True, start_s=Fraction(lo - 20_000, tick_hz),
+                           stop_s=Fraction(hi + 20_000, tick_hz))
+    # requests 21..61 end in the window, and their frames (< 20,000 ticks = 25 µs long at
+    # 800 MHz for 68 B at 100 Mb/s: 6.08 µs) start in it; their deliveries (~3 µs) too
+    assert cut.stats["rx.udp[hp]"].n == 41 < whole
+    assert cut.result.frames.unplaced == 0 and cut.metadata["window"]["start_tick"] == \
+        lo - 20_000
 
 
 def test_a_frame_the_window_cuts_is_completed_from_the_edges_beyond_it():

@@ -19,7 +19,12 @@ from latscope.commands.analyses import (
 
 def add_arguments(p):
     p.description = ("Write DIR/report.html (self-contained, plots embedded) and DIR/report.md "
-                     "(with PNG files): Table-I-style mean ± 3σ (and the paper's Table I beside it "
+                     "(with PNG files). It answers first (what was measured, p50 and p99 with "
+                     "intervals, the ranking, each comparison's verdict in a sentence, the fast "
+                     "track against the stack under load where such captures are given), then "
+                     "a table of contents, a glossary, the slowest packets with the frames and "
+                     "edges before each, and the detail: Table-I-style mean ± 3σ (and the "
+                     "paper's Table I beside it "
                      "for the simulated bench's paper profiles), percentile tables with "
                      "confidence intervals, log-scale histograms, percentile spectra (latency "
                      "against 1/(1-p)), time series, per-configuration percentiles, stage "
