@@ -17,6 +17,7 @@ from latscope.analysis.definitions import (
     parse_definitions,
 )
 from latscope.analysis.grouping import FAST_DELIVERY, STACK_DELIVERY, load_condition
+from latscope.analysis.report.figures import bounded
 from latscope.analysis.report.tables import Table
 from latscope.analysis.stats import n_required
 from latscope.analysis.units import time_unit
@@ -111,13 +112,6 @@ def headline_names(names):
     """
     lead = [n for n in names if n.split("[")[0] in (STACK_DELIVERY, FAST_DELIVERY, "tx.wire")]
     return lead or list(names)
-
-
-def bounded(stats):
-    """Whether ``stats`` (a :class:`~latscope.analysis.stats.LatencyStats`) has a two-sided
-    interval at p50: the least a capture must have for the first screen to rank it."""
-    q = stats.quantiles.get(50.0) if stats.n else None
-    return q is not None and q.lower_ns is not None and q.upper_ns is not None
 
 
 def unbounded_note(analyses, labels, names):
