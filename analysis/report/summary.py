@@ -322,9 +322,12 @@ def glossary(analyses, names, confidence=0.95):
                      f"and for p99.99 ≥ {n9999:,} (the smallest n whose upper rank is within "
                      f"the sample). Below that, the sample's maximum says nothing about that "
                      f"percentile and no conclusion here rests on it."),
-        ("Δ (difference)", "other − baseline; its interval is distribution-free for "
-                           "percentiles and Welch's t interval for the mean. An interval "
-                           "holding 0 means the sample cannot tell which is faster."),
+        ("Δ (difference)", f"other − baseline; its interval is distribution-free for "
+                           f"percentiles (from each side's interval at √{conf}, so that both "
+                           f"hold together at {conf}: a p99 difference needs ≥ "
+                           f"{n_required(0.99, math.sqrt(confidence)):,} packets each) and "
+                           f"Welch's t interval for the mean. An interval holding 0 means the "
+                           f"sample cannot tell which is faster."),
         ("Mann-Whitney p, Cliff's δ", "whether the whole distribution moved: p is the two-sided "
                                       "test's probability under no shift; δ = 2·P(other > "
                                       "base) − 1, from −1 (always faster) to +1 (always "
