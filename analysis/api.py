@@ -30,20 +30,25 @@ from latscope.analysis.definitions import (
     resolve_markers,
 )
 from latscope.analysis.engine import Analyzer, PacketTable
+from latscope.analysis.forensics import FrameRecords
 from latscope.analysis.forensics import explain as explain_packets
 from latscope.analysis.frames import analyze_frames
 from latscope.analysis.marker_identity import decode, is_coded_channel
 from latscope.analysis.pairing import STATUS_NAMES
 from latscope.analysis.report.html import write_report as write_report_page
 from latscope.analysis.report.labels import class_label, counted_only_classes, integrity_note
-from latscope.analysis.report.tables import compare_classes, summary_text
+from latscope.analysis.report.summary import bounded, headline_names
+from latscope.analysis.report.tables import common_names, compare_classes, summary_text
 from latscope.analysis.stats import DEFAULT_EXACT_LIMIT, PERCENTILES, percentile_key
+from latscope.capture.events import Events
+from latscope.capture.files.interop import window_ticks
 from latscope.capture.files.open import open_events
 from latscope.capture.files.provenance import provenance
 
 __all__ = ["Analysis", "integrity_note", "load", "analyze_file", "from_events", "summary_frame",
            "packets_frame", "capture_label", "capture_size", "summarize_captures", "write_report",
-           "repository_root", "class_label", "counted_only_classes", "explain"]
+           "repository_root", "class_label", "counted_only_classes", "explain", "window_of",
+           "explain_headlines"]
 
 
 @dataclasses.dataclass
@@ -108,7 +113,7 @@ class Analysis:
     def to_dict(self):
         out = self.result.to_dict()
         out.update(path=self.path, label=self.label, size=self.size,
-                   provenance=provenance(self.metadata))
+                   provenance=provenance(self.metadata), window=window_of(self))
         fa = getattr(self.result, "frames", None)
         if fa is not None and out.get("frames") is not None:
             # class names beside the numbers, and the classes the FPGA only counted
@@ -245,9 +250,26 @@ def explain(analysis, name, *, top=10, before_ns=None):
     listed = [names.get(i, f"ch{i}") for i in range(max(names, default=-1) + 1)]
     top_channel = int(channel.max()) if len(channel) else -1
     listed += [f"ch{i}" for i in range(len(listed), top_channel + 1)]
+    fa = analysis.result.frames
     return explain_packets(start, latency, time, channel, rising,
                            tick_hz=analysis.result.tick_hz, channel_names=listed,
-                           measurement=name, top=top, before_ns=before_ns)
+                           measurement=name, top=top, before_ns=before_ns,
+                           records=fa.placed if fa is not None else None)
+
+
+def unrecorded_classes(metadata):
+    """What a frame without a FRAME record is, from the capture config's ``[frames]`` table:
+    ``"unrecorded (bg/other)"`` when it names the recorded classes, else ``"unrecorded"``.
+
+    >>> unrecorded_classes({"frames": {"classes": {"0": "other", "1": "hp", "2": "bg"},
+    ...                                "record": ["hp"]}})
+    'unrecorded (other/bg)'
+    """
+    frames = (metadata or {}).get("frames") or {}
+    recorded = set(frames.get("record") or ())
+    others = [n for _, n in sorted((frames.get("classes") or {}).items(),
+                                   key=lambda kv: int(kv[0])) if n not in recorded]
+    return f"unrecorded ({'/'.join(others)})" if recorded and others else "unrecorded"
 
 
 def _class_sample(analysis, name):
@@ -369,7 +391,7 @@ def from_events(time, channel, rising, *, tick_hz, channel_names=None, markers=N
 
 def analyze_file(path, *, definitions=None, measures=None, packets=False, mapping=None,
                  exact_limit=DEFAULT_EXACT_LIMIT, confidence=0.95, progress=None, markers=None,
-                 ns_histograms=False):
+                 ns_histograms=False, start_s=None, stop_s=None):
     """Analyse a capture file (``.lsc``), a sigrok session file (``.sr``) or a latscope export
     (``.vcd``, ``.csv``), reading it once, in one pass.
 
@@ -400,17 +422,101 @@ def analyze_file(path, *, definitions=None, measures=None, packets=False, mappin
         :func:`latscope.analysis.definitions.resolve_markers`, which refuses to guess).
     ns_histograms : bool
         Keep each measurement's latencies in whole ns for ``.hlog`` export.
+    start_s, stop_s : float or fractions.Fraction, optional
+        Analyse only the events with ``start_s <= t < stop_s`` (seconds since the instrument's
+        timestamp reset, as ``latscope export --from/--to`` cuts a window), before any
+        statistics: a packet whose start or stop edge lies outside is not paired, and frame
+        records count when their first edge is inside. The window used is
+        ``result.metadata["window"]`` (:func:`window_of`).
 
     Returns
     -------
     Analysis
     """
     with open_events(path, mapping) as source:
+        window = _Window(source.info, start_s, stop_s)
         if source.info.format == "sr":
-            return _analyze_sampled(source, definitions, measures, packets, exact_limit,
-                                    confidence, markers, ns_histograms)
-        return _analyze_events(source, definitions, measures, packets, exact_limit, confidence,
-                               progress, markers, ns_histograms)
+            a = _analyze_sampled(source, definitions, measures, packets, exact_limit,
+                                 confidence, markers, ns_histograms, window)
+        else:
+            a = _analyze_events(source, definitions, measures, packets, exact_limit, confidence,
+                                progress, markers, ns_histograms, window)
+    window.finish(a.result)
+    return a
+
+
+class _Window:
+    """``--from``/``--to`` applied to a file's chunks: :meth:`cut` keeps the events in
+    ``[start, stop)`` ticks and notes the file's first and last event, :meth:`finish` records
+    the window in the result's metadata (or refuses a window that held no event)."""
+
+    def __init__(self, info, start_s, stop_s):
+        self.start_s, self.stop_s = start_s, stop_s
+        self.tick_hz = info.tick_hz
+        self.start, self.stop = window_ticks(start_s, stop_s, info.tick_hz)
+        self.first = self.last = None
+        self.kept = 0
+
+    @property
+    def active(self):
+        return self.start is not None or self.stop is not None
+
+    def inside(self, time):
+        """Boolean mask of ``time`` (ticks) within the window."""
+        time = np.asarray(time)
+        keep = np.ones(len(time), bool)
+        if self.start is not None:
+            keep &= time >= self.start
+        if self.stop is not None:
+            keep &= time < self.stop
+        return keep
+
+    def cut(self, chunks):
+        for chunk in chunks:
+            if not self.active:
+                yield chunk
+                continue
+            if len(chunk.time):
+                self.first = int(chunk.time[0]) if self.first is None else self.first
+                self.last = int(chunk.time[-1])
+            lo = 0 if self.start is None else int(np.searchsorted(chunk.time, self.start))
+            hi = len(chunk.time) if self.stop is None else \
+                int(np.searchsorted(chunk.time, self.stop))
+            self.kept += max(0, hi - lo)
+            yield Events(chunk.time[lo:hi], chunk.channel[lo:hi], chunk.rising[lo:hi])
+
+    def losses(self, losses):
+        """The loss records that meet the window."""
+        if not self.active:
+            return losses
+        return [r for r in losses
+                if (self.stop is None or r.first_time < self.stop)
+                and (self.start is None or r.first_time + r.span >= self.start)]
+
+    def finish(self, result):
+        if not self.active:
+            return
+        if not self.kept:
+            span = ("an empty file" if self.first is None else
+                    f"{self.first / self.tick_hz:.6f} s to {self.last / self.tick_hz:.6f} s")
+            raise LatscopeError(f"The --from/--to window must hold events of the capture "
+                                f"({span}), not {_seconds(self.start_s, 'the start')} to "
+                                f"{_seconds(self.stop_s, 'the end')}")
+        result.metadata = dict(result.metadata, window={
+            "from_s": None if self.start_s is None else float(self.start_s),
+            "to_s": None if self.stop_s is None else float(self.stop_s),
+            "start_tick": self.start, "stop_tick": self.stop, "events": self.kept})
+
+
+def _seconds(value, open_end):
+    return open_end if value is None else f"{float(value):.6f} s"
+
+
+def window_of(analysis):
+    """The ``--from``/``--to`` window an analysis was cut to (``{"from_s", "to_s",
+    "start_tick", "stop_tick", "events"}``, a bound ``None`` where open), or ``None`` for a
+    whole capture."""
+    return (analysis.metadata or {}).get("window")
 
 
 def _with_rx_valid(names, chunks):
@@ -428,7 +534,7 @@ def _with_rx_valid(names, chunks):
 
 
 def _analyze_events(source, definitions, measures, packets, exact_limit, confidence, progress,
-                    markers, ns_histograms):
+                    markers, ns_histograms, window):
     """Event files (``.lsc``, ``.vcd``, ``.csv``): one pass over the chunks; frame records are
     paired after it from the DV and marker edges gathered on the way."""
     info = source.info
@@ -449,15 +555,19 @@ def _analyze_events(source, definitions, measures, packets, exact_limit, confide
     if not capture:
         metadata["marker_map"] = dataclasses.asdict(marker_map)
     analyzer = Analyzer(defs, tick_hz=info.tick_hz, channel_names=names,
-                        markers=marker_map.markers, losses=info.losses,
+                        markers=marker_map.markers, losses=window.losses(info.losses),
                         ns_histograms=ns_histograms, keep_packets=packets,
                         exact_limit=exact_limit, confidence=confidence,
                         require=measures or (), metadata=metadata,
                         offsets=info.channel_offsets,
                         coded_markers=coded_markers(metadata))
-    edges = _FrameEdges(info, marker_map.markers) if info.frames is not None else None
+    edges = _FrameEdges(info, marker_map.markers, window) if info.frames is not None else None
     done = 0
     for chunk in chunks:
+        if edges is not None:       # every DV edge: frame k is the k-th pulse since the reset
+            edges.add(chunk)
+        done += len(chunk.time)
+        chunk = next(window.cut([chunk]))
         try:
             analyzer.feed(chunk.time, chunk.channel, chunk.rising)
         except LatscopeError as error:
@@ -465,9 +575,6 @@ def _analyze_events(source, definitions, measures, packets, exact_limit, confide
                 raise
             raise LatscopeError(f"{path}: {error} (after {done:,} events; check the file "
                                 f"with latscope verify)") from None
-        if edges is not None:
-            edges.add(chunk)
-        done += len(chunk.time)
         if progress and capture:
             progress(done, info.n_events)
     result = analyzer.finish()
@@ -476,7 +583,7 @@ def _analyze_events(source, definitions, measures, packets, exact_limit, confide
     result.metadata = dict(result.metadata, integrity=info.integrity,
                            marker_map=dataclasses.asdict(marker_map))
     if edges is not None:
-        _add_frame_analysis(info, edges, result, confidence)
+        _add_frame_analysis(info, edges, result, confidence, window)
     if info.problems:
         result.metadata["problems"] = list(info.problems)
     return Analysis(path, capture_label(metadata, path), capture_size(metadata), result)
@@ -488,7 +595,7 @@ class _FrameEdges:
     (``marker_meanings``: the map :func:`resolve_markers` settled on), whose pulse widths carry
     the markers' identity codes where the firmware sends them (``docs/marker-identity.md``)."""
 
-    def __init__(self, info, marker_meanings):
+    def __init__(self, info, marker_meanings, window):
         from latscope.capture.files.frames import (  # why: amaranth, frame captures only
             DIRECTION_ROLES,
         )
@@ -502,12 +609,14 @@ class _FrameEdges:
                 self.marker_channels[meaning] = ch
         self._dv = []
         self._markers = {meaning: [] for meaning in self.marker_channels}
+        self.window = window
 
     def add(self, chunk):
         keep = np.isin(chunk.channel, self.dv)
         self._dv.append((chunk.time[keep], chunk.channel[keep], chunk.rising[keep]))
+        inside = self.window.inside(chunk.time)   # markers only in the --from/--to window
         for meaning, ch in self.marker_channels.items():
-            mine = chunk.channel == ch
+            mine = (chunk.channel == ch) & inside
             self._markers[meaning].append((chunk.time[mine], chunk.rising[mine]))
 
     def dv_edges(self):
@@ -560,7 +669,7 @@ def reply_class(metadata):
     return "any" if rules.get("rx") and not rules.get("tx") else "same"
 
 
-def _add_frame_analysis(info, edges, result, confidence):
+def _add_frame_analysis(info, edges, result, confidence, window):
     """Pair the capture's frame records by sequence number (:mod:`latscope.analysis.frames`) and
     add each class's stages to ``result.stats`` as ``<stage>[<class>]``, so analyze, compare,
     report and the API show them like any measurement. ``edges``: the :class:`_FrameEdges`
@@ -577,10 +686,20 @@ def _add_frame_analysis(info, edges, result, confidence):
                              tick_hz=float(info.metadata["tick_hz"]), losses=losses,
                              counters=info.frame_counters)   # unplaced records: start/end -1
     markers, ids = edges.marker_times()
-    fa = analyze_frames(records, placement.start, placement.end, tick_hz=result.tick_hz,
+    start, end = placement.start, placement.end
+    placed = FrameRecords(start, np.asarray(records["direction"]),
+                          np.array([class_label(c, result.metadata) for c in records["cls"]],
+                                   dtype=object),
+                          np.asarray(records["length"]), unrecorded_classes(result.metadata))
+    if window.active:       # the records whose first edge is in the window, placed as a whole
+        keep = (start >= 0) & window.inside(start)
+        records, start, end = records[keep], start[keep], end[keep]
+        losses = [(r.first_time, r.span) for r in window.losses(info.losses)]
+    fa = analyze_frames(records, start, end, tick_hz=result.tick_hz,
                         markers=markers, marker_ids=ids, counters=info.frame_counters,
                         losses=losses, confidence=confidence,
                         reply_class=reply_class(info.metadata))
+    fa.placed = placed
     fa.unplaced_reasons = dict(placement.reasons)
     fa.placement_note = placement.summary()
     result.frames = fa
@@ -597,7 +716,7 @@ def _add_frame_analysis(info, edges, result, confidence):
 
 
 def _analyze_sampled(source, definitions, measures, packets, exact_limit, confidence,
-                     markers=None, ns_histograms=False):
+                     markers, ns_histograms, window):
     """Sampled files (``.sr``): only the channels a measurement uses are decoded."""
     info = source.info
     names = info.channel_names
@@ -612,7 +731,7 @@ def _analyze_sampled(source, definitions, measures, packets, exact_limit, confid
                         keep_packets=packets, exact_limit=exact_limit,
                         confidence=confidence, require=measures or (), metadata=metadata,
                         offsets=info.channel_offsets)
-    for chunk in source.chunks(channels=sorted({c for c, _ in analyzer.codes})):
+    for chunk in window.cut(source.chunks(channels=sorted({c for c, _ in analyzer.codes}))):
         analyzer.feed(chunk.time, chunk.channel, chunk.rising)
     return Analysis(info.path, capture_label(metadata, info.path), None, analyzer.finish())
 
@@ -634,11 +753,26 @@ def summarize_captures(paths, *, definitions=None):
     return summary_text(analyses)
 
 
-def write_report(paths, out_dir, *, definitions=None):
-    """Analyse captures and write ``report.html`` and ``report.md`` into ``out_dir``; returns the
-    paths written (for ``latscope demo``)."""
+def write_report(paths, out_dir, *, definitions=None, explain_top=3):
+    """Analyse captures and write ``report.html`` and ``report.md`` into ``out_dir``, with the
+    ``explain_top`` slowest packets of each capture's headline measurements explained
+    (:func:`explain_headlines`; 0: none); returns the paths written (for ``latscope demo``)."""
     analyses = [analyze_file(p, definitions=definitions, packets=True) for p in paths]
-    return write_report_page(analyses, out_dir)
+    return write_report_page(analyses, out_dir,
+                             forensics=explain_headlines(analyses, top=explain_top))
+
+
+def explain_headlines(analyses, *, top=3):
+    """``{capture label: [Forensics]}``: :func:`explain` of each capture's headline
+    measurements (those the report's first screen leads with) whose sample bounds p50, as
+    ``write_report(forensics=...)`` takes it; empty for ``top`` 0."""
+    out = {}
+    if not top:
+        return out
+    for a in analyses:
+        names = [n for n in headline_names(common_names([a])) if bounded(a.stats[n])]
+        out[a.label] = [explain(a, n, top=top) for n in names]
+    return out
 
 
 def to_json(analysis):

@@ -22,8 +22,8 @@ api.explain` reads a capture for it, and the report shows it.
 >>> p = f.packets[0]
 >>> p.packet, p.latency_ns, [(e.t_ns, e.channel, e.rising) for e in p.events][:3]
 (2, 900.0, [(-500.0, 'tx_en', True), (-400.0, 'tx_en', False), (0.0, 'rx_dv', False)])
->>> [(w.direction, w.start_ns, w.duration_ns) for w in p.frames]   # its own frame, cut
-[('rx', -600.0, None), ('tx', -500.0, 100.0)]
+>>> [(w.direction, w.start_ns, w.duration_ns, w.own) for w in p.frames]  # own: no rise here
+[('tx', -500.0, 100.0, False), ('rx', 0.0, None, True)]
 """
 
 import dataclasses
@@ -32,8 +32,8 @@ import numpy as np
 
 from latscope import LatscopeError
 
-__all__ = ["WindowEvent", "WireFrame", "SlowPacket", "Forensics", "slowest", "explain",
-           "DV_CHANNELS", "format_forensics"]
+__all__ = ["WindowEvent", "WireFrame", "SlowPacket", "Forensics", "FrameRecords", "slowest",
+           "explain", "DV_CHANNELS", "format_forensics", "frames_summary"]
 
 #: Channels whose pulses are frames on the wire, and their direction.
 DV_CHANNELS = {"rx_dv": "rx", "crs_dv": "rx", "tx_en": "tx"}
@@ -50,11 +50,27 @@ class WindowEvent:
 @dataclasses.dataclass(frozen=True)
 class WireFrame:
     """A frame on the wire in the window: ``direction`` ("rx" or "tx"), its first edge
-    ``start_ns`` after the packet's start, and ``duration_ns`` (``None`` where the window cuts
-    it: the frame's size is its duration times the line rate)."""
+    ``start_ns`` after the packet's start (its end where its start is not in the capture), and
+    ``duration_ns`` (``None`` where its other edge is not in the capture; a frame the window
+    cuts is completed from the edges beyond it). ``cls`` and ``length`` (bytes from the
+    destination MAC through the FCS) come from the frame's FRAME record where the capture has
+    one (``None`` otherwise: the class then is ``unrecorded``, the classes the capture counts
+    but does not record, when known); ``own`` marks the packet's own frame (the received frame
+    whose end starts it, or the reply whose start stops it)."""
     direction: str
     start_ns: float
     duration_ns: float | None
+    cls: str | None = None
+    length: int | None = None
+    own: bool = False
+
+    def describe(self, unrecorded=None):
+        """``"rx hp 68 B"``, ``"tx 5.440 µs"`` (no record: the pulse's duration) ..."""
+        what = self.cls if self.cls is not None else unrecorded
+        size = (f"{self.length} B" if self.length is not None else
+                f"{self.duration_ns / 1000:.3f} µs" if self.duration_ns is not None else
+                "of unknown length")
+        return " ".join(x for x in (self.direction, what, size) if x)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -78,13 +94,35 @@ class SlowPacket:
 class Forensics:
     """The slow packets of one measurement: ``n`` packets measured, ``p50_ns`` and ``p999_ns``
     (``None`` below 1,000 packets, where no packet is "beyond p99.9" by count), the window
-    before each packet's start (``before_ns``), and the :class:`SlowPacket` s, slowest first."""
+    before each packet's start (``before_ns``), and the :class:`SlowPacket` s, slowest first.
+    ``unrecorded``: what a frame without a FRAME record is (e.g. ``"unrecorded (bg/other)"``),
+    or ``None`` when the capture records no frames."""
     measurement: str
     n: int
     p50_ns: float
     p999_ns: float | None
     before_ns: float
     packets: tuple
+    unrecorded: str | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class FrameRecords:
+    """The capture's frame records, to name the pulses in a window: per record its first DV
+    edge ``start`` (ticks; -1 where unplaced), ``direction`` (0 rx, 1 tx), class name ``cls``
+    and ``length`` in bytes; ``unrecorded`` names the frames without a record."""
+    start: np.ndarray
+    direction: np.ndarray
+    cls: np.ndarray
+    length: np.ndarray
+    unrecorded: str | None = None
+
+    def lookup(self):
+        """``{(direction, start tick): (class, length)}`` of the placed records."""
+        names = {0: "rx", 1: "tx"}
+        return {(names[int(d)], int(t)): (str(c), int(n))
+                for t, d, c, n in zip(self.start, self.direction, self.cls, self.length,
+                                      strict=True) if t >= 0}
 
 
 def slowest(latency, top=10, beyond=None):
@@ -106,32 +144,81 @@ def slowest(latency, top=10, beyond=None):
     return keep
 
 
-def _frames(ts, chs, rs, names, lo):
-    """Pulses of the DV channels among the window's edges (sorted by time)."""
+#: How many events past a window's edge are searched for the other edge of a frame it cuts.
+_REACH = 1 << 16
+
+
+def _edge_beyond(time, channel, rising, index, ch, forward):
+    """Tick of channel ``ch``'s next falling edge at or after ``index`` (``forward``), or of its
+    last rising edge before ``index``; ``None`` within :data:`_REACH` events."""
+    seg = slice(index, index + _REACH) if forward else slice(max(0, index - _REACH), index)
+    hit = np.flatnonzero((np.asarray(channel[seg]) == ch)
+                         & (np.asarray(rising[seg], dtype=bool) != forward))
+    if not len(hit):
+        return None
+    return int(time[seg][hit[0] if forward else hit[-1]])
+
+
+def _frames(time, channel, rising, a, b, s, tick_ns, names, latency_ns, records):
+    """Pulses of the DV channels among the window's edges ``time[a:b]`` (sorted by start); a
+    pulse the window cuts is completed from the edges beyond it; times in ns from the packet's
+    start tick ``s``; ``records`` maps ``(direction, first edge tick)`` to a record's
+    ``(class, length)``."""
+    ticks = np.asarray(time[a:b])
+    chs, rs = np.asarray(channel[a:b]), np.asarray(rising[a:b], dtype=bool)
     out = []
+
+    def pulse(direction, rise, fall):
+        cls, length = records.get((direction, rise), (None, None)) if rise is not None \
+            else (None, None)
+        start_ns = None if rise is None else (rise - s) * tick_ns
+        end_ns = None if fall is None else (fall - s) * tick_ns
+        own = (direction == "rx" and end_ns == 0) or (direction == "tx" and start_ns is not None
+                                                      and start_ns == latency_ns)
+        duration = None if start_ns is None or end_ns is None else end_ns - start_ns
+        return WireFrame(direction, float(start_ns if start_ns is not None else end_ns),
+                         duration, cls, length, own)
     for ch_index, name in enumerate(names):
         direction = DV_CHANNELS.get(name)
         if direction is None:
             continue
         sel = chs == ch_index
-        t, r = ts[sel], rs[sel]
+        tick, r = ticks[sel], rs[sel]
         k = 0
         if len(r) and not r[0]:          # the window opens inside a frame
-            out.append(WireFrame(direction, float(lo), None))
+            out.append(pulse(direction, _edge_beyond(time, channel, rising, a, ch_index, False),
+                             int(tick[0])))
             k = 1
         while k < len(r):
             if r[k] and k + 1 < len(r) and not r[k + 1]:
-                out.append(WireFrame(direction, float(t[k]), float(t[k + 1] - t[k])))
+                out.append(pulse(direction, int(tick[k]), int(tick[k + 1])))
                 k += 2
             else:
-                if r[k]:
-                    out.append(WireFrame(direction, float(t[k]), None))
+                if r[k]:                 # the window closes inside a frame
+                    out.append(pulse(direction, int(tick[k]),
+                                     _edge_beyond(time, channel, rising, b, ch_index, True)))
                 k += 1
     return tuple(sorted(out, key=lambda f: f.start_ns))
 
 
+def frames_summary(packet, unrecorded=None):
+    """The other frames on the wire in a packet's window, counted by direction, class and size:
+    ``"rx hp 68 B ×2, rx unrecorded (bg/other) 5.440 µs ×1; tx hp 68 B ×1"`` (``"none"``)."""
+    counts = {}
+    for w in packet.frames:
+        if not w.own:
+            key = (w.direction, w.describe(unrecorded))
+            counts[key] = counts.get(key, 0) + 1
+    parts = []
+    for direction in ("rx", "tx"):
+        mine = [f"{text} ×{n}" for (d, text), n in counts.items() if d == direction]
+        if mine:
+            parts.append(", ".join(mine))
+    return "; ".join(parts) or "none"
+
+
 def explain(start, latency, time, channel, rising, *, tick_hz, channel_names, measurement,
-            top=10, before_ns=None):
+            top=10, before_ns=None, records=None):
     """The slowest packets of one measurement, each with the window before it.
 
     Parameters
@@ -150,6 +237,9 @@ def explain(start, latency, time, channel, rising, *, tick_hz, channel_names, me
     before_ns : float, optional
         How far before its start a packet's window opens (default: its median latency, at
         least 10 µs): what was still being served when it arrived.
+    records : FrameRecords, optional
+        The capture's frame records: each pulse in a window that has one gets its class and
+        length.
 
     Returns
     -------
@@ -173,6 +263,7 @@ def explain(start, latency, time, channel, rising, *, tick_hz, channel_names, me
     before = float(before_ns) if before_ns is not None else max(10_000.0, p50)
     beyond = None if p999 is None else p999 / tick_ns
     stops = np.where(ok, start + latency, -1)
+    lookup = records.lookup() if records is not None else {}
     packets = []
     for rank, i in enumerate(slowest(latency, top, beyond), 1):
         s, lat = int(start[i]), int(latency[i])
@@ -188,8 +279,10 @@ def explain(start, latency, time, channel, rising, *, tick_hz, channel_names, me
         faster = float(np.count_nonzero(values < lat)) / n
         packets.append(SlowPacket(int(i), s, s / tick_hz, lat * tick_ns, rank, faster,
                                   p999 is not None and lat * tick_ns > p999, queued, events,
-                                  _frames(ts, chs, rs, channel_names, -before)))
-    return Forensics(measurement, n, p50, p999, before, tuple(packets))
+                                  _frames(time, channel, rising, a, b, s, tick_ns,
+                                          channel_names, lat * tick_ns, lookup)))
+    return Forensics(measurement, n, p50, p999, before, tuple(packets),
+                     records.unrecorded if records is not None else None)
 
 
 def format_forensics(f, *, max_events=40):
@@ -197,7 +290,7 @@ def format_forensics(f, *, max_events=40):
     head = (f"{f.measurement}: the {len(f.packets)} slowest of {f.n:,} packets (p50 "
             f"{f.p50_ns / 1000:.3f} µs"
             + (f", p99.9 {f.p999_ns / 1000:.3f} µs" if f.p999_ns is not None else
-               ", no p99.9 below 1,000 packets") + f"); window: {f.before_ns / 1000:g} µs "
+               ", no p99.9 below 1,000 packets") + f"); window: {f.before_ns / 1000:.3g} µs "
             f"before each start to its stop; times in µs from the start")
     lines = [head]
     for p in f.packets:
@@ -207,10 +300,15 @@ def format_forensics(f, *, max_events=40):
                      f" µs (slower than {p.faster_fraction:.2%}"
                      f"{', beyond p99.9' if p.beyond_p999 else ''}); {p.queued} earlier "
                      f"request(s) still queued; on the wire: {rx} rx, {tx} tx frame(s)")
+        lines.append(f"    other frames on the wire: {frames_summary(p, f.unrecorded)}")
         shown = p.events[-max_events:]
         if len(p.events) > len(shown):
             lines.append(f"    ... {len(p.events) - len(shown)} earlier edge(s)")
+        starts = {(w.direction, w.start_ns): w for w in p.frames}
         for e in shown:
+            frame = starts.get((DV_CHANNELS.get(e.channel), e.t_ns)) if e.rising else None
+            what = (f"  ({'its own frame: ' if frame.own else 'frame '}"
+                    f"{frame.describe(f.unrecorded)})" if frame is not None else "")
             lines.append(f"    {e.t_ns / 1000:+10.3f}  {e.channel} "
-                         f"{'rising' if e.rising else 'falling'}")
+                         f"{'rising' if e.rising else 'falling'}{what}")
     return "\n".join(lines)

@@ -127,6 +127,9 @@ class FrameAnalysis:
     notes: list = dataclasses.field(default_factory=list)
     #: the reply window used (s): twice the longest reply time seen, or the one asked for
     reply_window_s: float = DEFAULT_WINDOW_S
+    #: every frame record with its first DV edge (:class:`~latscope.analysis.forensics.
+    #: FrameRecords`), set by the capture reader so tail forensics can name the frames on the wire
+    placed: object = None
 
     def to_dict(self):
         return {"unplaced": self.unplaced, "unplaced_reasons": dict(self.unplaced_reasons),

@@ -2,7 +2,10 @@
 sizes within one MAC, the fast track against the stack, repeats of one configuration.
 
 Pure functions of labels and metadata (no I/O). A capture's *family* is its configuration without
-the frame size (``gem-64`` -> ``gem``; the simulated bench's ``simbench.family`` when present).
+the frame size (``gem-64`` -> ``gem``; the simulated bench's ``simbench.family`` when present),
+and its *condition* the background load it ran under (:func:`load_condition`): captures are
+compared only with captures of the same condition, and a loaded capture's family says its load
+(``el-dm under bg60``).
 
 >>> from types import SimpleNamespace as A
 >>> caps = [A(label=l, size=s, path=None, metadata={}) for l, s in
@@ -19,7 +22,7 @@ import os
 import re
 
 __all__ = ["ComparisonGroup", "family", "is_simulated", "display_labels", "comparison_groups",
-           "FAST_DELIVERY", "STACK_DELIVERY"]
+           "load_condition", "FAST_DELIVERY", "STACK_DELIVERY"]
 
 #: The fast track hands the payload to the application at ``rx.fast``; the stack at ``rx.udp``.
 FAST_DELIVERY, STACK_DELIVERY = "rx.fast", "rx.udp"
@@ -38,6 +41,8 @@ class ComparisonGroup:
     title: str
     kind: str
     members: tuple
+    #: the background load every member ran under, in words (:func:`load_condition`), or None
+    condition: str | None = None
 
     def measurement_pairs(self, names_of):
         """``[(baseline measurement, other measurement)]`` to compare; ``names_of(i)`` gives the
@@ -57,14 +62,39 @@ class ComparisonGroup:
         return pairs
 
 
+def load_condition(metadata):
+    """``(name, words)`` of the background load a simulated-bench capture ran under
+    (``simbench.load``), or ``None`` for an unloaded capture.
+
+    >>> load_condition({"simbench": {"load": {"name": "bg60", "load": 0.6, "mix": "imix"}}})
+    ('bg60', '60 % background load (IMIX)')
+    >>> load_condition({}) is None
+    True
+    """
+    sim = (metadata or {}).get("simbench")
+    load = sim.get("load") if isinstance(sim, dict) else None
+    if not isinstance(load, dict) or not load.get("name"):
+        return None
+    share = load.get("load")
+    words = (f"{float(share) * 100:g} % background load" if share is not None
+             else f"background load {load['name']}")
+    if load.get("mix"):
+        words += f" ({str(load['mix']).upper()})"
+    return str(load["name"]), words
+
+
 def family(a):
-    """Configuration family of an analysis (``label`` without the size; ``simbench.family``)."""
+    """Configuration family of an analysis (``label`` without the size; ``simbench.family``),
+    with ``under <load>`` for a capture under background load (:func:`load_condition`)."""
     sim = (a.metadata or {}).get("simbench")
+    condition = load_condition(a.metadata)
     if isinstance(sim, dict) and isinstance(sim.get("family"), str):
-        return sim["family"]
-    if a.size is not None and a.label.endswith(f"-{a.size}"):
-        return a.label[: -len(str(a.size)) - 1]
-    return re.sub(r"[-_]\d+$", "", a.label)
+        base = sim["family"]
+    elif a.size is not None and a.label.endswith(f"-{a.size}"):
+        base = a.label[: -len(str(a.size)) - 1]
+    else:
+        base = re.sub(r"[-_]\d+$", "", a.label)
+    return f"{base} under {condition[0]}" if condition else base
 
 
 def is_simulated(metadata):
@@ -128,6 +158,7 @@ def comparison_groups(analyses):
     list of ComparisonGroup
     """
     keys = [(family(a), a.size) for a in analyses]
+    conditions = [load_condition(a.metadata) for a in analyses]
     groups = []
     sizes = []
     for _, size in keys:
@@ -138,30 +169,44 @@ def comparison_groups(analyses):
     for fam, _ in keys:
         if fam not in families:
             families.append(fam)
+    condition_of = {k: c for k, c in zip(keys, conditions, strict=True)}
 
     def first_of(fam, size):
         return next(i for i, k in enumerate(keys) if k == (fam, size))
 
-    for size in sizes:
-        stack = [f for f in families if not _is_fast(f) and (f, size) in keys]
-        if len(stack) >= 2:
-            groups.append(ComparisonGroup(f"MACs at {size} B frames", "mac",
-                                          tuple(first_of(f, size) for f in stack)))
+    def under(cond):
+        return (f" under {cond[1]}" if cond else ""), (cond[1] if cond else None)
+
+    def families_under(cond):
+        return [f for f in families if any(condition_of[k] == cond for k in keys if k[0] == f)]
+
+    # the MACs, and the fast track against the stack, only under one condition at a time
+    for cond in dict.fromkeys(conditions):
+        suffix, words = under(cond)
+        for size in sizes:
+            stack = [f for f in families_under(cond) if not _is_fast(f) and (f, size) in keys]
+            if len(stack) >= 2:
+                groups.append(ComparisonGroup(f"MACs at {size} B frames{suffix}", "mac",
+                                              tuple(first_of(f, size) for f in stack), words))
     for fam in families:
         present = [s for s in sizes if (fam, s) in keys]
         if len(present) >= 2:
             groups.append(ComparisonGroup(f"frame sizes within {fam}", "size",
                                           tuple(first_of(fam, s) for s in present)))
-    for size in sizes:
-        fast = [f for f in families if _is_fast(f) and (f, size) in keys]
-        stack = [f for f in families if not _is_fast(f) and (f, size) in keys]
-        for fam in fast:
-            # the paper's fast track runs on Ethernet Lite with device memory: prefer that stack
-            base = next((f for f in stack if f in fam or "dm" in f), stack[0] if stack else None)
-            if base is not None:
-                groups.append(ComparisonGroup(
-                    f"fast track against the stack at {size} B frames", "fast",
-                    (first_of(base, size), first_of(fam, size))))
+    for cond in dict.fromkeys(conditions):
+        suffix, words = under(cond)
+        mine = families_under(cond)
+        for size in sizes:
+            fast = [f for f in mine if _is_fast(f) and (f, size) in keys]
+            stack = [f for f in mine if not _is_fast(f) and (f, size) in keys]
+            for fam in fast:
+                # the paper's fast track runs on Ethernet Lite with device memory: prefer it
+                base = next((f for f in stack if f in fam or "dm" in f),
+                            stack[0] if stack else None)
+                if base is not None:
+                    groups.append(ComparisonGroup(
+                        f"fast track against the stack at {size} B frames{suffix}", "fast",
+                        (first_of(base, size), first_of(fam, size)), words))
     for key in dict.fromkeys(keys):
         same = tuple(i for i, k in enumerate(keys) if k == key)
         if len(same) >= 2:

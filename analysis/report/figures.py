@@ -19,7 +19,7 @@ from latscope.analysis.stats import n_required
 from latscope.analysis.units import time_unit
 
 __all__ = ["series_style", "figure_jobs", "draw", "SPECTRUM_PERCENTILES", "BODY_PERCENTS",
-           "histogram_range", "dots_data", "supported_x"]
+           "histogram_range", "dots_data", "supported_x", "bounded"]
 
 #: The histogram's x range spans these percentiles of its series (the body); what lies beyond
 #: is counted in a note on the panel, so one outlier never sets the range.
@@ -142,9 +142,15 @@ def figure_jobs(analyses, labels, names, groups, simulated):
     multiples); ``simulated``: a figure made from any simulated capture says so."""
     jobs = []
     for name in names:
-        members = [i for i, a in enumerate(analyses) if name in a.stats and a.stats[name].n]
+        measured = [i for i, a in enumerate(analyses) if name in a.stats and a.stats[name].n]
+        # a sample too small to bound its median has no shape to draw (its table row stays)
+        members = [i for i in measured if bounded(analyses[i].stats[name])]
         if not members:
             continue
+        left = [f"{labels[i]} ({analyses[i].stats[name].n:,} packets)" for i in measured
+                if i not in members]
+        left_text = (f"; left off, too few packets to bound the median: {', '.join(left)}"
+                     if left else "")
         sim = any(simulated[i] for i in members)
         base = {"name": name, "labels": [labels[i] for i in members],
                 "panels": [groups[i] for i in members], "simulated": sim}
@@ -153,21 +159,28 @@ def figure_jobs(analyses, labels, names, groups, simulated):
                      {**base, "series": [_histogram_data(analyses[i], name) for i in members]},
                      f"{name}: latency histogram per capture over the body of the data "
                      f"(p{BODY_PERCENTS[0]:g} to p{BODY_PERCENTS[1]:g}; packets beyond are "
-                     f"counted on each panel)"))
+                     f"counted on each panel){left_text}"))
         jobs.append((f"{safe}-spectrum", "spectrum",
                      {**base, "series": [_spectrum_data(analyses[i], name) for i in members]},
                      f"{name}: latency by percentile, x = 1/(1-p) on a log scale, one latency "
-                     f"scale shared by every panel"))
+                     f"scale shared by every panel{left_text}"))
         jobs.append((f"{safe}-percentiles", "dots",
                      dots_data([(labels[i], analyses[i].stats[name]) for i in members], name,
                                sim),
                      f"{name}: p50 and p99 per capture with 95 % confidence intervals, sorted "
-                     f"fastest first"))
+                     f"fastest first{left_text}"))
         series = [_series_data(analyses[i], name) for i in members]
         if any(x is not None for x in series):
             jobs.append((f"{safe}-series", "series", {**base, "series": series},
-                         f"{name}: windowed mean latency over capture time"))
+                         f"{name}: windowed mean latency over capture time{left_text}"))
     return jobs
+
+
+def bounded(stats):
+    """Whether ``stats`` (a :class:`~latscope.analysis.stats.LatencyStats`) has a two-sided
+    interval at p50: the least a capture must have to be drawn, or ranked on the first screen."""
+    q = stats.quantiles.get(50.0) if stats.n else None
+    return q is not None and q.lower_ns is not None and q.upper_ns is not None
 
 
 # --- drawing ------------------------------------------------------------------------------------

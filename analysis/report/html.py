@@ -22,7 +22,8 @@ import subprocess
 import sys
 
 from latscope import LatscopeError
-from latscope.analysis.grouping import display_labels, family, is_simulated
+from latscope.analysis.forensics import frames_summary
+from latscope.analysis.grouping import display_labels, family, is_simulated, load_condition
 from latscope.analysis.report import figures, summary
 from latscope.analysis.report.labels import integrity_note
 from latscope.analysis.report.tables import (
@@ -60,6 +61,7 @@ th,td{border:1px solid #ddd;padding:3px 7px}td{white-space:nowrap}
 th{font-size:11px;max-width:110px}.ci{color:#666;font-size:10.5px}
 th{background:#f3f3f3;position:sticky;top:0}tr:nth-child(even) td{background:#fafafa}
 td.num{text-align:right}td.txt{text-align:left}
+td.long{white-space:normal;min-width:16em;max-width:36em}
 .note{font-size:12px;color:#555;max-width:1000px}
 figure{margin:16px 0}figure img{max-width:100%;height:auto}
 figcaption{font-size:12px;color:#555}
@@ -198,22 +200,24 @@ def forensics_table(label, f):
     its stop."""
     rows = []
     for p in f.packets:
-        rx = sum(1 for w in p.frames if w.direction == "rx")
-        tx = sum(1 for w in p.frames if w.direction == "tx")
+        own = next((w for w in p.frames if w.own), None)
         last = "; ".join(f"{e.t_ns / 1000:+.3f} {e.channel} {'↑' if e.rising else '↓'}"
                          for e in p.events[-6:])
         rows.append([p.rank, p.packet, f"{p.start_s:.6f}", f"{p.latency_ns / 1000:.3f}",
                      f"{p.faster_fraction:.2%}", "yes" if p.beyond_p999 else "no", p.queued,
-                     rx, tx, last])
+                     own.describe(f.unrecorded) if own is not None else "-",
+                     frames_summary(p, f.unrecorded), last])
     p999 = (f"p99.9 {f.p999_ns / 1000:.3f} µs" if f.p999_ns is not None else
             "too few packets for p99.9")
     return Table(f"{label} {f.measurement}: the {len(f.packets)} slowest of {f.n:,} packets "
-                 f"(µs; p50 {f.p50_ns / 1000:.3f} µs, {p999}; window from {f.before_ns / 1000:g}"
+                 f"(µs; p50 {f.p50_ns / 1000:.3f} µs, {p999}; window from {f.before_ns / 1000:.3g}"
                  f" µs before each start to its stop)",
                  ["rank", "packet", "at s", "latency µs", "slower than", "beyond p99.9",
-                  "requests queued ahead", "rx frames", "tx frames",
+                  "requests queued ahead", "its own frame",
+                  "other frames on the wire (direction, class, size or duration × count)",
                   "last edges (µs from its start)"], rows, "µs",
-                 collapsed=not any(p.beyond_p999 for p in f.packets))
+                 collapsed=not (any(p.beyond_p999 for p in f.packets)
+                                or f.unrecorded is not None))
 
 
 def write_report(analyses, out_dir, *, warnings=None, workers=None, command=None,
@@ -282,6 +286,9 @@ def write_report(analyses, out_dir, *, warnings=None, workers=None, command=None
                  if all(simulated) else f" ({sum(simulated)} SIMULATED: the simulated bench's "
                  f"model of the DUT, not hardware)") if any_sim else "")
     n_lead = sum(a.stats[n].n for a in analyses for n in lead_names if n in a.stats)
+    n_loaded = sum(1 for a in analyses if load_condition(a.metadata))
+    if n_loaded:
+        sim_text += f", {n_loaded} of them under background load"
     answer = [f"{len(analyses)} capture(s){sim_text}, {n_lead:,} packet latencies of the "
               f"headline measurement(s). {summary.measured_sentence(analyses, lead_names)} "
               f"Every measurement is defined in the Glossary."]
@@ -290,21 +297,37 @@ def write_report(analyses, out_dir, *, warnings=None, workers=None, command=None
     order = {"fast": 0, "mac": 1, "repeat": 2, "size": 3}
     lead_verdicts = [v.sentence for v in sorted(verdicts, key=lambda v: order.get(v.kind, 4))
                      if v.percent == 50.0 and v.lower_ns is not None and v.upper_ns is not None
-                     and v.measurement.split(" ")[0] in delivery]
+                     and v.measurement.split(" ")[0] in delivery and not v.condition]
+    # the fast track against the stack under background load: its own verdicts, p50 and p99
+    loaded = [v for v in verdicts if v.condition and v.kind == "fast"
+              and v.measurement.split(" ")[0] in delivery]
     parts = answer
-    left_off = summary.unbounded_note(analyses, labels, lead_names)
-    if left_off:
-        parts.append(left_off)
+    window = summary.window_text(analyses)
+    if window:
+        parts.append(window)
+    # the headline first: the fast track against the stack under load, then the rankings
+    for cond in dict.fromkeys(v.condition for v in loaded):
+        mine = [v.sentence for v in loaded if v.condition == cond]
+        parts.append(f"The fast track against the stack under {cond}, on the measured "
+                     f"requests' delivery to the application (95 % intervals, p50 and p99):")
+        parts.append(("ul", mine))
     ranking = summary.ranking_sentences(analyses, labels, lead_names)
     if ranking:
+        parts.append("The ranking at p50 (< where the intervals are apart, ≈ where the sample "
+                     "cannot order them):")
         parts.append(("ul", ranking))
     if lead_verdicts:
-        parts.append(f"Verdicts at p50 on {', '.join(delivery)} (95 % intervals; p99 and every "
-                     f"other measurement under Comparisons):")
+        idle = [n for n in delivery if any(n in a.stats and a.stats[n].n and
+                                           not load_condition(a.metadata) for a in analyses)]
+        parts.append(f"Verdicts at p50 on {', '.join(idle or delivery)} (95 % intervals; p99 "
+                     f"and every other measurement under Comparisons):")
         parts.append(("ul", lead_verdicts[:LEAD_VERDICTS]))
         if len(lead_verdicts) > LEAD_VERDICTS:
             parts.append(("details", f"{len(lead_verdicts) - LEAD_VERDICTS} more verdicts at "
                                      f"p50", lead_verdicts[LEAD_VERDICTS:]))
+    left_off = summary.unbounded_note(analyses, labels, lead_names)
+    if left_off:
+        parts.append(left_off)
     parts.append(summary.headline_table(analyses, labels, lead_names))
     sections.append(("What was measured and what it found", parts,
                      [("summary", jobs[-1][3])] if lead_rows else [],
@@ -351,10 +374,13 @@ def write_report(analyses, out_dir, *, warnings=None, workers=None, command=None
                   for f in forensics.get(a.label, [])]
         if tables:
             intro = ("For the slowest packets of each capture, what happened in the window "
-                     "before each: the requests still queued ahead of it, the frames on the "
-                     "wire in both directions (RX_DV and TX_EN pulses) and the last edges "
+                     "before each: the requests still queued ahead of it, its own frame, the "
+                     "other frames on the wire in both directions (RX_DV and TX_EN pulses, with "
+                     "class and size in bytes from the capture's frame records; a frame the "
+                     "capture does not record shows its duration) and the last edges "
                      "(frames, interrupts, markers) before its stop. Tables with packets beyond "
-                     "p99.9 are open; the others are folded. `latscope analyze --explain N` "
+                     "p99.9, or from captures with frame records, are open; the others are "
+                     "folded. `latscope analyze --explain N` "
                      "prints every edge of each window.")
             sections.append(("Why the slowest packets were slow", [intro] + tables, [], None,
                              False))
@@ -364,7 +390,8 @@ def write_report(analyses, out_dir, *, warnings=None, workers=None, command=None
                  "frame sizes within a MAC, the fast track against the stack, repeats of one "
                  "configuration. Each row: other − baseline; Mann-Whitney p and Cliff's δ say "
                  "whether the whole distribution moved.")
-        rest = [v.sentence for v in verdicts if v.sentence not in lead_verdicts]
+        shown_first = set(lead_verdicts) | {v.sentence for v in loaded}
+        rest = [v.sentence for v in verdicts if v.sentence not in shown_first]
         more = [("details", f"every other verdict ({len(rest)})", rest)] if rest else []
         sections.append(("Comparisons", [intro] + more + tables, [], None, False))
     sized = [a for a in analyses if a.size is not None and a.result.packets is not None]

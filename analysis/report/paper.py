@@ -12,6 +12,8 @@ same cells; ``analysis/tests/test_paper.py`` checks that the two agree.
 (7.48, 0.35)
 >>> reference_for({"simbench": {"profile": "gem-64-custom"}}) is None
 True
+>>> reference_for({"simbench": {"profile": "gem-64", "load": {"name": "bg60"}}}) is None
+True
 """
 
 import dataclasses
@@ -84,6 +86,6 @@ def reference_for(metadata):
     """The :class:`PaperReference` of a capture whose metadata names a shipped paper profile
     (``simbench.profile``), else ``None``."""
     sim = (metadata or {}).get("simbench")
-    if not isinstance(sim, dict) or not sim.get("profile"):
-        return None
+    if not isinstance(sim, dict) or not sim.get("profile") or sim.get("load"):
+        return None         # the paper measured its configurations without background load
     return REFERENCES.get(str(sim["profile"]))

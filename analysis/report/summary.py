@@ -8,6 +8,7 @@ Pure: analysis results in, sentences, :class:`~latscope.analysis.report.tables.T
 
 import dataclasses
 import datetime
+import math
 
 import latscope
 from latscope.analysis.definitions import (
@@ -15,7 +16,8 @@ from latscope.analysis.definitions import (
     default_definitions,
     parse_definitions,
 )
-from latscope.analysis.grouping import FAST_DELIVERY, STACK_DELIVERY
+from latscope.analysis.grouping import FAST_DELIVERY, STACK_DELIVERY, load_condition
+from latscope.analysis.report.figures import bounded
 from latscope.analysis.report.tables import Table
 from latscope.analysis.stats import n_required
 from latscope.analysis.units import time_unit
@@ -25,7 +27,7 @@ from latscope.capture.files.provenance import provenance
 __all__ = ["Verdict", "HEADLINE_PERCENTS", "headline_table", "verdicts", "ranking_sentences",
            "headline_names", "measured_sentence", "bounded", "unbounded_note", "glossary",
            "error_budget",
-           "provenance_rows", "EDGE_WORDS", "MEASUREMENT_VERBS"]
+           "provenance_rows", "window_text", "EDGE_WORDS", "MEASUREMENT_VERBS"]
 
 #: The percentiles the first screen states (p99.9 and beyond stay in the detail tables, where
 #: the sample bounds them).
@@ -77,6 +79,8 @@ class Verdict:
     lower_ns: float | None
     upper_ns: float | None
     sentence: str
+    #: the background load both captures ran under, in words, or None (the group's condition)
+    condition: str | None = None
 
     @property
     def decided(self):
@@ -110,19 +114,15 @@ def headline_names(names):
     return lead or list(names)
 
 
-def bounded(stats):
-    """Whether ``stats`` (a :class:`~latscope.analysis.stats.LatencyStats`) has a two-sided
-    interval at p50: the least a capture must have for the first screen to rank it."""
-    q = stats.quantiles.get(50.0) if stats.n else None
-    return q is not None and q.lower_ns is not None and q.upper_ns is not None
-
-
 def unbounded_note(analyses, labels, names):
     """A sentence naming the captures left off the first screen because their sample does not
     bound p50 of a headline measurement, or ``None``."""
+    def by_class(a, n):      # rx.udp[hp] bounded: the capture's per-class figure stands for it
+        return any(k.startswith(n + "[") and bounded(v) for k, v in a.stats.items())
     left = [f"{lab} {n} ({a.stats[n].n:,} packet{'s' if a.stats[n].n != 1 else ''})"
             for n in names for a, lab in zip(analyses, labels, strict=True)
-            if n in a.stats and a.stats[n].n and not bounded(a.stats[n])]
+            if n in a.stats and a.stats[n].n and not bounded(a.stats[n])
+            and not by_class(a, n)]
     if not left:
         return None
     return ("Left off this summary because the sample does not bound even the median (see "
@@ -142,19 +142,23 @@ def headline_table(analyses, labels, names, confidence=0.95):
     with their distribution-free intervals ("no bound" where the sample has none); captures
     whose sample does not bound p50 are left out (:func:`unbounded_note` names them).
 
-    Rows are sorted by measurement, then by p50 (fastest first), so the table is the ranking."""
+    Rows are sorted by measurement and load condition, then by p50 (fastest first), so the table
+    is the ranking."""
     values = [a.stats[n].quantiles[50.0].value_ns for a in analyses for n in names
               if n in a.stats and a.stats[n].n and 50.0 in a.stats[n].quantiles]
     unit = time_unit(values or [1000.0])
     rows = []
+    conditions = [load_condition(a.metadata) for a in analyses]
     for name in names:
-        members = [(a.stats[name], lab) for a, lab in zip(analyses, labels, strict=True)
-                   if name in a.stats and bounded(a.stats[name])]
-        members.sort(key=lambda m: m[0].quantiles[50.0].value_ns if 50.0 in m[0].quantiles
-                     else float("inf"))
-        for rank, (s, lab) in enumerate(members, 1):
-            rows.append([name, rank, lab, f"{s.n:,}"]
-                        + [_fmt_q(unit, s.quantiles.get(p)) for p in HEADLINE_PERCENTS])
+        for cond in dict.fromkeys(conditions):     # ranked within one load condition
+            members = [(a.stats[name], lab) for a, lab, c
+                       in zip(analyses, labels, conditions, strict=True)
+                       if c == cond and name in a.stats and bounded(a.stats[name])]
+            members.sort(key=lambda m: m[0].quantiles[50.0].value_ns if 50.0 in m[0].quantiles
+                         else float("inf"))
+            for rank, (s, lab) in enumerate(members, 1):
+                rows.append([name, rank, lab, f"{s.n:,}"]
+                            + [_fmt_q(unit, s.quantiles.get(p)) for p in HEADLINE_PERCENTS])
     conf = f"{confidence * 100:g} %"
     return Table(f"at a glance: p50 and p99 per capture ({unit.name}; {conf} intervals), "
                  f"fastest first", ["measurement", "rank", "capture", "packets",
@@ -164,7 +168,19 @@ def headline_table(analyses, labels, names, confidence=0.95):
 
 def ranking_sentences(analyses, labels, names):
     """Per measurement, one sentence ranking the captures by p50: ``<`` where the two intervals
-    are disjoint, ``≈`` where they overlap (the sample cannot order them)."""
+    are disjoint, ``≈`` where they overlap (the sample cannot order them). Captures under
+    background load (:func:`~latscope.analysis.grouping.load_condition`) are ranked only among
+    themselves, in a sentence of their own."""
+    conditions = [load_condition(a.metadata) for a in analyses]
+    out = []
+    for cond in dict.fromkeys(conditions):
+        mine = [i for i, c in enumerate(conditions) if c == cond]
+        out += _ranking([analyses[i] for i in mine], [labels[i] for i in mine], names,
+                        f" under {cond[1]}" if cond else "")
+    return out
+
+
+def _ranking(analyses, labels, names, under):
     out = []
     for name in names:
         members = [(a.stats[name].quantiles[50.0], lab)
@@ -179,7 +195,7 @@ def ranking_sentences(analyses, labels, names):
             apart = (prev.upper_ns is not None and q.lower_ns is not None
                      and prev.upper_ns < q.lower_ns)
             text += f" {'<' if apart else '≈'} {lab} ({unit.fmt(q.value_ns)})"
-        out.append(f"{name} at p50 ({unit.name}), fastest first: {text}.")
+        out.append(f"{name} at p50{under} ({unit.name}), fastest first: {text}.")
     return out
 
 
@@ -192,6 +208,8 @@ def verdicts(grouped, percents=HEADLINE_PERCENTS, simulated=False):
     out = []
     tag = " (SIMULATED)" if simulated else ""
     for group, rows in grouped:
+        cond = getattr(group, "condition", None)
+        under = f" under {cond}" if cond else ""
         for r in rows:
             c = r.comparison
             for p in percents:
@@ -204,22 +222,23 @@ def verdicts(grouped, percents=HEADLINE_PERCENTS, simulated=False):
                                              f"reaches the end of {r.other_name}")
                 unit = time_unit([abs(q.diff_ns)] if q.diff_ns else [1.0])
                 if q.lower_ns is None or q.upper_ns is None:
-                    need = n_required(p / 100, c.confidence)
-                    text = (f"{name} at p{p:g}: {r.other} − {r.base} is "
+                    # each side's interval is at sqrt(confidence), as compare_samples has it
+                    need = n_required(p / 100, math.sqrt(c.confidence))
+                    text = (f"{name} at p{p:g}{under}: {r.other} − {r.base} is "
                             f"{unit.fmt(q.diff_ns)} {unit.name} with no interval (needs ≥ "
-                            f"{need:,} packets each){tag}")
+                            f"{need:,} packets each), so no verdict{tag}")
                 elif q.lower_ns > 0 or q.upper_ns < 0:
                     faster, slower = (r.other, r.base) if q.diff_ns < 0 else (r.base, r.other)
                     lo, hi = sorted((abs(q.lower_ns), abs(q.upper_ns)))
                     text = (f"{faster} {verb} {unit.fmt(abs(q.diff_ns))} {unit.name} "
                             f"[{unit.fmt(lo)}, {unit.fmt(hi)}] sooner than {slower} at "
-                            f"p{p:g}{tag}")
+                            f"p{p:g}{under}{tag}")
                 else:
-                    text = (f"{name} at p{p:g}: no difference between {r.other} and {r.base} "
-                            f"can be told ({unit.fmt(q.diff_ns)} {unit.name} "
+                    text = (f"{name} at p{p:g}{under}: no difference between {r.other} and "
+                            f"{r.base} can be told ({unit.fmt(q.diff_ns)} {unit.name} "
                             f"[{unit.fmt(q.lower_ns)}, {unit.fmt(q.upper_ns)}]){tag}")
                 out.append(Verdict(group.kind, r.base, r.other, name, p, q.diff_ns, q.lower_ns,
-                                   q.upper_ns, text + "."))
+                                   q.upper_ns, text + ".", cond))
     return out
 
 
@@ -303,9 +322,12 @@ def glossary(analyses, names, confidence=0.95):
                      f"and for p99.99 ≥ {n9999:,} (the smallest n whose upper rank is within "
                      f"the sample). Below that, the sample's maximum says nothing about that "
                      f"percentile and no conclusion here rests on it."),
-        ("Δ (difference)", "other − baseline; its interval is distribution-free for "
-                           "percentiles and Welch's t interval for the mean. An interval "
-                           "holding 0 means the sample cannot tell which is faster."),
+        ("Δ (difference)", f"other − baseline; its interval is distribution-free for "
+                           f"percentiles (from each side's interval at √{conf}, so that both "
+                           f"hold together at {conf}: a p99 difference needs ≥ "
+                           f"{n_required(0.99, math.sqrt(confidence)):,} packets each) and "
+                           f"Welch's t interval for the mean. An interval holding 0 means the "
+                           f"sample cannot tell which is faster."),
         ("Mann-Whitney p, Cliff's δ", "whether the whole distribution moved: p is the two-sided "
                                       "test's probability under no shift; δ = 2·P(other > "
                                       "base) − 1, from −1 (always faster) to +1 (always "
@@ -354,6 +376,27 @@ def error_budget(analyses):
             ("marker pulse cost", marker)]
 
 
+def window_text(analyses):
+    """A sentence saying which ``--from``/``--to`` window the analyses were cut to
+    (``metadata["window"]``, :func:`latscope.analysis.api.analyze_file`), or ``None`` for whole
+    captures.
+
+    >>> from types import SimpleNamespace as A
+    >>> window_text([A(metadata={"window": {"from_s": 0.003, "to_s": None}})])[:57]
+    'Window: only the events from 0.003 s to the end of each c'
+    """
+    windows = [(a.metadata or {}).get("window") for a in analyses]
+    if not any(windows):
+        return None
+    spans = []
+    for w in dict.fromkeys((w["from_s"], w["to_s"]) for w in windows if w):
+        lo = "the start" if w[0] is None else f"{w[0]:.9g} s"
+        hi = "the end" if w[1] is None else f"{w[1]:.9g} s"
+        spans.append(f"from {lo} to {hi}")
+    return (f"Window: only the events {' and '.join(spans)} of each capture (--from/--to), "
+            f"applied before every statistic on this page.")
+
+
 def provenance_rows(analyses, labels, *, command=None, now=None):
     """``(general, per_capture)``: ``general`` is ``[(key, value)]`` (date made, latscope
     version, command); ``per_capture`` a :class:`Table` with each input's data kind, file,
@@ -364,6 +407,9 @@ def provenance_rows(analyses, labels, *, command=None, now=None):
                ("latscope", latscope.__version__)]
     if command:
         general.append(("command", command))
+    window = window_text(analyses)
+    if window:
+        general.append(("window", window))
     rows = []
     for a, lab in zip(analyses, labels, strict=True):
         md = a.metadata or {}

@@ -54,6 +54,16 @@ def fmt_ns(value, unit="us"):
     return f"{value / 1000:.3f}"
 
 
+#: Text cells longer than this wrap in HTML (class ``long``) rather than widen their table.
+LONG_CELL = 60
+
+
+def _cell_class(cell):
+    if _numeric(cell):
+        return "num"
+    return "txt long" if len(str(cell)) > LONG_CELL else "txt"
+
+
 @dataclasses.dataclass
 class Table:
     """A titled table: ``headers`` and ``rows`` of cell text; ``unit`` names the time unit of its
@@ -93,13 +103,14 @@ class Table:
         return buf.getvalue()
 
     def html(self):
-        """An HTML ``<table>`` with the title as its caption; numeric cells right-aligned."""
+        """An HTML ``<table>`` with the title as its caption; numeric cells right-aligned, long
+        text cells (over :data:`LONG_CELL` characters) wrapped."""
         out = [f"<table><caption>{html.escape(self.title)}</caption><thead><tr>"]
         out += [f"<th>{html.escape(str(h))}</th>" for h in self.headers]
         out.append("</tr></thead><tbody>")
         for row in self.rows:
             out.append("<tr>" + "".join(
-                f"<td class='{'num' if _numeric(c) else 'txt'}'>{_cell_html(c)}</td>"
+                f"<td class='{_cell_class(c)}'>{_cell_html(c)}</td>"
                 for c in row) + "</tr>")
         out.append("</tbody></table>")
         if self.note:

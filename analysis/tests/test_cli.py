@@ -176,3 +176,43 @@ def test_analyze_explain_per_packet_and_hgrm(captures, tmp_path, capsys):
     assert "rx_dv falling" in out and "rx.isr rising" in out
     assert main(["analyze", path, "--explain", "0"]) == 2
     assert "--explain must be a positive number of packets, not 0" in capsys.readouterr().err
+
+
+def test_analyze_window_matches_an_exported_window(captures, tmp_path, capsys):
+    """analyze --from/--to gives, measurement for measurement, what analysing the same window
+    exported by ``latscope export`` gives (both keep the events with from <= t < to): the
+    window is applied before the statistics, and the JSON says it was."""
+    path, _run = captures["gem-64"]
+    window = ["--from", "30ms", "--to", "0.3s"]
+    part = tmp_path / "part.csv"
+    assert main(["export", path, *window, "-o", str(part)]) == 0
+    capsys.readouterr()
+    assert main(["analyze", str(part), "--json"]) == 0
+    exported = json.loads(capsys.readouterr().out)
+    assert main(["analyze", path, *window, "--json"]) == 0
+    cut = json.loads(capsys.readouterr().out)
+    assert main(["analyze", path, "--json"]) == 0
+    whole = json.loads(capsys.readouterr().out)
+    assert cut["window"] == {"from_s": 0.03, "to_s": 0.3, "start_tick": 24_000_000,
+                             "stop_tick": 240_000_000, "events": exported["events"]}
+    assert whole["window"] is None
+    keys = ("n", "mean_ns", "min_ns", "max_ns", "p50_ns", "p99_ns", "missed", "spurious")
+    for name, m in exported["measurements"].items():
+        assert {k: cut["measurements"][name].get(k) for k in keys} == \
+            {k: m.get(k) for k in keys}, name
+        assert 0 < m["n"] < whole["measurements"][name]["n"]
+    assert main(["analyze", path, *window]) == 0
+    assert "window: events from 0.03 s to 0.3 s (--from/--to" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("window, message", [
+    (["--from", "2ms", "--to", "1ms"], "the window is empty: --to must be later than --from"),
+    (["--from", "5s"], "The --from/--to window must hold events of the capture"),
+    (["--to", "3 parsecs"], "not a time: '3 parsecs'"),
+])
+def test_a_bad_window_is_one_line_and_exit_2(captures, tmp_path, capsys, window, message):
+    path, _run = captures["gem-64"]
+    for argv in (["analyze", path], ["report", path, "-o", str(tmp_path / "r")]):
+        assert main([*argv, *window]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and message in err[0], err

@@ -3,13 +3,20 @@ ahead of them and the frames on the wire. Expected values are worked out by hand
 arrays each test builds."""
 
 import pathlib
+from fractions import Fraction
 
 import numpy as np
 import pytest
 
 from latscope import LatscopeError
 from latscope.analysis import api
-from latscope.analysis.forensics import explain, format_forensics, slowest
+from latscope.analysis.forensics import (
+    FrameRecords,
+    explain,
+    format_forensics,
+    frames_summary,
+    slowest,
+)
 
 NAMES = ["rx_dv", "tx_en", "crs_dv", "m0"]
 
@@ -89,3 +96,77 @@ def test_api_explains_a_class_stage_from_the_capture():
     assert own[-1].channel == "rx.udp" and own[-1].t_ns == pytest.approx(s.max_ns)
     with pytest.raises(LatscopeError, match="Measurement to explain must be"):
         api.explain(a, "rx.nothing")
+
+
+def test_frames_on_the_wire_carry_class_and_size_from_their_records():
+    # the packet's own request (rx, ends at 0), a background frame before it that the capture
+    # counts but does not record, and a reply of another request on the transmit side
+    start, latency = np.array([1000]), np.array([500])
+    events = [(100, 0, True), (600, 0, False),          # rx, unrecorded, 500 ns
+              (700, 1, True), (780, 1, False),          # tx hp, 60 B
+              (900, 0, True), (1000, 0, False),         # rx hp, its own, 68 B
+              (1500, 3, True)]
+    records = FrameRecords(start=np.array([700, 900, -1]), direction=np.array([1, 0, 0]),
+                           cls=np.array(["hp", "hp", "hp"], dtype=object),
+                           length=np.array([60, 68, 64]), unrecorded="unrecorded (bg)")
+    f = explain(start, latency, *_edges(events), tick_hz=1_000_000_000, channel_names=NAMES,
+                measurement="rx.isr", top=1, before_ns=1000, records=records)
+    p = f.packets[0]
+    assert [(w.direction, w.cls, w.length, w.own) for w in p.frames] == [
+        ("rx", None, None, False), ("tx", "hp", 60, False), ("rx", "hp", 68, True)]
+    assert frames_summary(p, f.unrecorded) == "rx unrecorded (bg) 0.500 µs ×1; tx hp 60 B ×1"
+    text = format_forensics(f)
+    assert "other frames on the wire: rx unrecorded (bg) 0.500 µs ×1; tx hp 60 B ×1" in text
+    assert "-0.100  rx_dv rising  (its own frame: rx hp 68 B)" in text
+    assert "-0.300  tx_en rising  (frame tx hp 60 B)" in text
+    # without records the frames are still listed, by duration
+    bare = explain(start, latency, *_edges(events), tick_hz=1_000_000_000, channel_names=NAMES,
+                   measurement="rx.isr", top=1, before_ns=1000)
+    assert frames_summary(bare.packets[0]) == "rx 0.500 µs ×1; tx 0.080 µs ×1"
+
+
+@pytest.mark.slow
+def test_api_names_the_frames_of_a_capture_under_load(tmp_path):
+    """A capture under background load (the demo's): every recorded frame in a slow packet's
+    window is named by its class and length (the hp requests are 64 B UDP payloads: 68 B on
+    the wire per the simulated bench's profile), the background frames as unrecorded."""
+    demo_load = pytest.importorskip("latscope.capture.sim.demo_load")
+    row = demo_load.capture_under_load("el-dm-64", str(tmp_path), packets=100)
+    a = api.load(row["path"])
+    f = api.explain(a, "rx.udp[hp]", top=5)
+    assert f.unrecorded == "unrecorded (other/bg)"
+    frames = [w for p in f.packets for w in p.frames]
+    own = [w for w in frames if w.own]
+    assert len(own) == 5 and all(w.cls == "hp" and w.length == 68 for w in own)
+    assert all(w.cls in ("hp", None) for w in frames)
+    assert any(w.cls is None and w.direction == "rx" for w in frames)   # background load
+    # --from/--to on a frame capture: the requests whose frame starts in the window, no others
+    # (the records are placed against every DV edge of the capture, then kept by their start)
+    whole = a.packets()["rx.udp[hp]_ns"].notna().sum()
+    ends = np.sort(next(t for t in a.result.packets if "rx.udp[hp]" in t.latency).start)
+    lo, hi = int(ends[20]), int(ends[60])          # request ends (ticks) of the 21st and 61st
+    tick_hz = a.result.tick_hz
+    cut = api.analyze_file(row["path"], packets=True, start_s=Fraction(lo - 20_000, tick_hz),
+                           stop_s=Fraction(hi + 20_000, tick_hz))
+    # requests 21..61 end in the window, and their frames (< 20,000 ticks = 25 µs long at
+    # 800 MHz for 68 B at 100 Mb/s: 6.08 µs) start in it; their deliveries (~3 µs) too
+    assert cut.stats["rx.udp[hp]"].n == 41 < whole
+    assert cut.result.frames.unplaced == 0 and cut.metadata["window"]["start_tick"] == \
+        lo - 20_000
+
+
+def test_a_frame_the_window_cuts_is_completed_from_the_edges_beyond_it():
+    # window [200, 1500] ns (before_ns 800 of the start 1000, to the stop 1500): a background
+    # frame from 100 to 300 opens inside it, one from 1400 to 1900 is still on the wire at
+    # the stop; both get their whole duration, and the one with a record its class and size
+    start, latency = np.array([1000]), np.array([500])
+    events = [(100, 0, True), (300, 0, False), (900, 0, True), (1000, 0, False),
+              (1400, 0, True), (1500, 3, True), (1900, 0, False)]
+    records = FrameRecords(start=np.array([100]), direction=np.array([0]),
+                           cls=np.array(["bg"], dtype=object), length=np.array([1500]))
+    f = explain(start, latency, *_edges(events), tick_hz=1_000_000_000, channel_names=NAMES,
+                measurement="rx.isr", top=1, before_ns=800, records=records)
+    assert [(w.start_ns, w.duration_ns, w.cls, w.length, w.own) for w in f.packets[0].frames] \
+        == [(-900.0, 200.0, "bg", 1500, False), (-100.0, 100.0, None, None, True),
+            (400.0, 500.0, None, None, False)]
+    assert frames_summary(f.packets[0]) == "rx bg 1500 B ×1, rx 0.500 µs ×1"

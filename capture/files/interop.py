@@ -17,7 +17,8 @@ from latscope.capture.files.outputs import open_output
 from latscope.capture.files.reimport import DESCRIPTOR_TAG, export_descriptor
 from latscope.capture.files.sigrok_write import ExportSummary
 
-__all__ = ["Window", "make_window", "parse_time", "parse_rate", "export_csv", "exact_rate"]
+__all__ = ["Window", "make_window", "parse_time", "parse_rate", "export_csv", "exact_rate",
+           "window_ticks"]
 
 _TIME = re.compile(r"\s*((?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][-+]?[0-9]+)?)\s*"
                    r"(s|ms|us|µs|ns|ps)?\s*")
@@ -67,6 +68,33 @@ def exact_rate(value):
     """``tick_hz`` from metadata (int or float) as an exact Fraction (a float by its shortest
     decimal form, which is what a person wrote)."""
     return Fraction(value) if isinstance(value, int) else Fraction(repr(float(value)))
+
+
+def window_ticks(start_s, stop_s, tick_hz):
+    """The ticks ``[start, stop)`` of the times ``t`` with ``start_s <= t / tick_hz < stop_s``
+    (``--from``/``--to``, seconds since the instrument's timestamp reset; ``None``: open), as
+    ``export``, ``analyze`` and ``report`` apply them.
+
+    >>> window_ticks(Fraction(3, 2000), None, 800_000_000), window_ticks(None, 1e-6, 1000)
+    ((1200000, None), (None, 1))
+    """
+    rate = tick_hz if isinstance(tick_hz, Fraction) else exact_rate(tick_hz)
+
+    def ceil(seconds):     # a float by its shortest decimal form, as exact_rate reads one
+        exact = seconds if isinstance(seconds, (int, Fraction)) else Fraction(repr(float(seconds)))
+        value = exact * rate
+        return -(-value.numerator // value.denominator)
+    for name, value in (("--from", start_s), ("--to", stop_s)):
+        if value is not None and value < 0:
+            raise LatscopeError(f"{name} must be a time since the timestamp reset (>= 0), "
+                                f"not {float(value)!r} s")
+    start = None if start_s is None else ceil(start_s)
+    stop = None if stop_s is None else ceil(stop_s)
+    if start is not None and stop is not None and stop <= start:
+        raise LatscopeError(f"the window is empty: --to must be later than --from "
+                            f"({float(start_s)!r} s), not "
+                            f"{float(stop_s)!r} s")
+    return start, stop
 
 
 @dataclasses.dataclass

@@ -211,6 +211,11 @@ def test_table_format():
     assert lines[0].split() == ["config", "stage", "n", "mean", "±", "3σ", "p50", "p99",
                                 "p99.9", "max", "paper"]
     assert "12,345" in lines[2] and "7.48 ± 0.35" in lines[2] and "9.200" in lines[2]
+    assert "†" not in text
+    few = dict(rows[0], n=200, p99_bounded=False, p999_bounded=False)
+    short = demo_command.format_table([few]).splitlines()
+    assert "9.200†" in short[2] and short[-1].startswith("† the sample does not bound")
+    assert "≥ 368 packets for p99, ≥ 3,688 for p99.9" in short[-1]
 
 
 def test_demo_under_load_per_class(tmp_path):
@@ -228,8 +233,21 @@ def test_demo_under_load_per_class(tmp_path):
         assert r["e2e"]["n"] == r["replied"] == 150 - r["dropped"]
     stack, fast = rows
     assert stack["deliver"]["p50"] - fast["deliver"]["p50"] > 1.0
-    table = demo_command.format_load_table(rows)
-    assert "fast-track-64" in table and " hp " in table and "earlier than the stack" in table
+    sentences = demo_command.load_verdicts(rows)
+    # queued bursts spread each request's wait behind its burst: at 150 requests (seed 0) the
+    # p50 difference's 95 % interval still spans 0, and the sentence must say so rather than
+    # claim a lead (the full demo's 10^3-request pair does bound it)
+    assert sentences[0].startswith("rx.fast[hp] (vs rx.udp[hp]) at p50 under 60 % background "
+                                   "load (IMIX): no difference between fast-track-64-bg60-burst "
+                                   "and el-dm-64-bg60-burst can be told ("), sentences[0]
+    assert sentences[0].endswith("(SIMULATED).")
+    # 150 packets bound no p99 difference (each side's interval at sqrt(0.95) needs >= 435
+    # packets, stats.n_required): no verdict there
+    assert "at p99 under 60 % background load (IMIX): " in sentences[1]
+    assert "so no verdict" in sentences[1]
+    table = demo_command.format_load_table(rows, verdicts=sentences)
+    assert "fast-track-64" in table and " hp " in table and table.endswith(sentences[-1])
+    assert "† p99 not bounded by the sample (needs ≥ 368 requests)" in table   # 150 requests
 
 
 def test_demo_under_load_every_stage_per_class_in_queued_bursts(tmp_path):

@@ -7,6 +7,7 @@ import sys
 from latscope import LatscopeError
 from latscope.analysis import api
 from latscope.analysis.definitions import MarkerMap, load_definitions
+from latscope.capture.files.interop import parse_time
 from latscope.userio import check_input
 
 UNITS = ("Units: tables print microseconds (3 decimals); --json gives nanoseconds in keys ending "
@@ -24,6 +25,29 @@ MARKERS_HELP = ("marker meanings CHANNEL=MEANING,... e.g. m0=rx.isr,m3=tx.xmit, 
                 "default: those the file carries (captures, and latscope's own .sr/.vcd/.csv "
                 "exports). Without either, a capture with marker channels m0..m4 is refused, "
                 "never analysed with a guessed map; the map used is printed with its source")
+
+
+def add_window_arguments(p):
+    """``--from``/``--to`` as ``latscope export`` has them (``args.start``, ``args.stop``:
+    seconds as Fractions, or ``None``)."""
+    p.add_argument("--from", dest="start", metavar="TIME", type=parse_time,
+                   help="analyse only events at or after TIME since the timestamp reset, e.g. "
+                        "1.5ms, 200us, 250ns or 0.1 (seconds), as export --from cuts a window; "
+                        "applied before any statistics (default: the capture's start)")
+    p.add_argument("--to", dest="stop", metavar="TIME", type=parse_time,
+                   help="analyse only events before TIME (exclusive), same units (default: the "
+                        "capture's end)")
+
+
+def window_line(analysis):
+    """One line saying which ``--from``/``--to`` window an analysis was cut to, or ``""``."""
+    w = api.window_of(analysis)
+    if not w:
+        return ""
+    lo = "the start" if w["from_s"] is None else f"{w['from_s']:.9g} s"
+    hi = "the end" if w["to_s"] is None else f"{w['to_s']:.9g} s"
+    return (f"window: events from {lo} to {hi} (--from/--to; {w['events']:,} events), applied "
+            f"before the statistics")
 
 
 def definitions(path):
@@ -45,17 +69,18 @@ def warn_integrity(command, analyses):
             print(f"latscope {command}: warning: {a.path}: {note}", file=sys.stderr)
 
 
-def load_all(command, files, *, definitions_file=None, markers=None, packets=True):
+def load_all(command, files, *, definitions_file=None, markers=None, packets=True, start_s=None,
+             stop_s=None):
     """Analyse every file of ``files`` (each must exist and be readable), saying on stderr which
-    marker map each used."""
+    marker map each used; ``start_s``/``stop_s``: the ``--from``/``--to`` window."""
     missing = [f for f in files if not os.path.exists(f)]
     if missing:
         raise LatscopeError(f"no such file: {', '.join(missing)}")
     for f in files:
         check_input(f, "capture file")
     defs = definitions(definitions_file)
-    analyses = [api.analyze_file(f, definitions=defs, packets=packets, markers=markers)
-                for f in files]
+    analyses = [api.analyze_file(f, definitions=defs, packets=packets, markers=markers,
+                                 start_s=start_s, stop_s=stop_s) for f in files]
     for a in analyses:          # which marker map each input used, and why
         print(f"latscope {command}: {a.path}: {marker_line(a)}", file=sys.stderr)
     return analyses

@@ -15,9 +15,11 @@ from latscope.commands.analyses import (
     DEFINITIONS_HELP,
     MARKERS_HELP,
     UNITS,
+    add_window_arguments,
     definitions,
     marker_line,
     warn_integrity,
+    window_line,
 )
 from latscope.userio import check_input
 
@@ -38,6 +40,7 @@ def add_arguments(p):
     p.add_argument("--measure", nargs="+", metavar="NAME",
                    help="only these measurements (default: every one the capture supports)")
     p.add_argument("--map", dest="mapping", metavar="MAP", help=_MAP_HELP)
+    add_window_arguments(p)
     p.add_argument("--hlog", metavar="FILE.hlog",
                    help="also write each measurement's histogram in HdrHistogram's .hlog format "
                         "(values in ns, 3 significant digits)")
@@ -95,6 +98,7 @@ def run(args):
     a = api.analyze_file(args.file, definitions=definitions(args.definitions),
                          measures=args.measure, mapping=args.mapping, progress=_progress(),
                          markers=args.markers, ns_histograms=bool(args.hlog),
+                         start_s=args.start, stop_s=args.stop,
                          packets=bool(args.store or args.per_packet or args.hgrm
                                       or args.explain is not None))
     warn_integrity(args.command, [a])
@@ -125,6 +129,8 @@ def run(args):
     print(f"resolution {r.resolution_ns:.3f} ns per tick (each latency exact to ±1 tick); "
           f"each table's unit is in its headers")
     print(marker_line(a))
+    if window_line(a):
+        print(window_line(a))
     print()
     # tables and plots: analyze --json needs neither
     from latscope.analysis import report

@@ -12,7 +12,10 @@ import numpy as np
 from latscope import LatscopeError
 from latscope.analysis import api
 from latscope.analysis.compare import compare_samples
+from latscope.analysis.report import summary
 from latscope.analysis.report.labels import class_label
+from latscope.analysis.report.tables import compare_grouped
+from latscope.analysis.stats import n_required
 from latscope.capture.files.outputs import check_output_folder, open_output
 from latscope.capture.sim import demo_load, simbench
 from latscope.capture.sim.demo import DEFAULT_PACKETS, QUICK_PACKETS, run_demo
@@ -41,7 +44,8 @@ def _stats_from_analysis(path):
         out[name] = {"n": s.n, "mean": s.mean_ns, "three_sigma": s.three_sigma_ns,
                      "p50": s.quantiles[50].value_ns, "p99": s.quantiles[99].value_ns,
                      "p999": s.quantiles[99.9].value_ns, "max": s.max_ns,
-                     "resolution": s.resolution_ns}
+                     "resolution": s.resolution_ns,
+                     "bounded": {p: s.quantiles[p].upper_ns is not None for p in (99, 99.9)}}
     return out
 
 
@@ -61,6 +65,7 @@ def comparison_rows(results):
                          "p50_us": s["p50"] / 1e3, "p99_us": s["p99"] / 1e3,
                          "p999_us": s["p999"] / 1e3, "max_us": s["max"] / 1e3,
                          "resolution_ns": s["resolution"], "paper": _paper(profile, stage),
+                         "p99_bounded": s["bounded"][99], "p999_bounded": s["bounded"][99.9],
                          "source": "analysis"})
     return rows
 
@@ -69,10 +74,13 @@ def format_table(rows):
     """The comparison table as text (µs; the paper's x̄ ± 3σ where Table I has the cell)."""
     headers = ("config", "stage", "n", "mean ± 3σ", "p50", "p99", "p99.9", "max", "paper")
     cells = [headers]
+
+    def value(r, key):      # † where the sample does not bound the percentile
+        return f"{r[key + '_us']:.3f}" + ("" if r.get(key + "_bounded", True) else "†")
     for r in rows:
         cells.append((r["config"], r["stage"], f"{r['n']:,}",
                       f"{r['mean_us']:.2f} ± {r['three_sigma_us']:.2f}", f"{r['p50_us']:.3f}",
-                      f"{r['p99_us']:.3f}", f"{r['p999_us']:.3f}", f"{r['max_us']:.2f}",
+                      value(r, "p99"), value(r, "p999"), f"{r['max_us']:.2f}",
                       r["paper"] or "-"))
     widths = [max(len(c[i]) for c in cells) for i in range(len(headers))]
     lines = []
@@ -81,6 +89,10 @@ def format_table(rows):
                                for i, (c, w) in enumerate(zip(row, widths, strict=True))).rstrip())
         if k == 0:
             lines.append("  ".join("-" * w for w in widths))
+    if any(not r.get(k, True) for r in rows for k in ("p99_bounded", "p999_bounded")):
+        lines.append(f"† the sample does not bound this percentile (a two-sided 95 % interval "
+                     f"needs ≥ {n_required(0.99):,} packets for p99, ≥ {n_required(0.999):,} for "
+                     f"p99.9): a value of these packets, not a conclusion")
     return "\n".join(lines)
 
 
@@ -106,7 +118,8 @@ def _analyse(row):
     for key, name in (("deliver", row["deliver_stage"]), ("e2e", "node.e2e[hp]")):
         s = analysis.stats.get(name)
         row[key] = None if s is None or not s.n else {
-            "n": s.n, "p50": s.p50_ns / 1e3, "p99": s.p99_ns / 1e3, "max": s.max_ns / 1e3}
+            "n": s.n, "p50": s.p50_ns / 1e3, "p99": s.p99_ns / 1e3, "max": s.max_ns / 1e3,
+            "p99_bounded": s.quantiles[99.0].upper_ns is not None}
     classes, samples = {}, {}
     ns_per_tick = 1e9 / fa.tick_hz
     for cls, report in sorted(fa.classes.items()):
@@ -122,6 +135,8 @@ def _analyse(row):
                 "p50": s.p50_ns / 1e3 if s is not None and s.n else None,
                 "p99": s.p99_ns / 1e3 if s is not None and s.n else None,
                 "max": s.max_ns / 1e3 if s is not None and s.n else None,
+                "p99_bounded": bool(s is not None and s.n
+                                    and s.quantiles[99.0].upper_ns is not None),
                 "ambiguous": int(report.ambiguous.get(stage, 0)),
                 "coalesced": int(report.coalesced.get(stage, 0))}
             if stage in report.samples:
@@ -196,11 +211,12 @@ def _interval(entry):
     return (f"{_us(entry['lead'])} [{_us(entry['lower'])}, {_us(entry['upper'])}]")
 
 
-def format_load_table(rows, idle=None):
+def format_load_table(rows, idle=None, verdicts=None):
     """The per-class tables: one line per capture (requests, drops, background counted), every
     stage of every class with its ambiguous requests (and the idle capture's delivery stage of
-    the same profile, from the main demo, when ``idle`` maps profile -> {stage: stats}), then the
-    fast track's lead over the stack per stage with its intervals."""
+    the same profile, from the main demo, when ``idle`` maps profile -> {stage: stats}; a p99 its
+    sample does not bound marked †), the fast track's lead over the stack per stage with its
+    intervals, then the ``verdicts`` (:func:`load_verdicts`)."""
     lines = [f"{'configuration':<16} {'load':>5} {'burst':>5} {'class':>5} {'req':>6} "
              f"{'replied':>7} {'drop':>5} {'unknown':>7} {'bg counted':>11}"]
     for r in rows:
@@ -219,8 +235,10 @@ def format_load_table(rows, idle=None):
                          f"{_us(s['p50']):>8} {_us(s['p99']):>8} {'':>8} {'':>9}")
         for label, c in r.get("classes", {}).items():
             for stage, s in c["stages"].items():
+                p99 = _us(s["p99"]) + ("" if s.get("p99_bounded", True) or s["p99"] is None
+                                       else "†")
                 lines.append(f"{r['profile']:<16} {label:>5} {stage:<9} {s['n']:>6,} "
-                             f"{_us(s['p50']):>8} {_us(s['p99']):>8} {_us(s['max']):>8} "
+                             f"{_us(s['p50']):>8} {p99:>8} {_us(s['max']):>8} "
                              f"{s['ambiguous']:>9}")
     stack, fast = (next((r for r in rows if r["profile"] == p), None) for p in demo_load.PROFILES)
     lead = (fast or {}).get("lead")
@@ -241,7 +259,25 @@ def format_load_table(rows, idle=None):
                      f"{stack['deliver']['p50'] - fast['deliver']['p50']:.2f} µs and p99 "
                      f"{stack['deliver']['p99'] - fast['deliver']['p99']:.2f} µs earlier than "
                      f"the stack")
+    if any(s["p99"] is not None and not s.get("p99_bounded", True)
+           for r in rows for c in r.get("classes", {}).values() for s in c["stages"].values()):
+        lines.append(f"† p99 not bounded by the sample (needs ≥ {n_required(0.99):,} requests): "
+                     f"a value of these requests, not a conclusion")
+    lines += list(verdicts or ())
     return "\n".join(lines)
+
+
+def load_verdicts(rows):
+    """The fast track against the stack under load, on the delivery of the measured requests
+    (class ``hp``) at p50 and p99: one sentence each with its 95 % interval, or saying the
+    sample cannot tell (:func:`latscope.analysis.report.summary.verdicts`)."""
+    analyses = [api.analyze_file(r["path"], packets=True) for r in rows]
+    if len(analyses) < 2:
+        return []
+    grouped = compare_grouped(analyses)
+    return [v.sentence for v in summary.verdicts(grouped, simulated=True)
+            if v.kind == "fast" and v.measurement.split(" ")[0] in
+            {r["deliver_stage"] for r in rows}]
 
 
 def idle_figures(results):
@@ -254,7 +290,8 @@ def idle_figures(results):
         s = api.analyze_file(r["path"]).stats.get(stage)
         if s is not None and s.n:
             out[r["profile"]] = {"p50": s.p50_ns / 1e3, "p99": s.p99_ns / 1e3,
-                                 "max": float(np.nan)}
+                                 "max": float(np.nan),
+                                 "p99_bounded": s.quantiles[99.0].upper_ns is not None}
     return out
 
 
@@ -319,11 +356,6 @@ def run(args):
                        seed=args.seed)
     capture_s = sum(r["seconds"] for r in results) / max(1, min(args.jobs, len(results)))
     rows = comparison_rows(results)
-    report = None
-    if not args.no_report:
-        written = api.write_report([r["path"] for r in results], args.out)
-        report = [str(p) for p in (written if isinstance(written, (list, tuple))
-                                   else [written])]
     load_rows = []
     if not args.no_load and args.profiles is None:
         # the fast track against the stack under load, per class (with the default profiles)
@@ -332,17 +364,24 @@ def run(args):
         load_rows = under_load_rows(
             os.path.join(args.out, "under-load"), seed=args.seed, jobs=args.jobs,
             packets=200 if args.quick else demo_load.PACKETS)
+    report = None
+    if not args.no_report:
+        # the under-load pair is in the report too: its verdicts lead the first screen
+        written = api.write_report([r["path"] for r in results + load_rows], args.out)
+        report = [str(p) for p in (written if isinstance(written, (list, tuple))
+                                   else [written])]
     total = time.monotonic() - started
     bad = [r["profile"] for r in results if not r["check"]["ok"]]
     bad += [f"{r['profile']} under {r['scenario']}" for r in load_rows if not r["check"]["ok"]]
-    summary = {"captures": results, "engine": results[0]["engine"], "table": rows,
-               "report": report, "under_load": load_rows,
+    verdicts = load_verdicts(load_rows) if load_rows else []
+    outcome = {"captures": results, "engine": results[0]["engine"], "table": rows,
+               "report": report, "under_load": load_rows, "under_load_verdicts": verdicts,
                "capture_seconds": round(capture_s, 1), "seconds": round(total, 1)}
     with open_output(os.path.join(args.out, "summary.json"), force=True) as f:
-        json.dump(summary, f, indent=2, default=str)
+        json.dump(outcome, f, indent=2, default=str)
         f.write("\n")
     if args.json:
-        print(json.dumps(summary, indent=2, default=str))
+        print(json.dumps(outcome, indent=2, default=str))
     else:
         resolution = rows[0]["resolution_ns"] if rows else float("nan")
         print(f"\nSIMULATED: latency per configuration and stage on the simulated bench, µs "
@@ -369,7 +408,7 @@ def run(args):
                   f"class bg), measured stream{bursts} recorded as class hp; frames paired by "
                   f"sequence number, markers in order: a request whose marker the edges cannot "
                   f"decide is counted ambiguous and left out of its stage")
-            print(format_load_table(load_rows, idle_figures(results)))
+            print(format_load_table(load_rows, idle_figures(results), verdicts))
         exact = sum(r["check"]["ok"] for r in results)
         print(f"{exact}/{len(results)} captures reproduce the simulation's ground truth exactly "
               f"(every event, within one tick)")

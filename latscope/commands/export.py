@@ -13,6 +13,7 @@ from latscope.capture.files.interop import (
     make_window,
     parse_rate,
     parse_time,
+    window_ticks,
 )
 from latscope.capture.files.pcapng import export_pcapng
 from latscope.capture.files.sigrok_write import export_sr
@@ -61,21 +62,13 @@ def add_arguments(p):
 _SUFFIXES = {"sr": ".sr", "vcd": ".vcd", "csv": ".csv", "pcapng": ".pcapng"}
 
 
-def _ceil(value):
-    return -(-value.numerator // value.denominator)
-
-
 def _export_pcapng(args, output):
     if args.channels:
         raise LatscopeError("--format pcapng writes frames, not channels: --channels does not "
                             "apply")
     with open_capture(args.file) as capture:
-        tick_hz = exact_rate(capture.metadata["tick_hz"])
         # the window holds the frames whose first edge t has from <= t / tick_hz < to
-        start = None if args.start is None else _ceil(args.start * tick_hz)
-        stop = None if args.stop is None else _ceil(args.stop * tick_hz)
-        if start is not None and stop is not None and stop <= start:
-            raise LatscopeError("--to must be later than --from")
+        start, stop = window_ticks(args.start, args.stop, capture.metadata["tick_hz"])
         summary = export_pcapng(capture, output, force=args.force, start_tick=start,
                                 stop_tick=stop, resolution=args.tsresol or "ns")
     window = (f" ({summary.outside_window:,} outside --from/--to)"
@@ -110,8 +103,7 @@ def run(args):
     with open_capture(args.file) as capture:
         tick_hz = exact_rate(capture.metadata["tick_hz"])
         # the window holds the ticks t with from <= t / tick_hz < to
-        start = None if args.start is None else _ceil(args.start * tick_hz)
-        stop = None if args.stop is None else _ceil(args.stop * tick_hz)
+        start, stop = window_ticks(args.start, args.stop, tick_hz)
         window = make_window(capture, start, stop, args.channels)
         progress = FractionProgress("exporting")
         try:

@@ -5,12 +5,12 @@ import sys
 
 from latscope import LatscopeError
 from latscope.analysis import api, report, store
-from latscope.analysis.report.summary import bounded, headline_names
 from latscope.capture.files.outputs import check_output_folder, output_folder
 from latscope.commands.analyses import (
     DEFINITIONS_HELP,
     MARKERS_HELP,
     UNITS,
+    add_window_arguments,
     definitions,
     load_all,
     warn_integrity,
@@ -19,7 +19,12 @@ from latscope.commands.analyses import (
 
 def add_arguments(p):
     p.description = ("Write DIR/report.html (self-contained, plots embedded) and DIR/report.md "
-                     "(with PNG files): Table-I-style mean ± 3σ (and the paper's Table I beside it "
+                     "(with PNG files). It answers first (what was measured, p50 and p99 with "
+                     "intervals, the ranking, each comparison's verdict in a sentence, the fast "
+                     "track against the stack under load where such captures are given), then "
+                     "a table of contents, a glossary, the slowest packets with the frames and "
+                     "edges before each, and the detail: Table-I-style mean ± 3σ (and the "
+                     "paper's Table I beside it "
                      "for the simulated bench's paper profiles), percentile tables with "
                      "confidence intervals, log-scale histograms, percentile spectra (latency "
                      "against 1/(1-p)), time series, per-configuration percentiles, stage "
@@ -32,6 +37,7 @@ def add_arguments(p):
     p.add_argument("-o", "--output", required=True, metavar="DIR", help="directory to write into")
     p.add_argument("--definitions", metavar="FILE.toml", help=DEFINITIONS_HELP)
     p.add_argument("--markers", metavar="MAP", help=MARKERS_HELP)
+    add_window_arguments(p)
     p.add_argument("--explain", type=int, default=3, metavar="N",
                    help="show the N slowest packets of each capture's headline measurements "
                         "(and every one beyond p99.9) with the window before each "
@@ -56,7 +62,7 @@ def run(args):
     # before the analyses, not after
     check_output_folder(args.output, args.files, force=args.force)
     analyses = load_all(args.command, args.files, definitions_file=args.definitions,
-                        markers=args.markers)
+                        markers=args.markers, start_s=args.start, stop_s=args.stop)
     warn_integrity(args.command, analyses)
     if args.store:
         for a in analyses:
@@ -64,12 +70,10 @@ def run(args):
                                           definitions=definitions(args.definitions))
             print(f"latscope report: {a.path}: stored as run {stored.run_id} in {args.store}",
                   file=sys.stderr)
-    forensics = {}
-    if args.explain:
-        for a in analyses:
-            names = [n for n in headline_names(report.common_names([a])) if bounded(a.stats[n])]
-            forensics[a.label] = [api.explain(a, n, top=args.explain) for n in names]
-    command = " ".join(["latscope", "report", *args.files, "-o", args.output])
+    forensics = api.explain_headlines(analyses, top=args.explain)
+    window = [f"--{flag} {float(value):.9g}" for flag, value
+              in (("from", args.start), ("to", args.stop)) if value is not None]
+    command = " ".join(["latscope", "report", *args.files, *window, "-o", args.output])
     with output_folder(args.output, args.files, force=args.force) as folder:
         written = report.write_report(analyses, folder, forensics=forensics, command=command)
     written = [os.path.join(args.output, os.path.basename(path)) for path in written]
