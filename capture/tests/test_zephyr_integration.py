@@ -255,6 +255,7 @@ def test_native_sim_echo_and_markers(tmp_path):
     info = out["info"]
     assert info["firmware"] == "latscope-dut"
     assert info["board"] == "native_sim/native/64"
+    assert_tx_thread(info, log_path.read_text())
     # The TAP driver has no interrupt: rx.isr is reported as not measured, never pulsed.
     assert info["point.rx.isr"] == "not-measured"
     assert info["not_measured"] == "rx.isr"
@@ -279,6 +280,16 @@ def test_native_sim_echo_and_markers(tmp_path):
 
 
 QEMU_PORTS = {"socket": 14242, "netctx": 14243, "fast": 14244}
+
+
+def assert_tx_thread(info, console):
+    """prj.conf's NET_TC_TX_COUNT=1, checked by the running firmware: it counted one TX
+    traffic-class thread at boot (GET_INFO ``tx_threads``, and its boot line), so the fast
+    track's send only queues and never waits on TX completion."""
+    assert info["tx_threads"] == "1"
+    assert ("latscope: tx_threads=1, fast track queues replies (does not wait on TX "
+            "completion)") in console
+    assert "expected 1 TX threads" not in console
 
 
 def _free_tcp_port():
@@ -322,6 +333,7 @@ def test_qemu_cortex_a9_gem_echo(tmp_path):
         proc.wait(timeout=10)
     info = out["info"]
     assert info["board"].startswith("qemu_cortex_a9")
+    assert_tx_thread(info, text)
     # One GEM line for RX and TX: rx.isr only when the GEM shows a receive cause.
     assert info["point.rx.isr"] == "isr:shared-line,gem-rx-status"
     assert info["not_measured"] == ""

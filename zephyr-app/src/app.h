@@ -120,6 +120,11 @@ bool fast_track_enqueue(struct fast_item *it);
 /** Boot-time cost of plain and identity markers, printed on the console (marker_cost.c). */
 void marker_cost_report(void);
 
+/** Print the time-statistics line for what changed since the last one (time_stats_report.c):
+ *  the control server calls it on every request, so batches end where the host changes the
+ *  setup (a batch also holds the control request that ends it and the reply that began it). */
+void time_stats_flush(void);
+
 /** Calibration hook for the control protocol. */
 int calibration_run(void *user, uint8_t channel, uint32_t pulses, uint64_t *cycles,
 		    uint32_t *cycle_hz);

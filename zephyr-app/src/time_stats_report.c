@@ -3,7 +3,8 @@
  * the console, per batch, for the host to put beside the wire's truth. Every
  * CONFIG_LATSCOPE_TIME_STATS_PERIOD_MS a low-priority thread reads the statistics through
  * net_mgmt (NET_REQUEST_STATS_GET_ALL) and prints the change since the last line, when there
- * is one (line format: lib/latscope_core/include/latscope_core/time_stats.h).
+ * is one; the control server also flushes a line on every request, so batches end where the
+ * host changes path or markers (line format: lib/latscope_core/include/latscope_core/time_stats.h).
  * SPDX-License-Identifier: BSD-2-Clause
  */
 #include <zephyr/kernel.h>
@@ -32,23 +33,32 @@ static void read_totals(struct ls_time_stats *out)
 #endif
 }
 
-static void time_stats_thread(void *a, void *b, void *c)
+K_MUTEX_DEFINE(report_lock);
+static struct ls_time_stats prev;
+
+void time_stats_flush(void)
 {
-	struct ls_time_stats prev = {0}, now = {0};
+	struct ls_time_stats now = {0};
 	char line[160];
 
+	k_mutex_lock(&report_lock, K_FOREVER);
+	read_totals(&now);
+	if (ls_time_stats_line(&prev, &now, k_cycle_get_64(), sys_clock_hw_cycles_per_sec(), line,
+			       sizeof(line)) > 0) {
+		printk("%s", line);
+		prev = now;
+	}
+	k_mutex_unlock(&report_lock);
+}
+
+static void time_stats_thread(void *a, void *b, void *c)
+{
 	ARG_UNUSED(a);
 	ARG_UNUSED(b);
 	ARG_UNUSED(c);
-	read_totals(&prev);
 	while (true) {
 		k_msleep(CONFIG_LATSCOPE_TIME_STATS_PERIOD_MS);
-		read_totals(&now);
-		if (ls_time_stats_line(&prev, &now, k_cycle_get_64(),
-				       sys_clock_hw_cycles_per_sec(), line, sizeof(line)) > 0) {
-			printk("%s", line);
-			prev = now;
-		}
+		time_stats_flush();
 	}
 }
 
