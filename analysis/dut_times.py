@@ -117,9 +117,14 @@ def dut_beside_wire(dut_n, dut_sum_us, wire_n, wire_mean_ns, *, quantity):
                          dut_mean - wire_mean, what)
 
 
-def dut_times_beside_stats(batches, stats):
+def dut_times_beside_stats(batches, stats, *, min_fraction=0.5):
     """Every one of Zephyr's quantities that has packets, beside its wire stage where the
     analysis measured it.
+
+    Zephyr counts every packet of its kind (the control requests and replies that begin and end
+    a batch too), the wire stage only the marked ones: a quantity that timed fewer than
+    ``min_fraction`` of the stage's packets timed something else (e.g. ``rx_time`` in a
+    net_context or fast-track batch is the control request alone) and is left out.
 
     Parameters
     ----------
@@ -128,6 +133,8 @@ def dut_times_beside_stats(batches, stats):
         ``tx_n``, ``tx_us``).
     stats : dict
         Stage name -> statistics with ``n`` and ``mean_ns``.
+    min_fraction : float
+        Smallest share of the stage's packet count Zephyr must have timed.
 
     Returns
     -------
@@ -147,7 +154,7 @@ def dut_times_beside_stats(batches, stats):
         n = [int(b.get(f"{key}_n", 0)) for b in batches]
         s = [int(b.get(f"{key}_us", 0)) for b in batches]
         wire = stats.get(stage)
-        if sum(n) == 0 or wire is None or not wire.n:
+        if wire is None or not wire.n or sum(n) < min_fraction * wire.n or sum(n) == 0:
             continue
         out.append(dut_beside_wire(n, s, wire.n, wire.mean_ns, quantity=quantity))
     return out

@@ -48,3 +48,9 @@ def test_beside_stats_only_where_both_sides_have_packets():
     assert [(r.quantity, r.dut_n, r.dut_mean_ns, r.difference_ns) for r in rows] == [
         ("tx_time", 5, 25_000.0, -5_000.0)]
     assert dut_times_beside_stats(batches, {}) == []
+    # Zephyr timed 1 packet where the wire measured 30 (the control request of a fast-track
+    # batch): a different population, left out; kept when the share is allowed.
+    one = [{"rx_n": 1, "rx_us": 54, "tx_n": 0, "tx_us": 0}]
+    wire = {"rx.udp": SimpleNamespace(n=30, mean_ns=1.0)}
+    assert dut_times_beside_stats(one, wire) == []
+    assert [r.dut_n for r in dut_times_beside_stats(one, wire, min_fraction=0.0)] == [1]

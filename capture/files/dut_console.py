@@ -34,25 +34,32 @@ class TimeStatsBatches:
 
     Attributes
     ----------
-    t_ns : numpy.ndarray
-        DUT time of each report, ns (cycles scaled by the line's ``hz``).
+    t_cycles, hz : numpy.ndarray
+        The DUT's cycle counter at each report and the rate the firmware believes it runs at.
     rx_n, rx_us, tx_n, tx_us : numpy.ndarray
         Packets timed in the batch and the sum of their times, µs, per direction.
     """
 
-    t_ns: np.ndarray
+    t_cycles: np.ndarray
+    hz: np.ndarray
     rx_n: np.ndarray
     rx_us: np.ndarray
     tx_n: np.ndarray
     tx_us: np.ndarray
 
     def __len__(self):
-        return len(self.t_ns)
+        return len(self.t_cycles)
+
+    @property
+    def t_ns(self):
+        """DUT time of each report, ns, at the firmware's own cycle rate (``hz``)."""
+        whole, rest = np.divmod(self.t_cycles, self.hz)     # no int64 overflow for long runs
+        return whole * 1_000_000_000 + rest * 1_000_000_000 // self.hz
 
     def select(self, keep):
         """The batches where boolean array ``keep`` is true."""
-        return TimeStatsBatches(*(a[keep] for a in (self.t_ns, self.rx_n, self.rx_us,
-                                                    self.tx_n, self.tx_us)))
+        return TimeStatsBatches(*(a[keep] for a in (self.t_cycles, self.hz, self.rx_n,
+                                                    self.rx_us, self.tx_n, self.tx_us)))
 
 
 def parse_time_stats(text):
@@ -74,20 +81,22 @@ def parse_time_stats(text):
         t, hz, *counts = (int(x) for x in m.groups())
         if hz <= 0:
             raise LatscopeError(f"time statistics hz must be positive, not {hz!r}")
-        rows.append((t * 1_000_000_000 // hz, *counts))
-    arr = np.array(rows, dtype=np.int64).reshape(-1, 5)
-    return TimeStatsBatches(*(arr[:, k].copy() for k in range(5)))
+        rows.append((t, hz, *counts))
+    arr = np.array(rows, dtype=np.int64).reshape(-1, 6)
+    return TimeStatsBatches(*(arr[:, k].copy() for k in range(6)))
 
 
-def time_stats_metadata(batches, source):
-    """The capture-metadata form (key ``dut_time_stats``) of some batches.
+def time_stats_metadata(batches, source, t_ns=None):
+    """The capture-metadata form (key ``dut_time_stats``) of some batches; ``t_ns`` puts the
+    reports on the capture's own timeline (default: :attr:`TimeStatsBatches.t_ns`).
 
     >>> b = parse_time_stats("latscope-netstats: t=5 hz=1000000000 rx_n=1 rx_us=7 tx_n=0 tx_us=0")
     >>> time_stats_metadata(b, "console")["batches"]
     [{'t_ns': 5, 'rx_n': 1, 'rx_us': 7, 'tx_n': 0, 'tx_us': 0}]
     """
     keys = ("t_ns", "rx_n", "rx_us", "tx_n", "tx_us")
+    t_ns = batches.t_ns if t_ns is None else np.asarray(t_ns)
     return {"format": "latscope-netstats", "source": source,
             "batches": [dict(zip(keys, (int(v) for v in row), strict=True))
-                        for row in zip(batches.t_ns, batches.rx_n, batches.rx_us,
+                        for row in zip(t_ns, batches.rx_n, batches.rx_us,
                                        batches.tx_n, batches.tx_us, strict=True)]}

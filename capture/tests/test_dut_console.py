@@ -33,6 +33,7 @@ def test_parses_the_lines_the_firmware_formatter_writes():
     # The numbers are those the C test feeds its formatter (test_time_stats.c).
     assert b.rx_n.tolist() == [30, 0, 1] and b.rx_us.tolist() == [1234, 0, 7]
     assert b.tx_n.tolist() == [31, 2, 0] and b.tx_us.tolist() == [900, 50, 0]
+    assert b.t_cycles.tolist() == [123456789012, 1, 3] and b.hz.tolist() == [333333343, 2, 2]
     # t in cycles at hz: 123456789012 cycles at 333333343 Hz; 1 and 3 cycles at 2 Hz.
     assert b.t_ns.tolist() == [123456789012 * 10**9 // 333333343, 500_000_000, 1_500_000_000]
 
@@ -43,6 +44,7 @@ def test_lines_among_other_console_output_and_metadata_form():
     b = parse_time_stats(text)
     assert len(b) == 1 and b.t_ns.tolist() == [1_000_000_000]
     meta = time_stats_metadata(b.select(np.array([True])), "console.log")
+    assert time_stats_metadata(b, "x", t_ns=[7])["batches"][0]["t_ns"] == 7
     assert meta == {"format": "latscope-netstats", "source": "console.log",
                     "batches": [{"t_ns": 1_000_000_000, "rx_n": 2, "rx_us": 30, "tx_n": 1,
                                  "tx_us": 4}]}

@@ -33,19 +33,30 @@ static void read_totals(struct ls_time_stats *out)
 #endif
 }
 
+struct report_line {
+	char text[128];
+};
+
+/* Lines are printed only by the reporter thread, at the edge trace's priority: a line printed
+ * from the control thread would preempt the trace thread mid-line and interleave the two. The
+ * trace thread may keep that priority busy through a whole run, so lines wait here (each with
+ * the time it was taken) until it pauses. */
+K_MSGQ_DEFINE(report_q, sizeof(struct report_line), CONFIG_LATSCOPE_TIME_STATS_LINES, 4);
 K_MUTEX_DEFINE(report_lock);
 static struct ls_time_stats prev;
 
 void time_stats_flush(void)
 {
 	struct ls_time_stats now = {0};
-	char line[160];
+	struct report_line line;
 
 	k_mutex_lock(&report_lock, K_FOREVER);
 	read_totals(&now);
-	if (ls_time_stats_line(&prev, &now, k_cycle_get_64(), sys_clock_hw_cycles_per_sec(), line,
-			       sizeof(line)) > 0) {
-		printk("%s", line);
+	size_t n = ls_time_stats_line(&prev, &now, k_cycle_get_64(), sys_clock_hw_cycles_per_sec(),
+				      line.text, sizeof(line.text));
+
+	/* A line that did not fit the queue stays in the totals: the next line covers it. */
+	if (n > 0 && n < sizeof(line.text) && k_msgq_put(&report_q, &line, K_NO_WAIT) == 0) {
 		prev = now;
 	}
 	k_mutex_unlock(&report_lock);
@@ -53,12 +64,17 @@ void time_stats_flush(void)
 
 static void time_stats_thread(void *a, void *b, void *c)
 {
+	struct report_line line;
+
 	ARG_UNUSED(a);
 	ARG_UNUSED(b);
 	ARG_UNUSED(c);
 	while (true) {
-		k_msleep(CONFIG_LATSCOPE_TIME_STATS_PERIOD_MS);
-		time_stats_flush();
+		if (k_msgq_get(&report_q, &line, K_MSEC(CONFIG_LATSCOPE_TIME_STATS_PERIOD_MS)) == 0) {
+			printk("%s", line.text);
+		} else {
+			time_stats_flush();
+		}
 	}
 }
 
