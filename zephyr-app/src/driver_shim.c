@@ -135,8 +135,8 @@ static bool rx_hook(struct npf_test *test, struct net_pkt *pkt)
  * packet and thread of that hand-over (tx.handoff), until the driver starts the MAC (tx.xmit). */
 static struct net_pkt *volatile tx_marked;
 static struct net_pkt *volatile tx_handed;
-static uint64_t tx_marked_seq = APP_NO_SEQ;
-static uint64_t tx_handed_seq = APP_NO_SEQ;
+static volatile uint64_t tx_marked_seq = APP_NO_SEQ;
+static volatile uint64_t tx_handed_seq = APP_NO_SEQ;
 static k_tid_t tx_handed_thread;
 
 /* Send rule: at net_if_queue_tx() the packet starts at its IPv4 header (stack echoes) or at
