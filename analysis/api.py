@@ -29,6 +29,7 @@ from latscope.analysis.definitions import (
     resolve_channel,
     resolve_markers,
 )
+from latscope.analysis.dut_times import dut_times_beside_stats
 from latscope.analysis.engine import Analyzer, PacketTable
 from latscope.analysis.forensics import FrameRecords
 from latscope.analysis.forensics import explain as explain_packets
@@ -114,6 +115,9 @@ class Analysis:
         out = self.result.to_dict()
         out.update(path=self.path, label=self.label, size=self.size,
                    provenance=provenance(self.metadata), window=window_of(self))
+        if "dut_beside_wire" in self.metadata:
+            # Zephyr's own RX/TX times (capture metadata dut_time_stats) beside the wire's
+            out["dut_beside_wire"] = self.metadata["dut_beside_wire"]
         fa = getattr(self.result, "frames", None)
         if fa is not None and out.get("frames") is not None:
             # class names beside the numbers, and the classes the FPGA only counted
@@ -586,6 +590,11 @@ def _analyze_events(source, definitions, measures, packets, exact_limit, confide
         _add_frame_analysis(info, edges, result, confidence, window)
     if info.problems:
         result.metadata["problems"] = list(info.problems)
+    batches = (metadata.get("dut_time_stats") or {}).get("batches")
+    if batches:
+        result.metadata["dut_beside_wire"] = [
+            r.to_dict() for r in dut_times_beside_stats(batches, {**result.stages,
+                                                                  **result.stats})]
     return Analysis(path, capture_label(metadata, path), capture_size(metadata), result)
 
 

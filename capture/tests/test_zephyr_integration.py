@@ -16,6 +16,7 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 APP = Path(__file__).parents[2] / "zephyr-app"
@@ -44,6 +45,7 @@ MAP_A = [0, 1, 2, 3, 4]
 PACKETS = 4                                       # per path and map, one in flight
 BURST = 8                                         # full-size frames sent back to back
 EDGE = re.compile(r"^latscope-edge: (\d+) (m[0-4]) (rise|fall)(?: t=\d+)?$")
+EDGE_T = re.compile(r"^latscope-edge: (\d+) m([0-4]) (rise|fall) t=(\d+)$")
 
 
 def parse_edges(text):
@@ -255,6 +257,7 @@ def test_native_sim_echo_and_markers(tmp_path):
     info = out["info"]
     assert info["firmware"] == "latscope-dut"
     assert info["board"] == "native_sim/native/64"
+    assert_tx_thread(info, log_path.read_text())
     # The TAP driver has no interrupt: rx.isr is reported as not measured, never pulsed.
     assert info["point.rx.isr"] == "not-measured"
     assert info["not_measured"] == "rx.isr"
@@ -279,6 +282,16 @@ def test_native_sim_echo_and_markers(tmp_path):
 
 
 QEMU_PORTS = {"socket": 14242, "netctx": 14243, "fast": 14244}
+
+
+def assert_tx_thread(info, console):
+    """prj.conf's NET_TC_TX_COUNT=1, checked by the running firmware: it counted one TX
+    traffic-class thread at boot (GET_INFO ``tx_threads``, and its boot line), so the fast
+    track's send only queues and never waits on TX completion."""
+    assert info["tx_threads"] == "1"
+    assert ("latscope: tx_threads=1, fast track queues replies (does not wait on TX "
+            "completion)") in console
+    assert "expected 1 TX threads" not in console
 
 
 def _free_tcp_port():
@@ -322,6 +335,7 @@ def test_qemu_cortex_a9_gem_echo(tmp_path):
         proc.wait(timeout=10)
     info = out["info"]
     assert info["board"].startswith("qemu_cortex_a9")
+    assert_tx_thread(info, text)
     # One GEM line for RX and TX: rx.isr only when the GEM shows a receive cause.
     assert info["point.rx.isr"] == "isr:shared-line,gem-rx-status"
     assert info["not_measured"] == ""
@@ -337,3 +351,86 @@ def test_qemu_cortex_a9_gem_echo(tmp_path):
     # Every test frame's markers in order; rx.isr may be absent for a frame that arrived while
     # the driver was still draining its RX ring (seen in 3 of 23 runs; at most a few frames).
     assert match_edges(isr_marks_of_test_frames(edges), want) <= PACKETS
+
+
+IDENTITY_DRIVE = """
+import json, socket, struct
+from latscope.capture import runner
+c = runner.ControlClient(HOST, port=CTRL)
+out = {'info': c.info()}
+for path, port in PORTS.items():
+    c.set_path(path)
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    s.settimeout(3)
+    got = []
+    for seq in SEQS:
+        msg = struct.pack('>HHIQ', 0x4C54, 1, seq, 0) + bytes(2)
+        s.sendto(msg, (HOST, port))
+        got.append(s.recv(2048) == msg)
+    out[path] = sum(got)
+print(json.dumps(out))
+"""
+
+
+@needs_zephyr
+@pytest.mark.skipif(not shutil.which("qemu-system-arm"), reason="qemu-system-arm not installed")
+@pytest.mark.skipif(not shutil.which("arm-none-eabi-gcc"), reason="arm-none-eabi-gcc missing")
+def test_qemu_identity_markers_carry_each_probes_sequence_number(tmp_path):
+    """CONFIG_LATSCOPE_MARKERS_IDENTITY on the Zynq GEM under QEMU -icount: every marker the
+    firmware raises for a probe (rx.copy, rx.udp / rx.fast, tx.send) decodes, with the host's
+    LSID-1 decoder, to the low byte of that probe's sequence number (from its UDP payload),
+    and rx.isr (no packet known at interrupt entry) stays plain. The pulse unit is 500 ns:
+    under QEMU a gpio_emul write costs far more than the default 50 ns unit, which would push
+    a 1's width below twice a 0's (docs/marker-identity.md, "Cost per marker")."""
+    from latscope.analysis.marker_identity import decode
+
+    build = tmp_path / "build"
+    _west_build("qemu_cortex_a9", build, "--", "-DCONFIG_LATSCOPE_MARKERS_IDENTITY=y",
+                "-DCONFIG_LATSCOPE_MARKERS_PULSE_NS=500")
+    ctrl = _free_tcp_port()
+    host_ports = {p: _free_tcp_port() for p in QEMU_PORTS}
+    fwd = [f"hostfwd=udp:127.0.0.1:{ctrl}-10.0.2.15:4240"] + [
+        f"hostfwd=udp:127.0.0.1:{hp}-10.0.2.15:{gp}"
+        for hp, gp in zip(host_ports.values(), (4242, 4243, 4244), strict=True)]
+    log_path = tmp_path / "console.log"
+    log_path.touch()
+    cmd = ["qemu-system-arm", "-M", "xilinx-zynq-a9", "-cpu", "cortex-a9", "-m", "64",
+           "-nographic", "-serial", "file:" + str(log_path), "-serial", "null",
+           "-monitor", "none", "-icount", "shift=3,align=off,sleep=on", "-rtc", "clock=vm",
+           "-kernel", str(build / "zephyr/zephyr.elf"),
+           "-nic", "user,model=cadence_gem,net=10.0.2.0/24," + ",".join(fwd)]
+    seqs = [0x1FE, 0x1FF, 0x200, 0x2A5, 7]            # low bytes FE FF 00 A5 07
+    proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.STDOUT)
+    try:
+        assert "latscope: ready" in _wait_for(log_path, lambda t: "latscope: ready" in t, 60)
+        time.sleep(1)
+        script = (f"HOST='127.0.0.1'; CTRL={ctrl}; PORTS={host_ports!r}; SEQS={seqs!r}\n"
+                  + IDENTITY_DRIVE)
+        res = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                             timeout=180)
+        assert res.returncode == 0, res.stderr[-3000:]
+        out = json.loads(res.stdout)
+        # 3 paths x 5 probes x 3 coded markers x 10 pulses x 2 edges, plus rx.isr pulses
+        want = 3 * len(seqs) * 3 * 20
+        text = _wait_for(log_path, lambda t: t.count("latscope-edge:") >= want, 60)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+    assert out["info"]["marker_code"] == "lsid1"
+    assert all(out[p] == len(seqs) for p in QEMU_PORTS), out
+    rows = [EDGE_T.match(line) for line in text.splitlines() if line.startswith("latscope-edge:")]
+    assert all(rows), "malformed trace line"
+    t = np.array([int(m[4]) for m in rows])
+    ch = np.array([int(m[2]) for m in rows])
+    rise = np.array([m[3] == "rise" for m in rows])
+    low = [s & 0xFF for s in seqs]
+    codes = {k: decode(t[ch == k], rise[ch == k]) for k in range(5)}
+    assert codes[0].coded == 0                          # rx.isr: plain
+    # m1 rx.copy: every probe of every path; m2 rx.udp (socket, netctx); m3 rx.fast; m4 tx.send
+    assert codes[1].ident.tolist() == low * 3
+    assert codes[2].ident.tolist() == low * 2
+    assert codes[3].ident.tolist() == low
+    assert codes[4].ident.tolist() == low * 3
+    for k in range(1, 5):
+        assert codes[k].damaged == 0, k

@@ -147,6 +147,8 @@ def run(args):
         print(f"{name}: not computed: {why}")
     for line in ambiguity_lines(r, lambda cls: api.class_label(cls, r.metadata)):
         print(line)
+    for line in dut_time_lines(r.metadata.get("dut_beside_wire") or ()):
+        print(line)
     if r.frames is not None:
         print()
         print(frames_table(r.frames, r.metadata, r.frame_counters))
@@ -162,6 +164,19 @@ def run(args):
                 print()
                 print(format_forensics(api.explain(a, name, top=args.explain)))
     return 0
+
+
+def dut_time_lines(rows):
+    """One line per Zephyr time quantity beside its wire stage (``dut_beside_wire``)."""
+    out = []
+    for row in rows:
+        if row["dut_mean_ns"] is None or row["wire_mean_ns"] is None:
+            continue
+        out.append(f"Zephyr {row['quantity']} (n={row['dut_n']}, {row['what']}): mean "
+                   f"{row['dut_mean_ns'] / 1e3:.3f} µs (whole µs per packet, floored) vs wire "
+                   f"{row['stage']} {row['wire_mean_ns'] / 1e3:.3f} µs (n={row['wire_n']}): "
+                   f"{row['difference_ns'] / 1e3:+.3f} µs")
+    return out
 
 
 def frames_table(fa, metadata, counters=None):

@@ -13,7 +13,6 @@ import os
 import re
 import shutil
 import socket
-import struct
 import subprocess
 import sys
 import time
@@ -185,3 +184,7 @@ def test_echoes_and_marker_trace(request, tmp_path):
     assert out["counters"][1] == PACKETS              # rx_fast
     edges = _edges(text)
     assert (_keep_frame_isr(edges) if isr else edges) == _expected(isr)
+    # prj.conf's NET_TC_TX_COUNT=1, as the running firmware found it: the fast track only queues
+    if "CONFIG_NET_TC_TX_COUNT=1" in config:
+        assert out["info"]["tx_threads"] == "1"
+        assert "latscope: tx_threads=1, fast track queues replies" in text

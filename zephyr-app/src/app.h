@@ -13,6 +13,7 @@
 #include <latscope_core/classify.h>
 #include <latscope_core/control.h>
 #include <latscope_core/counters.h>
+#include <latscope_core/traffic.h>
 #if defined(CONFIG_LATSCOPE_MARKERS)
 #include <latscope/markers.h>
 #endif
@@ -29,6 +30,45 @@ static inline void app_mark(enum ls_point point)
 	ARG_UNUSED(point);
 #endif
 }
+
+/** No sequence number known for this datagram (APP_NO_SEQ): app_mark_seq() marks plainly. */
+#define APP_NO_SEQ UINT64_MAX
+
+/**
+ * Raise the marker for @p point carrying sequence number @p seq (identity markers,
+ * CONFIG_LATSCOPE_MARKERS_IDENTITY), or a plain marker (identity off, or @p seq APP_NO_SEQ).
+ */
+static inline void app_mark_seq(enum ls_point point, uint64_t seq)
+{
+#if defined(CONFIG_LATSCOPE_MARKERS)
+	if (seq == APP_NO_SEQ) {
+		latscope_mark(point);
+	} else {
+		latscope_mark_id(point, (uint32_t)seq);
+	}
+#else
+	ARG_UNUSED(point);
+	ARG_UNUSED(seq);
+#endif
+}
+
+/** Sequence number of a latscope traffic payload for identity markers, or APP_NO_SEQ (also
+ *  always without CONFIG_LATSCOPE_MARKERS_IDENTITY: plain builds read nothing). */
+static inline uint64_t app_payload_seq(const uint8_t *payload, size_t len)
+{
+	uint32_t seq;
+
+	if (IS_ENABLED(CONFIG_LATSCOPE_MARKERS_IDENTITY) && ls_traffic_seq(payload, len, &seq)) {
+		return seq;
+	}
+	return APP_NO_SEQ;
+}
+
+/** The same for a payload at byte @p offset of a packet's buffer chain (no cursor moved). */
+uint64_t app_pkt_seq(struct net_pkt *pkt, size_t offset);
+
+/** TX traffic-class threads running ("tx_q[N]"), counted at boot; 0: senders run the driver. */
+extern unsigned int app_tx_threads;
 
 static inline bool app_path_selected(uint8_t path)
 {
@@ -64,6 +104,7 @@ struct fast_item {
 	struct net_pkt *pkt;
 	struct ls_udp_frame f;
 	bool mark;
+	uint64_t seq; /* identity markers: the probe's sequence number, or APP_NO_SEQ */
 };
 
 /**
@@ -75,6 +116,14 @@ bool fast_track_accept(struct net_pkt *pkt, struct fast_item *it);
 
 /** Queue an accepted frame to the fast-track thread. False (queue full): leave it to the stack. */
 bool fast_track_enqueue(struct fast_item *it);
+
+/** Boot-time cost of plain and identity markers, printed on the console (marker_cost.c). */
+void marker_cost_report(void);
+
+/** Print the time-statistics line for what changed since the last one (time_stats_report.c):
+ *  the control server calls it on every request, so batches end where the host changes the
+ *  setup (a batch also holds the control request that ends it and the reply that began it). */
+void time_stats_flush(void);
 
 /** Calibration hook for the control protocol. */
 int calibration_run(void *user, uint8_t channel, uint32_t pulses, uint64_t *cycles,

@@ -34,7 +34,8 @@ size_t app_build_info(char *buf, size_t cap)
 			 "source_hash=%s\ncontrol_protocol=%u\npaths=%s\npath=%s\n"
 			 "port.socket=%u\nport.netctx=%u\nport.fast=%u\nmarkers=%s\n"
 			 "marker_pins=%u\nrx_isr_source=%s\n"
-			 "pulse_ns=%u\npulse_loops=%u\ncpu_hz=%u\n",
+			 "pulse_ns=%u\npulse_loops=%u\ncpu_hz=%u\nmarker_code=%s\n"
+			 "tx_threads=%u\n",
 			 CONFIG_LATSCOPE_VERSION, KERNEL_VERSION_STRING, LATSCOPE_BOARD,
 			 LATSCOPE_OVERLAYS, LATSCOPE_SOURCE_HASH, LS_CTRL_VERSION, paths,
 			 ls_path_names[app_ctrl.config.path], CONFIG_LATSCOPE_ECHO_PORT,
@@ -44,7 +45,9 @@ size_t app_build_info(char *buf, size_t cap)
 #else
 			 0u,
 #endif
-			 isr_where, pulse_ns, loops, cpu_hz);
+			 isr_where, pulse_ns, loops, cpu_hz,
+			 IS_ENABLED(CONFIG_LATSCOPE_MARKERS_IDENTITY) ? "lsid1" : "plain",
+			 app_tx_threads);
 	char not_measured[64] = "";
 	size_t nm = 0;
 
@@ -90,7 +93,10 @@ const char *app_point_where(enum ls_point point)
 	case LS_POINT_TX_SEND:
 		return "socket:sendto,netctx:net_context_sendto,fast:before-queue";
 	case LS_POINT_TX_QUEUE:
-		return shim ? "net_if_queue_tx:send-filter" : "not-measured";
+		/* A TX queue exists only with TX traffic-class threads (tx.queue -> tx.handoff is
+		 * the wait in it); without them the send rule runs inline before the driver. */
+		return shim && CONFIG_NET_TC_TX_COUNT > 0 ? "net_if_queue_tx:send-filter"
+							  : "not-measured";
 	case LS_POINT_TX_HANDOFF:
 	case LS_POINT_TX_XMIT:
 #if defined(CONFIG_LATSCOPE_DRIVER_SHIM)

@@ -87,6 +87,10 @@ static void control_server(void *a, void *b, void *c)
 		if (n <= 0) {
 			continue;
 		}
+#if defined(CONFIG_LATSCOPE_TIME_STATS_REPORT)
+		/* A batch of the time statistics ends where the host changes the setup. */
+		time_stats_flush();
+#endif
 #if defined(CONFIG_LATSCOPE_MARKERS)
 		app_counters.value[LS_CNT_MARKER_PULSES] = latscope_markers_pulses();
 #endif

@@ -85,6 +85,8 @@ static bool marks(uint8_t path, uint16_t payload_len)
 	       ls_ctrl_size_selected(&app_ctrl.config, payload_len);
 }
 
+#define RX_PAYLOAD_AT (LS_ETH_HDR_LEN + LS_IPV4_MIN_HDR + LS_UDP_HDR_LEN)
+
 struct shim_test {
 	struct npf_test test;
 };
@@ -98,12 +100,18 @@ static bool rx_hook(struct npf_test *test, struct net_pkt *pkt)
 	bool mark = false;
 
 	ls_counter_inc(&app_counters, LS_CNT_RX_FRAMES);
+	uint64_t seq = APP_NO_SEQ;
+
 	if (first != NULL && ls_peek_udp(first->data, first->len, &port, &payload_len)) {
 		path = path_of_port(port);
 		mark = marks(path, payload_len);
+		/* ls_peek_udp() accepted an untagged IPv4 header without options: payload at 42 */
+		if (mark && first->len > RX_PAYLOAD_AT) {
+			seq = app_payload_seq(first->data + RX_PAYLOAD_AT, first->len - RX_PAYLOAD_AT);
+		}
 	}
 	if (mark) {
-		app_mark(LS_POINT_RX_COPY);
+		app_mark_seq(LS_POINT_RX_COPY, seq);
 	}
 #if defined(CONFIG_LATSCOPE_PATH_FAST)
 	struct fast_item it = {.mark = mark};
@@ -112,13 +120,13 @@ static bool rx_hook(struct npf_test *test, struct net_pkt *pkt)
 	    fast_track_accept(pkt, &it)) {
 		/* Before the queue put: the fast-track thread may preempt us right there. */
 		if (mark) {
-			app_mark(LS_POINT_RX_HANDOFF);
+			app_mark_seq(LS_POINT_RX_HANDOFF, seq);
 		}
 		return fast_track_enqueue(&it);
 	}
 #endif
 	if (mark) {
-		app_mark(LS_POINT_RX_HANDOFF);
+		app_mark_seq(LS_POINT_RX_HANDOFF, seq);
 	}
 	return false; /* the stack's; true above: the rule's NET_DROP applies, the stack never sees it */
 }
@@ -127,6 +135,8 @@ static bool rx_hook(struct npf_test *test, struct net_pkt *pkt)
  * packet and thread of that hand-over (tx.handoff), until the driver starts the MAC (tx.xmit). */
 static struct net_pkt *volatile tx_marked;
 static struct net_pkt *volatile tx_handed;
+static volatile uint64_t tx_marked_seq = APP_NO_SEQ;
+static volatile uint64_t tx_handed_seq = APP_NO_SEQ;
 static k_tid_t tx_handed_thread;
 
 /* Send rule: at net_if_queue_tx() the packet starts at its IPv4 header (stack echoes) or at
@@ -154,7 +164,17 @@ static bool tx_hook(struct npf_test *test, struct net_pkt *pkt)
 	if (net_pkt_read(pkt, &hdr[at], n) == 0 &&
 	    ls_classify_udp(hdr, at + n, at + len, 0, &f) == LS_CLASS_MATCH &&
 	    marks(path_of_port(f.src_port), f.payload_len)) {
-		app_mark(LS_POINT_TX_QUEUE);
+		uint64_t seq = at + n > f.payload_offset
+				       ? app_payload_seq(&hdr[f.payload_offset],
+							 at + n - f.payload_offset)
+				       : APP_NO_SEQ;
+
+		/* Only where a TX queue exists: without TX threads the send rule runs inline, right
+		 * before the L2's send, and "queue" would name a wait that is not there. */
+		if (CONFIG_NET_TC_TX_COUNT > 0) {
+			app_mark_seq(LS_POINT_TX_QUEUE, seq);
+		}
+		tx_marked_seq = seq;
 		tx_marked = pkt;
 	}
 	net_pkt_cursor_restore(pkt, &backup);
@@ -170,8 +190,9 @@ void __wrap_net_capture_pkt(struct net_if *iface, struct net_pkt *pkt)
 	if (pkt != NULL && pkt == tx_marked) {
 		tx_marked = NULL;
 		tx_handed_thread = k_current_get();
+		tx_handed_seq = tx_marked_seq;
 		tx_handed = pkt;
-		app_mark(LS_POINT_TX_HANDOFF);
+		app_mark_seq(LS_POINT_TX_HANDOFF, tx_handed_seq);
 	}
 }
 #endif
@@ -183,7 +204,7 @@ static inline void mark_xmit(void)
 {
 	if (tx_handed != NULL && tx_handed_thread == k_current_get()) {
 		tx_handed = NULL;
-		app_mark(LS_POINT_TX_XMIT);
+		app_mark_seq(LS_POINT_TX_XMIT, tx_handed_seq);
 	}
 }
 #endif

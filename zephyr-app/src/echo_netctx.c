@@ -31,9 +31,11 @@ static void received(struct net_context *context, struct net_pkt *pkt,
 	}
 	size_t len = ntohs(proto_hdr->udp->len) - NET_UDPH_LEN;
 	bool mark = app_marks_datagram(LS_PATH_NETCTX, len);
+	size_t payload_at = net_pkt_ip_hdr_len(pkt) + net_pkt_ip_opts_len(pkt) + NET_UDPH_LEN;
+	uint64_t seq = mark ? app_pkt_seq(pkt, payload_at) : APP_NO_SEQ;
 
 	if (mark) {
-		app_mark(LS_POINT_RX_UDP);
+		app_mark_seq(LS_POINT_RX_UDP, seq);
 	}
 	ls_counter_inc(&app_counters, LS_CNT_RX_STACK);
 	struct sockaddr_in dst = {.sin_family = AF_INET, .sin_port = proto_hdr->udp->src_port};
@@ -41,7 +43,7 @@ static void received(struct net_context *context, struct net_pkt *pkt,
 	net_ipv4_addr_copy_raw((uint8_t *)&dst.sin_addr, ip_hdr->ipv4->src);
 	net_pkt_cursor_init(pkt);
 	if (len > sizeof(buf) ||
-	    net_pkt_skip(pkt, net_pkt_ip_hdr_len(pkt) + net_pkt_ip_opts_len(pkt) + NET_UDPH_LEN) ||
+	    net_pkt_skip(pkt, payload_at) ||
 	    net_pkt_read(pkt, buf, len)) {
 		ls_counter_inc(&app_counters, LS_CNT_TX_ERRORS);
 		net_pkt_unref(pkt);
@@ -49,7 +51,7 @@ static void received(struct net_context *context, struct net_pkt *pkt,
 	}
 	net_pkt_unref(pkt);
 	if (mark) {
-		app_mark(LS_POINT_TX_SEND);
+		app_mark_seq(LS_POINT_TX_SEND, seq);
 	}
 	if (net_context_sendto(context, buf, len, (struct sockaddr *)&dst, sizeof(dst), NULL,
 			       K_NO_WAIT, NULL) >= 0) {

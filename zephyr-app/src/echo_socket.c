@@ -37,13 +37,14 @@ static void echo_socket(void *a, void *b, void *c)
 			continue;
 		}
 		bool mark = app_marks_datagram(LS_PATH_SOCKET, (size_t)n);
+		uint64_t seq = mark ? app_payload_seq(buf, (size_t)n) : APP_NO_SEQ;
 
 		if (mark) {
-			app_mark(LS_POINT_RX_UDP);
+			app_mark_seq(LS_POINT_RX_UDP, seq);
 		}
 		ls_counter_inc(&app_counters, LS_CNT_RX_STACK);
 		if (mark) {
-			app_mark(LS_POINT_TX_SEND);
+			app_mark_seq(LS_POINT_TX_SEND, seq);
 		}
 		if (zsock_sendto(sock, buf, (size_t)n, 0, &src, src_len) == n) {
 			ls_counter_inc(&app_counters, LS_CNT_TX_ECHO);

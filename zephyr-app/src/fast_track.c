@@ -8,10 +8,12 @@
  *
  * The thread raises rx.fast (it has the payload), rewrites the headers of the received packet
  * in place into the echo (the only bytes copied: the headers, read out and written back; the
- * payload is never copied), raises tx.send and hands the same packet to the interface's TX
- * queue as a raw AF_PACKET frame (net_if_queue_tx(): the L2 sends it unchanged). It never
- * waits for TX completion (with NET_TC_TX_COUNT=0 the queue call runs the driver's send in
- * this thread, which on some MACs waits: keep a TX thread for the fast track).
+ * payload is never copied, only summed for the reply's UDP checksum, as the stack computes one
+ * for its echoes), raises tx.send and hands the same packet to the interface's TX queue as a
+ * raw AF_PACKET frame (net_if_queue_tx(): the L2 sends it unchanged). It never waits for TX
+ * completion: prj.conf sets NET_TC_TX_COUNT=1 (a TX thread runs the driver's send; main.c
+ * checks at boot that it exists). With NET_TC_TX_COUNT=0 (overlay-rx-in-driver.conf) the
+ * queue call runs the driver's send in this thread, which on the Zynq GEM waits for TX done.
  * SPDX-License-Identifier: BSD-2-Clause
  */
 #include <string.h>
@@ -44,18 +46,11 @@ void fast_track_init(struct net_if *iface)
 	node.port = CONFIG_LATSCOPE_FAST_PORT;
 }
 
-/* UDP checksum over the buffer chain: f->payload_len + 8 bytes from f->l4_offset. */
-static bool udp_checksum_ok(struct net_pkt *pkt, const uint8_t *hdr, const struct ls_udp_frame *f)
+/* Internet sum of @p left bytes from byte @p skip of the packet's buffer chain, in place.
+ * Returns the bytes it could not reach (0: all summed). */
+static size_t chain_sum(struct net_pkt *pkt, size_t skip, size_t left, struct ls_inet_acc *acc)
 {
-	uint16_t field = (uint16_t)((hdr[f->l4_offset + 6] << 8) | hdr[f->l4_offset + 7]);
-	size_t skip = f->l4_offset;
-	size_t left = (size_t)f->payload_len + LS_UDP_HDR_LEN;
-	struct ls_inet_acc acc;
-
-	if (field == 0u) {
-		return true;
-	}
-	ls_inet_acc_init(&acc);
+	ls_inet_acc_init(acc);
 	for (struct net_buf *b = pkt->buffer; b != NULL && left > 0u; b = b->frags) {
 		size_t blen = b->len;
 
@@ -65,11 +60,24 @@ static bool udp_checksum_ok(struct net_pkt *pkt, const uint8_t *hdr, const struc
 		}
 		size_t k = MIN(blen - skip, left);
 
-		ls_inet_acc_add(&acc, b->data + skip, k);
+		ls_inet_acc_add(acc, b->data + skip, k);
 		left -= k;
 		skip = 0;
 	}
-	return left == 0u && ls_udp_checksum_ok_sum(f, field, ls_inet_acc_sum(&acc));
+	return left;
+}
+
+/* UDP checksum over the buffer chain: f->payload_len + 8 bytes from f->l4_offset. */
+static bool udp_checksum_ok(struct net_pkt *pkt, const uint8_t *hdr, const struct ls_udp_frame *f)
+{
+	uint16_t field = (uint16_t)((hdr[f->l4_offset + 6] << 8) | hdr[f->l4_offset + 7]);
+	struct ls_inet_acc acc;
+
+	if (field == 0u) {
+		return true;
+	}
+	return chain_sum(pkt, f->l4_offset, (size_t)f->payload_len + LS_UDP_HDR_LEN, &acc) == 0u &&
+	       ls_udp_checksum_ok_sum(f, field, ls_inet_acc_sum(&acc));
 }
 
 bool fast_track_accept(struct net_pkt *pkt, struct fast_item *it)
@@ -95,6 +103,9 @@ bool fast_track_accept(struct net_pkt *pkt, struct fast_item *it)
 		return false;
 	}
 	it->pkt = pkt;
+	it->seq = it->mark && n >= it->f.payload_offset
+			  ? app_payload_seq(&hdr[it->f.payload_offset], n - it->f.payload_offset)
+			  : APP_NO_SEQ;
 	return true;
 }
 
@@ -122,7 +133,7 @@ static void fast_thread(void *a, void *b, void *c)
 		k_msgq_get(&fast_q, &it, K_FOREVER);
 		/* The handler: this is where an application would act on the payload. */
 		if (it.mark) {
-			app_mark(LS_POINT_RX_FAST);
+			app_mark_seq(LS_POINT_RX_FAST, it.seq);
 		}
 		ls_counter_inc(&app_counters, LS_CNT_RX_FAST);
 
@@ -131,8 +142,15 @@ static void fast_thread(void *a, void *b, void *c)
 
 		net_pkt_cursor_init(pkt);
 		net_pkt_set_overwrite(pkt, true);
+		struct ls_inet_acc acc;
+
+		/* The reply carries a computed UDP checksum, summed over the payload in place: the
+		 * same work the stack paths' send does (net_udp_finalize), so the fast track's lead
+		 * is not skipped work. */
 		if (hlen > sizeof(hdr) || net_pkt_read(pkt, hdr, hlen) != 0 ||
-		    ls_udp_make_reply(hdr, hlen, &it.f) != 0) {
+		    ls_udp_make_reply(hdr, hlen, &it.f) != 0 ||
+		    chain_sum(pkt, hlen, it.f.payload_len, &acc) != 0u ||
+		    ls_udp_fill_checksum(hdr, hlen, &it.f, ls_inet_acc_sum(&acc)) == 0u) {
 			ls_counter_inc(&app_counters, LS_CNT_TX_ERRORS);
 			net_pkt_unref(pkt);
 			continue;
@@ -144,7 +162,7 @@ static void fast_thread(void *a, void *b, void *c)
 		net_pkt_set_context(pkt, NULL);
 		net_pkt_set_iface(pkt, fast_iface);
 		if (it.mark) {
-			app_mark(LS_POINT_TX_SEND);
+			app_mark_seq(LS_POINT_TX_SEND, it.seq);
 		}
 		net_if_queue_tx(fast_iface, pkt); /* takes our reference; does not wait */
 		ls_counter_inc(&app_counters, LS_CNT_TX_ECHO);

@@ -2,6 +2,7 @@
  * latscope DUT application: boot, marker table banner, path threads.
  * SPDX-License-Identifier: BSD-2-Clause
  */
+#include <string.h>
 #include <zephyr/kernel.h>
 #include <zephyr/logging/log.h>
 #include <zephyr/sys/printk.h>
@@ -12,6 +13,41 @@ LOG_MODULE_REGISTER(latscope, LOG_LEVEL_INF);
 
 struct ls_counters app_counters;
 struct ls_ctrl_state app_ctrl;
+unsigned int app_tx_threads;
+
+uint64_t app_pkt_seq(struct net_pkt *pkt, size_t offset)
+{
+	uint8_t head[8];
+	size_t got = 0;
+
+	if (!IS_ENABLED(CONFIG_LATSCOPE_MARKERS_IDENTITY)) {
+		return APP_NO_SEQ;
+	}
+	for (struct net_buf *b = pkt->buffer; b != NULL && got < sizeof(head); b = b->frags) {
+		if (offset >= b->len) {
+			offset -= b->len;
+			continue;
+		}
+		size_t k = MIN(b->len - offset, sizeof(head) - got);
+
+		memcpy(&head[got], b->data + offset, k);
+		got += k;
+		offset = 0;
+	}
+	return app_payload_seq(head, got);
+}
+
+/* The stack's TX traffic-class threads, by the name net_tc.c gives them ("tx_q[N]"): with one,
+ * net_if_queue_tx() only queues and the fast track never runs the driver's send (which on the
+ * Zynq GEM waits for TX completion); with none, every sender runs it. */
+static void count_tx_thread(const struct k_thread *thread, void *user)
+{
+	const char *name = k_thread_name_get((k_tid_t)thread);
+
+	if (name != NULL && strncmp(name, "tx_q[", 5) == 0) {
+		(*(unsigned int *)user)++;
+	}
+}
 
 uint16_t app_path_port(uint8_t path)
 {
@@ -54,6 +90,7 @@ int main(void)
 		app_ctrl.config.path = CONFIG_LATSCOPE_DEFAULT_PATH;
 	}
 	app_ctrl.counters = &app_counters;
+	k_thread_foreach(count_tx_thread, &app_tx_threads);
 	/* The shim first: it decides which points this board can mark (rx.isr). Marker pins are
 	 * still unassigned, so nothing pulses before the map below is set. */
 #if defined(CONFIG_LATSCOPE_DRIVER_SHIM)
@@ -83,6 +120,15 @@ int main(void)
 	printk("latscope DUT\n%s", text);
 	ls_marker_map_format(&app_ctrl.config.markers, text, sizeof(text));
 	printk("latscope marker table:\n%s", text);
+	printk("latscope: tx_threads=%u, fast track %s\n", app_tx_threads,
+	       app_tx_threads > 0 ? "queues replies (does not wait on TX completion)"
+				  : "runs the driver's send itself");
+	if (IS_ENABLED(CONFIG_LATSCOPE_PATH_FAST) && app_tx_threads != CONFIG_NET_TC_TX_COUNT) {
+		LOG_ERR("expected %d TX threads, found %u", CONFIG_NET_TC_TX_COUNT, app_tx_threads);
+	}
+#if defined(CONFIG_LATSCOPE_MARKER_COST)
+	marker_cost_report();
+#endif
 	printk("latscope: ready, path %s\n", ls_path_names[app_ctrl.config.path]);
 	return 0;
 }

@@ -223,6 +223,13 @@ void latscope_marker_pulse_id(unsigned int channel, uint32_t seq)
 	atomic_inc(&pulses);
 }
 
+#if !defined(CONFIG_LATSCOPE_MARKERS_TRACE)
+void latscope_markers_trace_enable(bool on)
+{
+	ARG_UNUSED(on);
+}
+#endif
+
 uint32_t latscope_markers_pulses(void)
 {
 	return (uint32_t)atomic_get(&pulses);

@@ -103,3 +103,14 @@ static int trace_init(void)
 }
 
 SYS_INIT(trace_init, APPLICATION, 90);
+
+void latscope_markers_trace_enable(bool on)
+{
+	for (unsigned int i = 0; i < N_PINS; i++) {
+		if (on) {
+			gpio_add_callback(pins[i].port, &cbs[i]);
+		} else {
+			gpio_remove_callback(pins[i].port, &cbs[i]);
+		}
+	}
+}

@@ -169,6 +169,33 @@ int ls_udp_make_reply(uint8_t *hdr, size_t hdr_len, const struct ls_udp_frame *f
 	return 0;
 }
 
+uint16_t ls_udp_fill_checksum(uint8_t *hdr, size_t hdr_len, const struct ls_udp_frame *f,
+			      uint32_t payload_sum)
+{
+	if (hdr == NULL || f == NULL || hdr_len < f->payload_offset ||
+	    f->l4_offset < f->l3_offset + LS_IPV4_MIN_HDR) {
+		return 0;
+	}
+	uint8_t *ip = &hdr[f->l3_offset];
+	uint8_t *udp = &hdr[f->l4_offset];
+	uint16_t udp_len = (uint16_t)(f->payload_len + LS_UDP_HDR_LEN);
+	uint8_t pseudo[12];
+
+	memcpy(&pseudo[0], &ip[12], 8); /* source and destination address */
+	pseudo[8] = 0;
+	pseudo[9] = LS_IPPROTO_UDP;
+	wr16(&pseudo[10], udp_len);
+	wr16(&udp[6], 0);
+	uint32_t sum = ls_inet_sum(pseudo, sizeof(pseudo), payload_sum);
+	uint16_t csum = ls_inet_fold(ls_inet_sum(udp, LS_UDP_HDR_LEN, sum));
+
+	if (csum == 0u) {
+		csum = 0xFFFFu; /* RFC 768: a computed zero is transmitted as all ones */
+	}
+	wr16(&udp[6], csum);
+	return csum;
+}
+
 void ls_inet_acc_add(struct ls_inet_acc *acc, const uint8_t *data, size_t len)
 {
 	size_t i = 0;

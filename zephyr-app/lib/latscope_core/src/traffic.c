@@ -24,6 +24,16 @@ bool ls_traffic_parse(const uint8_t *p, size_t len, struct ls_traffic_hdr *out)
 	return true;
 }
 
+bool ls_traffic_seq(const uint8_t *p, size_t len, uint32_t *seq)
+{
+	if (p == NULL || seq == NULL || len < 8u ||
+	    (((uint16_t)p[0] << 8) | p[1]) != LS_TRAFFIC_MAGIC) {
+		return false;
+	}
+	*seq = ((uint32_t)p[4] << 24) | ((uint32_t)p[5] << 16) | ((uint32_t)p[6] << 8) | p[7];
+	return true;
+}
+
 bool ls_traffic_write(uint8_t *p, size_t len, const struct ls_traffic_hdr *h)
 {
 	if (p == NULL || h == NULL || len < LS_TRAFFIC_HDR_LEN) {

@@ -1,5 +1,6 @@
 /* Unit tests of the frame classifier and checksum/reply helpers. SPDX-License-Identifier: BSD-2-Clause */
 #include "latscope_core/classify.h"
+#include "latscope_core/fast.h"
 #include "ls_test.h"
 
 static void test_plain_and_vlan_and_options(void)
@@ -117,6 +118,33 @@ static void test_checksums_and_reply(void)
 	CHECK_EQ(ls_classify_udp(f, n, n, 49153, NULL), LS_CLASS_MATCH);
 	CHECK_EQ(ls_udp_make_reply(f, u.payload_offset - 1, &u), -1);
 	CHECK_EQ(ls_udp_make_reply(NULL, n, &u), -1);
+
+	/* The fast track's reply checksum, from a payload sum taken in two pieces (a buffer chain):
+	 * the receiver's check (RFC 768 sum over pseudo-header, header and payload folds to 0)
+	 * accepts it, and one changed payload byte makes it fail. */
+	struct ls_udp_frame r;
+	struct ls_inet_acc acc;
+
+	CHECK_EQ(ls_classify_udp(f, n, n, 49153, &r), LS_CLASS_MATCH);
+	ls_inet_acc_init(&acc);
+	ls_inet_acc_add(&acc, f + r.payload_offset, 13);
+	ls_inet_acc_add(&acc, f + r.payload_offset + 13, r.payload_len - 13u);
+	uint16_t csum = ls_udp_fill_checksum(f, n, &r, ls_inet_acc_sum(&acc));
+
+	CHECK(csum != 0u);
+	CHECK_EQ((f[r.l4_offset + 6] << 8) | f[r.l4_offset + 7], csum);
+	CHECK(ls_udp_checksum_ok(f, &r));
+	f[r.payload_offset + 5] ^= 0x40u;
+	CHECK(!ls_udp_checksum_ok(f, &r));
+	f[r.payload_offset + 5] ^= 0x40u;
+	/* Swapping addresses and ports keeps the one's-complement sum: the reply's checksum equals
+	 * a correct checksum of the request (computed here on a copy of the request). */
+	memcpy(orig, f, n);
+	CHECK_EQ(ls_udp_make_reply(orig, n, &r), 0);
+	CHECK_EQ(ls_classify_udp(orig, n, n, 4242, &u), LS_CLASS_MATCH);
+	CHECK_EQ(ls_udp_fill_checksum(orig, n, &u, ls_inet_sum(orig + u.payload_offset,
+							       u.payload_len, 0)), csum);
+	CHECK_EQ(ls_udp_fill_checksum(f, u.payload_offset - 1, &u, 0), 0);
 }
 
 int main(void)

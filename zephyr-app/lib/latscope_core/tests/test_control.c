@@ -203,8 +203,17 @@ static void test_traffic_header(void)
 	CHECK_EQ(g.intended_ns, 0x0102030405ll);
 	CHECK(!ls_traffic_parse(p, 15, &g));
 	CHECK(!ls_traffic_write(p, 15, &h));
+	uint32_t seq = 7;
+
+	CHECK(ls_traffic_seq(p, 8, &seq));
+	CHECK_EQ(seq, 258);
+	seq = 7;
+	CHECK(!ls_traffic_seq(p, 7, &seq));
+	CHECK_EQ(seq, 7);
 	p[0] = 0;
 	CHECK(!ls_traffic_parse(p, 16, &g));
+	CHECK(!ls_traffic_seq(p, 16, &seq));
+	CHECK_EQ(seq, 7);
 }
 
 /* A board that cannot mark rx.isr: SET_MARKERS with it is refused, the map is unchanged, and

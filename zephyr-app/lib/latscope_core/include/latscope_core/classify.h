@@ -115,6 +115,16 @@ bool ls_peek_udp(const uint8_t *hdr, size_t hdr_len, uint16_t *dst_port, uint16_
  */
 int ls_udp_make_reply(uint8_t *hdr, size_t hdr_len, const struct ls_udp_frame *f);
 
+/**
+ * Compute the UDP checksum of a reply made by ls_udp_make_reply() and write it into its header,
+ * as the stack's send path does for every datagram (RFC 768: pseudo-header, UDP header with the
+ * checksum field taken as 0, payload; a computed 0 is sent as 0xFFFF). @p payload_sum is
+ * ls_inet_sum()/ls_inet_acc over the f->payload_len payload bytes (which may sit in a buffer
+ * chain). Returns the value written (host order), or 0 if hdr_len is too short.
+ */
+uint16_t ls_udp_fill_checksum(uint8_t *hdr, size_t hdr_len, const struct ls_udp_frame *f,
+			      uint32_t payload_sum);
+
 #ifdef __cplusplus
 }
 #endif

@@ -31,6 +31,12 @@ struct ls_traffic_hdr {
 /** Parse the header; false if the payload is shorter than 16 bytes or the magic differs. */
 bool ls_traffic_parse(const uint8_t *payload, size_t len, struct ls_traffic_hdr *out);
 
+/**
+ * The sequence number alone (bytes 4..7), for marker identity: needs the magic and 8 bytes
+ * of payload. False (and @p seq untouched) otherwise.
+ */
+bool ls_traffic_seq(const uint8_t *payload, size_t len, uint32_t *seq);
+
 /** Write the header into @p payload (>= 16 bytes). Returns false if len is too short. */
 bool ls_traffic_write(uint8_t *payload, size_t len, const struct ls_traffic_hdr *hdr);
 

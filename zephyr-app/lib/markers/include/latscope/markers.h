@@ -10,6 +10,7 @@
 #ifndef LATSCOPE_MARKERS_H_
 #define LATSCOPE_MARKERS_H_
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <latscope_core/markers.h>
 
@@ -35,6 +36,10 @@ void latscope_marker_pulse(unsigned int channel);
  * widths hold. Counts as one pulse. Ignored if the channel has no pin.
  */
 void latscope_marker_pulse_id(unsigned int channel, uint32_t seq);
+
+/** Pause (false) or resume (true) the gpio_emul edge trace (CONFIG_LATSCOPE_MARKERS_TRACE;
+ *  a no-op without it): edges while paused are neither recorded nor printed. */
+void latscope_markers_trace_enable(bool on);
 
 /** Pulse count since boot or the last reset (all channels), for the counters. */
 uint32_t latscope_markers_pulses(void);
