@@ -31,8 +31,7 @@ from latscope.analysis.definitions import (
 )
 from latscope.analysis.engine import Analyzer, PacketTable
 from latscope.analysis.forensics import explain as explain_packets
-from latscope.analysis.frames import analyze_frames
-from latscope.analysis.marker_identity import decode, is_coded_channel
+from latscope.analysis.frame_stream import FrameStream
 from latscope.analysis.pairing import STATUS_NAMES
 from latscope.analysis.report.html import write_report as write_report_page
 from latscope.analysis.report.labels import class_label, counted_only_classes, integrity_note
@@ -455,7 +454,9 @@ def _analyze_events(source, definitions, measures, packets, exact_limit, confide
                         require=measures or (), metadata=metadata,
                         offsets=info.channel_offsets,
                         coded_markers=coded_markers(metadata))
-    edges = _FrameEdges(info, marker_map.markers) if info.frames is not None else None
+    frames = _FramePass(source, marker_map.markers, tick_hz=analyzer.tick_hz,
+                        confidence=confidence, exact_limit=exact_limit,
+                        keep_samples=packets) if info.frames is not None else None
     done = 0
     for chunk in chunks:
         try:
@@ -465,8 +466,8 @@ def _analyze_events(source, definitions, measures, packets, exact_limit, confide
                 raise
             raise LatscopeError(f"{path}: {error} (after {done:,} events; check the file "
                                 f"with latscope verify)") from None
-        if edges is not None:
-            edges.add(chunk)
+        if frames is not None:
+            frames.add(chunk)
         done += len(chunk.time)
         if progress and capture:
             progress(done, info.n_events)
@@ -475,61 +476,86 @@ def _analyze_events(source, definitions, measures, packets, exact_limit, confide
         return Analysis(path, capture_label(info.metadata, path), None, result)
     result.metadata = dict(result.metadata, integrity=info.integrity,
                            marker_map=dataclasses.asdict(marker_map))
-    if edges is not None:
-        _add_frame_analysis(info, edges, result, confidence)
+    if frames is not None:
+        frames.finish(result)
     if info.problems:
         result.metadata["problems"] = list(info.problems)
     return Analysis(path, capture_label(metadata, path), capture_size(metadata), result)
 
 
-class _FrameEdges:
-    """What frame pairing needs from the events, gathered chunk by chunk in the analysis pass:
-    the DV channels' edges (to tie records to pulses) and both edges of each marker channel
-    (``marker_meanings``: the map :func:`resolve_markers` settled on), whose pulse widths carry
-    the markers' identity codes where the firmware sends them (``docs/marker-identity.md``)."""
+class _FramePass:
+    """Frame analysis in the one pass over a capture: its frame records tied to their DV pulses
+    as the chunks arrive (``capture.files.frames.FramePlacer``, reading the records block by
+    block) and paired by sequence number with the markers' edges
+    (:class:`~latscope.analysis.frame_stream.FrameStream`), in memory bounded by what is still
+    open. ``marker_meanings``: the map :func:`resolve_markers` settled on."""
 
-    def __init__(self, info, marker_meanings):
+    def __init__(self, source, marker_meanings, *, tick_hz, confidence, exact_limit,
+                 keep_samples):
         from latscope.capture.files.frames import (  # why: amaranth, frame captures only
-            DIRECTION_ROLES,
+            FramePlacer,
         )
-        dv_roles = {role for roles in DIRECTION_ROLES.values() for role in roles}
-        self.dv = [ch for ch, role in (info.channel_names or {}).items() if role in dv_roles]
+        from latscope.gateware.codec import FLAGS  # why: amaranth, frame captures only
+        info = source.info
         meanings = marker_meanings or info.markers or {}
         self.marker_channels = {}
         for role, meaning in meanings.items():
             ch = resolve_channel(role, info.channel_names or None, meanings or None)
             if ch is not None:
                 self.marker_channels[meaning] = ch
-        self._dv = []
-        self._markers = {meaning: [] for meaning in self.marker_channels}
+        # whether requests must carry the traffic magic depends on every record: read the
+        # records (not the events) once before the pass
+        magic = seq = False
+        for block in info.frames:
+            flags = block["flags"].astype(np.int64)
+            magic |= bool(np.any(flags & FLAGS["traffic_magic"]))
+            seq |= bool(np.any(flags & FLAGS["seq_valid"]))
+        losses = [(r.first_time, r.span) for r in info.losses]
+        self.info = info
+        self.placer = FramePlacer(iter(info.frames), info.channel_names or {},
+                                  tick_hz=float(info.metadata["tick_hz"]), losses=losses,
+                                  counters=info.frame_counters)
+        self.stream = FrameStream(tick_hz=tick_hz, marker_meanings=list(self.marker_channels),
+                                  losses=losses, counters=info.frame_counters, magic=magic,
+                                  seq_without_magic=seq, reply_class=reply_class(info.metadata),
+                                  confidence=confidence, exact_limit=exact_limit,
+                                  keep_samples=keep_samples)
 
     def add(self, chunk):
-        keep = np.isin(chunk.channel, self.dv)
-        self._dv.append((chunk.time[keep], chunk.channel[keep], chunk.rising[keep]))
+        if not len(chunk.time):
+            return
+        placed = self.placer.feed(chunk.time, chunk.channel, chunk.rising)
+        markers = {}
         for meaning, ch in self.marker_channels.items():
             mine = chunk.channel == ch
-            self._markers[meaning].append((chunk.time[mine], chunk.rising[mine]))
+            markers[meaning] = (np.asarray(chunk.time[mine]), np.asarray(chunk.rising[mine]))
+        # every record and edge before this tick has been handed on, and (for truncation)
+        # some record reaches it
+        complete = int(chunk.time[-1])
+        for limit in (self.placer.progress(), self.placer.max_time):
+            if limit is not None:
+                complete = min(complete, int(limit))
+        self.stream.add(placed, markers, complete)
 
-    def dv_edges(self):
-        """``(time, channel, rising)`` of the DV channels, in time order."""
-        if not self._dv:
-            return np.zeros(0, np.int64), np.zeros(0, np.uint8), np.zeros(0, bool)
-        return tuple(np.concatenate(col) for col in zip(*self._dv, strict=True))
-
-    def marker_times(self):
-        """``({meaning: marker times}, {meaning: identities})`` of every marker with a channel:
-        a channel whose pulses carry identity codes gives each marker's first edge and its
-        identity; a plain channel its rising edges (and no identities)."""
-        times, ids = {}, {}
-        for meaning, parts in self._markers.items():
-            t = np.concatenate([p[0] for p in parts]) if parts else np.zeros(0, np.int64)
-            r = np.concatenate([p[1] for p in parts]) if parts else np.zeros(0, bool)
-            codes = decode(t, r)
-            if is_coded_channel(codes):     # markers with identity: pair them by it
-                times[meaning], ids[meaning] = codes.time, codes.ident
-            else:
-                times[meaning] = t[r]
-        return times, ids
+    def finish(self, result):
+        """Add each class's stages to ``result.stats`` as ``<stage>[<class>]``, so analyze,
+        compare, report and the API show them like any measurement."""
+        placed, unplaced, reasons, notes = self.placer.finish()
+        end_time = self.placer.max_time if self.placer.max_time is not None else -1
+        fa = self.stream.finish(placed, end_time, unplaced)
+        fa.unplaced_reasons = dict(reasons)
+        fa.placement_note = self.placer.summary(unplaced, reasons, notes)
+        result.frames = fa
+        result.frame_counters = self.info.frame_counters   # the FPGA's per-class totals
+        for cls, report in fa.classes.items():
+            for stage, stats in report.stats.items():
+                name = f"{stage}[{class_label(cls, result.metadata)}]"
+                result.stats[name] = stats
+                result.counts[name] = stats.counts
+                if result.packets is not None:
+                    at, ticks = report.samples[stage]
+                    result.packets.append(PacketTable(name, at, {name: ticks},
+                                                      {name: np.zeros(len(ticks), np.uint8)}))
 
 
 def coded_markers(metadata):
@@ -558,42 +584,6 @@ def reply_class(metadata):
     """
     rules = (metadata.get("frames") or {}).get("rules") or {}
     return "any" if rules.get("rx") and not rules.get("tx") else "same"
-
-
-def _add_frame_analysis(info, edges, result, confidence):
-    """Pair the capture's frame records by sequence number (:mod:`latscope.analysis.frames`) and
-    add each class's stages to ``result.stats`` as ``<stage>[<class>]``, so analyze, compare,
-    report and the API show them like any measurement. ``edges``: the :class:`_FrameEdges`
-    gathered in the analysis pass."""
-    from latscope.capture.files.frames import (  # why: amaranth, frame captures only
-        direction_channels,
-        place_frames,
-    )
-    records = info.frames
-    time, channel, rising = edges.dv_edges()
-    channels = direction_channels(info.channel_names or {}, channel, rising)
-    losses = [(r.first_time, r.span) for r in info.losses]
-    placement = place_frames(records, time, channel, rising, channels,
-                             tick_hz=float(info.metadata["tick_hz"]), losses=losses,
-                             counters=info.frame_counters)   # unplaced records: start/end -1
-    markers, ids = edges.marker_times()
-    fa = analyze_frames(records, placement.start, placement.end, tick_hz=result.tick_hz,
-                        markers=markers, marker_ids=ids, counters=info.frame_counters,
-                        losses=losses, confidence=confidence,
-                        reply_class=reply_class(info.metadata))
-    fa.unplaced_reasons = dict(placement.reasons)
-    fa.placement_note = placement.summary()
-    result.frames = fa
-    result.frame_counters = info.frame_counters    # the FPGA's per-class totals over time
-    for cls, report in fa.classes.items():
-        for stage, stats in report.stats.items():
-            name = f"{stage}[{class_label(cls, result.metadata)}]"
-            result.stats[name] = stats
-            result.counts[name] = stats.counts
-            if result.packets is not None:
-                at, ticks = report.samples[stage]
-                result.packets.append(PacketTable(name, at, {name: ticks},
-                                                  {name: np.zeros(len(ticks), np.uint8)}))
 
 
 def _analyze_sampled(source, definitions, measures, packets, exact_limit, confidence,

@@ -262,6 +262,15 @@ class Capture:
             row += len(r)
         return FrameRecords(records, headers)
 
+    def iter_frames(self):
+        """The FRAME records of each FRMS chunk in turn (``HOST_FRAME_DTYPE``, numbered as
+        :meth:`frames` numbers them, without the kept frame bytes), so a reader holds one
+        chunk's records at a time."""
+        from latscope.capture.files.frames import (  # why: amaranth, frame captures only
+            unwrap_frame_index_blocks,
+        )
+        return unwrap_frame_index_blocks(r for r, _ in self._frms)
+
     def frame_counters(self):
         """Every COUNTERS record (``gateware.codec.COUNTER_DTYPE``), in stream order."""
         from latscope.gateware.codec import empty_counters  # why: amaranth, frames only
