@@ -550,6 +550,9 @@ class FramePlacer:
             if self._misfit(st, st.rec, p).any():
                 continue
             alive.append(s)
+        if final:       # a shift under which no record has a pulse ties nothing
+            n_pulses = st.complete + len(st.rises)
+            alive = [s for s in alive if np.any((k + s >= 0) & (k + s < n_pulses))]
         st.candidates = alive
         verdicts = np.count_nonzero(k + (alive[0] if alive else 0) < st.complete)
         known_all = final
@@ -558,10 +561,6 @@ class FramePlacer:
             return
         if len(alive) == 1 and (known_all or verdicts >= self.CONFIRM):
             s = alive[0]
-            n_pulses = st.complete + (len(st.rises) if final else 0)
-            if known_all and not np.any((k + s >= 0) & (k + s < n_pulses)):
-                st.mode = "lost"
-                return
             st.mode, st.shift = "shift", s
             self.notes.append(f"{'RX' if st.d == 0 else 'TX'} frame records from index "
                               f"{int(k[0])} on are tied to DV pulses {s:+d} from their count: "
