@@ -37,6 +37,7 @@ from latscope.analysis.report.html import write_report as write_report_page
 from latscope.analysis.report.labels import class_label, counted_only_classes, integrity_note
 from latscope.analysis.report.tables import compare_classes, summary_text
 from latscope.analysis.stats import DEFAULT_EXACT_LIMIT, PERCENTILES, percentile_key
+from latscope.capture.events import Events
 from latscope.capture.files.open import open_events
 from latscope.capture.files.provenance import provenance
 
@@ -521,9 +522,15 @@ class _FramePass:
                                   confidence=confidence, exact_limit=exact_limit,
                                   keep_samples=keep_samples)
 
+    #: Events handed on at a time: a file's chunks may be large, and what a step holds grows
+    #: with the events in it.
+    STEP = 1 << 15
+
     def add(self, chunk):
-        if not len(chunk.time):
-            return
+        for at in range(0, len(chunk.time), self.STEP):
+            self._add(Events(*(col[at:at + self.STEP] for col in chunk)))
+
+    def _add(self, chunk):
         placed = self.placer.feed(chunk.time, chunk.channel, chunk.rising)
         markers = {}
         for meaning, ch in self.marker_channels.items():

