@@ -376,8 +376,9 @@ def analyze_file(path, *, definitions=None, measures=None, packets=False, mappin
     Memory: the events of ``.lsc`` and ``.sr`` files are never held whole (``.lsc`` chunks are
     views of the mapped file, ``.sr`` is decoded block by block; ``.vcd``/``.csv`` exports of a
     time window are read whole), so it is bounded by one chunk plus the statistics'
-    ``exact_limit`` values per measurement. A frame capture's records are read block by block,
-    tied to their DV pulses and paired in the same pass, window by window
+    ``exact_limit`` values per measurement. A frame capture's records are read block by block
+    (twice: first only their flags, for whether any carries the traffic magic), tied to their DV
+    pulses and paired in the same pass over the events, window by window
     (:mod:`latscope.analysis.frame_stream`): what it holds is what is still open (requests within
     their reply window, markers within theirs), and its per-class stages use the same bounded
     statistics, so memory does not grow with the capture either (``latscope bench --only
