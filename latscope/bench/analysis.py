@@ -247,8 +247,9 @@ BOUNDED = 1.2
 
 def write_bench_capture(path, n_events, *, frames=False, seed=3):
     """Write a capture of ``n_events`` synthetic events (:mod:`latscope.analysis.synth`, 10 per
-    packet) chunk by chunk; with ``frames``, also a FRAME record per RX_DV and TX_EN pulse (the
-    request and its reply share a sequence number, class ``hp``), as a frame capture has."""
+    packet) in EVTS chunks of the writer's ``chunk_events`` (65,536), as a capture is written;
+    with ``frames``, also a FRAME record per RX_DV and TX_EN pulse (the request and its reply
+    share a sequence number, class ``hp``), as a frame capture has."""
     meta = {"tick_hz": 320_000_000, "label": "bench-frames" if frames else "bench",
             "channels": {"0": "rx_dv", "1": "tx_en", "3": "m0", "5": "m2", "7": "m4"},
             "markers": {"m0": "rx.isr", "m2": "rx.udp", "m4": "tx.send"}}
@@ -257,7 +258,10 @@ def write_bench_capture(path, n_events, *, frames=False, seed=3):
     index = [0, 0]          # next frame_index per direction
     with CaptureWriter(path, meta, fsync=False, overwrite=True) as writer:
         for time_, channel, rising in synthetic_chunks(n_events, seed=seed):
-            writer.append_events(time_, channel, rising)
+            # in EVTS chunks of the writer's size, as a capture writes them
+            for at in range(0, len(time_), writer.chunk_events):
+                writer.append_events(*(col[at:at + writer.chunk_events]
+                                       for col in (time_, channel, rising)))
             if not frames:
                 continue
             counts = [int(np.count_nonzero((channel == ch) & rising)) for ch in (0, 1)]
