@@ -285,8 +285,6 @@ class FrameStream:
         self.classes = {}
         self.stages = {}
         self.seqs = {}               # cls -> (request numbers, answered numbers)
-        self.tx_ids = np.zeros(0, np.int64)   # tx frames held for replies: id, start, seq, cls
-        self.tx_start = np.zeros(0, np.int64)
 
     # --- rows: one per request, in order of its end ----------------------------------------
     def _empty_rows(self):
