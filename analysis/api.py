@@ -519,7 +519,8 @@ class _FramePass:
         self.placer = FramePlacer(iter(info.frames), info.channel_names or {},
                                   tick_hz=float(info.metadata["tick_hz"]), losses=losses,
                                   counters=info.frame_counters)
-        self.stream = FrameStream(tick_hz=tick_hz, marker_meanings=list(self.marker_channels),
+        self.stream = FrameStream(tick_hz=tick_hz, flags=FLAGS,
+                                  marker_meanings=list(self.marker_channels),
                                   losses=losses, counters=info.frame_counters, magic=magic,
                                   seq_without_magic=seq, reply_class=reply_class(info.metadata),
                                   confidence=confidence, exact_limit=exact_limit,

@@ -20,8 +20,9 @@ What stays open, and until when:
   (:class:`~latscope.analysis.pairing.StreamPairer`, as the plain measurements);
 * an interrupt marker that may serve several frames, and a marker with identity, until the data
   has passed the marker window after the frame (before the reply, for transmit markers);
-* a marker channel, until its first :data:`DECIDE` markers tell whether it carries identity
-  codes (:func:`~latscope.analysis.marker_identity.is_coded_channel` on them).
+* a marker channel, until its first :data:`DECIDE` markers (or those of its first second) tell
+  whether it carries identity codes (:func:`~latscope.analysis.marker_identity.is_coded_channel`
+  on them).
 
 It differs from the whole-capture pairing only where that looks at the whole capture: a reply
 later than the reply window reached so far is not paired; a paired request is ``unknown``
@@ -199,7 +200,9 @@ class _Shared:
         self.starts, self.ids = self.starts[n:], self.ids[n:]
         lo = int(self.starts[0]) if len(self.starts) else complete
         if lo is not None:
-            self.stops = self.stops[self.stops >= min(lo, self.carry[0] or lo)]
+            if self.carry[0] is not None:
+                lo = min(lo, self.carry[0])
+            self.stops = self.stops[self.stops >= lo]
         return out
 
 
@@ -216,6 +219,8 @@ class FrameStream:
     Parameters
     ----------
     tick_hz : int
+    flags : dict
+        The FrameFlags bits (``gateware.codec.FLAGS``; the caller has the record layouts).
     marker_meanings : iterable of str
         Meanings of the capture's marker channels (``rx.isr``, ``tx.send`` ...).
     losses : iterable of (first_time, span)
@@ -234,15 +239,14 @@ class FrameStream:
         comparisons between classes), then dropped.
     """
 
-    def __init__(self, *, tick_hz, marker_meanings=(), losses=(), counters=None, magic=False,
-                 seq_without_magic=False, reply_class="same", confidence=0.95,
+    def __init__(self, *, tick_hz, flags, marker_meanings=(), losses=(), counters=None,
+                 magic=False, seq_without_magic=False, reply_class="same", confidence=0.95,
                  exact_limit=DEFAULT_EXACT_LIMIT, keep_samples=False,
                  marker_window_s=MARKER_WINDOW_S):
         if reply_class not in REPLY_CLASSES:
             raise ValueError(f"Reply class must be one of {', '.join(REPLY_CLASSES)}, "
                              f"not {reply_class!r}")
-        from latscope.gateware.codec import FLAGS  # why: amaranth (record layouts), frames only
-        self.flags = FLAGS
+        self.flags = flags
         self.tick_hz = int(tick_hz)
         self.losses = LossIndex(losses)
         self.counters = counters
