@@ -26,23 +26,22 @@ from latscope.analysis.definitions import (
     default_definitions,
     load_definitions,
     parse_definitions,
-    resolve_channel,
     resolve_markers,
 )
 from latscope.analysis.dut_times import dut_times_beside_stats
-from latscope.analysis.engine import Analyzer, PacketTable
-from latscope.analysis.forensics import FrameRecords
+from latscope.analysis.engine import Analyzer
+from latscope.analysis.file_pass import (
+    FramePass,
+    RecordNames,
+    Window,
+)
 from latscope.analysis.forensics import explain as explain_packets
-from latscope.analysis.frames import analyze_frames
-from latscope.analysis.marker_identity import decode, is_coded_channel
 from latscope.analysis.pairing import STATUS_NAMES
 from latscope.analysis.report.html import write_report as write_report_page
 from latscope.analysis.report.labels import class_label, counted_only_classes, integrity_note
 from latscope.analysis.report.summary import bounded, headline_names
 from latscope.analysis.report.tables import common_names, compare_classes, summary_text
 from latscope.analysis.stats import DEFAULT_EXACT_LIMIT, PERCENTILES, percentile_key
-from latscope.capture.events import Events
-from latscope.capture.files.interop import window_ticks
 from latscope.capture.files.open import open_events
 from latscope.capture.files.provenance import provenance
 
@@ -240,11 +239,16 @@ def explain(analysis, name, *, top=10, before_ns=None):
     reach = int(max(before_ns or 0, 1e6) * analysis.result.tick_hz / 1e9)
     keep_lo = int(start.min()) - reach if len(start) else 0
     parts = []
+    fa = analysis.result.frames
     with open_events(analysis.path) as source:
         raw = source.info.channel_names or dict(CHANNEL_ROLES)
         names = raw if isinstance(raw, dict) else dict(enumerate(raw))
         names = {int(k): markers.get(v, v) for k, v in names.items()}
+        # the frame records are placed again in this pass, to name the pulses in each window
+        records = RecordNames(source.info, analysis.metadata) if fa is not None else None
         for chunk in source.chunks():
+            if records is not None:
+                records.feed(chunk)
             sel = chunk.time >= keep_lo
             parts.append((np.asarray(chunk.time[sel]), np.asarray(chunk.channel[sel]),
                           np.asarray(chunk.rising[sel])))
@@ -254,26 +258,10 @@ def explain(analysis, name, *, top=10, before_ns=None):
     listed = [names.get(i, f"ch{i}") for i in range(max(names, default=-1) + 1)]
     top_channel = int(channel.max()) if len(channel) else -1
     listed += [f"ch{i}" for i in range(len(listed), top_channel + 1)]
-    fa = analysis.result.frames
     return explain_packets(start, latency, time, channel, rising,
                            tick_hz=analysis.result.tick_hz, channel_names=listed,
                            measurement=name, top=top, before_ns=before_ns,
-                           records=fa.placed if fa is not None else None)
-
-
-def unrecorded_classes(metadata):
-    """What a frame without a FRAME record is, from the capture config's ``[frames]`` table:
-    ``"unrecorded (bg/other)"`` when it names the recorded classes, else ``"unrecorded"``.
-
-    >>> unrecorded_classes({"frames": {"classes": {"0": "other", "1": "hp", "2": "bg"},
-    ...                                "record": ["hp"]}})
-    'unrecorded (other/bg)'
-    """
-    frames = (metadata or {}).get("frames") or {}
-    recorded = set(frames.get("record") or ())
-    others = [n for _, n in sorted((frames.get("classes") or {}).items(),
-                                   key=lambda kv: int(kv[0])) if n not in recorded]
-    return f"unrecorded ({'/'.join(others)})" if recorded and others else "unrecorded"
+                           records=records.finish() if records is not None else None)
 
 
 def _class_sample(analysis, name):
@@ -402,10 +390,13 @@ def analyze_file(path, *, definitions=None, measures=None, packets=False, mappin
     Memory: the events of ``.lsc`` and ``.sr`` files are never held whole (``.lsc`` chunks are
     views of the mapped file, ``.sr`` is decoded block by block; ``.vcd``/``.csv`` exports of a
     time window are read whole), so it is bounded by one chunk plus the statistics'
-    ``exact_limit`` values per measurement. A frame capture also keeps, until
-    its frame records are paired after the pass, the records, the DV channels' edges and the
-    markers' rising edges, and pairs them with exact statistics over every frame: about
-    0.5 kB per request (``latscope bench --only analysis``).
+    ``exact_limit`` values per measurement. A frame capture's records are read block by block
+    (twice: first only their flags, for whether any carries the traffic magic), tied to their DV
+    pulses and paired in the same pass over the events, window by window
+    (:mod:`latscope.analysis.frame_stream`): what it holds is what is still open (requests within
+    their reply window, markers within theirs), and its per-class stages use the same bounded
+    statistics, so memory does not grow with the capture either (``latscope bench --only
+    analysis``; ``docs/performance.md``).
 
     Parameters
     ----------
@@ -438,7 +429,7 @@ def analyze_file(path, *, definitions=None, measures=None, packets=False, mappin
     Analysis
     """
     with open_events(path, mapping) as source:
-        window = _Window(source.info, start_s, stop_s)
+        window = Window(source.info, start_s, stop_s)
         if source.info.format == "sr":
             a = _analyze_sampled(source, definitions, measures, packets, exact_limit,
                                  confidence, markers, ns_histograms, window)
@@ -447,73 +438,6 @@ def analyze_file(path, *, definitions=None, measures=None, packets=False, mappin
                                 progress, markers, ns_histograms, window)
     window.finish(a.result)
     return a
-
-
-class _Window:
-    """``--from``/``--to`` applied to a file's chunks: :meth:`cut` keeps the events in
-    ``[start, stop)`` ticks and notes the file's first and last event, :meth:`finish` records
-    the window in the result's metadata (or refuses a window that held no event)."""
-
-    def __init__(self, info, start_s, stop_s):
-        self.start_s, self.stop_s = start_s, stop_s
-        self.tick_hz = info.tick_hz
-        self.start, self.stop = window_ticks(start_s, stop_s, info.tick_hz)
-        self.first = self.last = None
-        self.kept = 0
-
-    @property
-    def active(self):
-        return self.start is not None or self.stop is not None
-
-    def inside(self, time):
-        """Boolean mask of ``time`` (ticks) within the window."""
-        time = np.asarray(time)
-        keep = np.ones(len(time), bool)
-        if self.start is not None:
-            keep &= time >= self.start
-        if self.stop is not None:
-            keep &= time < self.stop
-        return keep
-
-    def cut(self, chunks):
-        for chunk in chunks:
-            if not self.active:
-                yield chunk
-                continue
-            if len(chunk.time):
-                self.first = int(chunk.time[0]) if self.first is None else self.first
-                self.last = int(chunk.time[-1])
-            lo = 0 if self.start is None else int(np.searchsorted(chunk.time, self.start))
-            hi = len(chunk.time) if self.stop is None else \
-                int(np.searchsorted(chunk.time, self.stop))
-            self.kept += max(0, hi - lo)
-            yield Events(chunk.time[lo:hi], chunk.channel[lo:hi], chunk.rising[lo:hi])
-
-    def losses(self, losses):
-        """The loss records that meet the window."""
-        if not self.active:
-            return losses
-        return [r for r in losses
-                if (self.stop is None or r.first_time < self.stop)
-                and (self.start is None or r.first_time + r.span >= self.start)]
-
-    def finish(self, result):
-        if not self.active:
-            return
-        if not self.kept:
-            span = ("an empty file" if self.first is None else
-                    f"{self.first / self.tick_hz:.6f} s to {self.last / self.tick_hz:.6f} s")
-            raise LatscopeError(f"The --from/--to window must hold events of the capture "
-                                f"({span}), not {_seconds(self.start_s, 'the start')} to "
-                                f"{_seconds(self.stop_s, 'the end')}")
-        result.metadata = dict(result.metadata, window={
-            "from_s": None if self.start_s is None else float(self.start_s),
-            "to_s": None if self.stop_s is None else float(self.stop_s),
-            "start_tick": self.start, "stop_tick": self.stop, "events": self.kept})
-
-
-def _seconds(value, open_end):
-    return open_end if value is None else f"{float(value):.6f} s"
 
 
 def window_of(analysis):
@@ -565,11 +489,13 @@ def _analyze_events(source, definitions, measures, packets, exact_limit, confide
                         require=measures or (), metadata=metadata,
                         offsets=info.channel_offsets,
                         coded_markers=coded_markers(metadata))
-    edges = _FrameEdges(info, marker_map.markers, window) if info.frames is not None else None
+    frames = FramePass(source, marker_map.markers, tick_hz=analyzer.tick_hz,
+                        confidence=confidence, exact_limit=exact_limit, keep_samples=packets,
+                        window=window) if info.frames is not None else None
     done = 0
     for chunk in chunks:
-        if edges is not None:       # every DV edge: frame k is the k-th pulse since the reset
-            edges.add(chunk)
+        if frames is not None:      # every DV edge: frame k is the k-th pulse since the reset
+            frames.add(chunk)
         done += len(chunk.time)
         chunk = next(window.cut([chunk]))
         try:
@@ -586,8 +512,8 @@ def _analyze_events(source, definitions, measures, packets, exact_limit, confide
         return Analysis(path, capture_label(info.metadata, path), None, result)
     result.metadata = dict(result.metadata, integrity=info.integrity,
                            marker_map=dataclasses.asdict(marker_map))
-    if edges is not None:
-        _add_frame_analysis(info, edges, result, confidence, window)
+    if frames is not None:
+        frames.finish(result)
     if info.problems:
         result.metadata["problems"] = list(info.problems)
     batches = (metadata.get("dut_time_stats") or {}).get("batches")
@@ -596,58 +522,6 @@ def _analyze_events(source, definitions, measures, packets, exact_limit, confide
             r.to_dict() for r in dut_times_beside_stats(batches, {**result.stages,
                                                                   **result.stats})]
     return Analysis(path, capture_label(metadata, path), capture_size(metadata), result)
-
-
-class _FrameEdges:
-    """What frame pairing needs from the events, gathered chunk by chunk in the analysis pass:
-    the DV channels' edges (to tie records to pulses) and both edges of each marker channel
-    (``marker_meanings``: the map :func:`resolve_markers` settled on), whose pulse widths carry
-    the markers' identity codes where the firmware sends them (``docs/marker-identity.md``)."""
-
-    def __init__(self, info, marker_meanings, window):
-        from latscope.capture.files.frames import (  # why: amaranth, frame captures only
-            DIRECTION_ROLES,
-        )
-        dv_roles = {role for roles in DIRECTION_ROLES.values() for role in roles}
-        self.dv = [ch for ch, role in (info.channel_names or {}).items() if role in dv_roles]
-        meanings = marker_meanings or info.markers or {}
-        self.marker_channels = {}
-        for role, meaning in meanings.items():
-            ch = resolve_channel(role, info.channel_names or None, meanings or None)
-            if ch is not None:
-                self.marker_channels[meaning] = ch
-        self._dv = []
-        self._markers = {meaning: [] for meaning in self.marker_channels}
-        self.window = window
-
-    def add(self, chunk):
-        keep = np.isin(chunk.channel, self.dv)
-        self._dv.append((chunk.time[keep], chunk.channel[keep], chunk.rising[keep]))
-        inside = self.window.inside(chunk.time)   # markers only in the --from/--to window
-        for meaning, ch in self.marker_channels.items():
-            mine = (chunk.channel == ch) & inside
-            self._markers[meaning].append((chunk.time[mine], chunk.rising[mine]))
-
-    def dv_edges(self):
-        """``(time, channel, rising)`` of the DV channels, in time order."""
-        if not self._dv:
-            return np.zeros(0, np.int64), np.zeros(0, np.uint8), np.zeros(0, bool)
-        return tuple(np.concatenate(col) for col in zip(*self._dv, strict=True))
-
-    def marker_times(self):
-        """``({meaning: marker times}, {meaning: identities})`` of every marker with a channel:
-        a channel whose pulses carry identity codes gives each marker's first edge and its
-        identity; a plain channel its rising edges (and no identities)."""
-        times, ids = {}, {}
-        for meaning, parts in self._markers.items():
-            t = np.concatenate([p[0] for p in parts]) if parts else np.zeros(0, np.int64)
-            r = np.concatenate([p[1] for p in parts]) if parts else np.zeros(0, bool)
-            codes = decode(t, r)
-            if is_coded_channel(codes):     # markers with identity: pair them by it
-                times[meaning], ids[meaning] = codes.time, codes.ident
-            else:
-                times[meaning] = t[r]
-        return times, ids
 
 
 def coded_markers(metadata):
@@ -664,64 +538,6 @@ def coded_markers(metadata):
     if ident.get("code") != "lsid1":
         raise LatscopeError(f"marker_identity code must be 'lsid1', not {ident.get('code')!r}")
     return list(ident.get("markers") or [])
-
-
-def reply_class(metadata):
-    """How replies are limited by class (``analysis.frames.REPLY_CLASSES``): ``"any"`` when the
-    capture config's ``[frames]`` table classified received frames but had no transmit rules (every
-    transmitted frame is class 0, whatever the request's class), else ``"same"``.
-
-    >>> reply_class({"frames": {"rules": {"rx": [{"cls": 1}], "tx": []}}}), reply_class({})
-    ('any', 'same')
-    """
-    rules = (metadata.get("frames") or {}).get("rules") or {}
-    return "any" if rules.get("rx") and not rules.get("tx") else "same"
-
-
-def _add_frame_analysis(info, edges, result, confidence, window):
-    """Pair the capture's frame records by sequence number (:mod:`latscope.analysis.frames`) and
-    add each class's stages to ``result.stats`` as ``<stage>[<class>]``, so analyze, compare,
-    report and the API show them like any measurement. ``edges``: the :class:`_FrameEdges`
-    gathered in the analysis pass."""
-    from latscope.capture.files.frames import (  # why: amaranth, frame captures only
-        direction_channels,
-        place_frames,
-    )
-    records = info.frames
-    time, channel, rising = edges.dv_edges()
-    channels = direction_channels(info.channel_names or {}, channel, rising)
-    losses = [(r.first_time, r.span) for r in info.losses]
-    placement = place_frames(records, time, channel, rising, channels,
-                             tick_hz=float(info.metadata["tick_hz"]), losses=losses,
-                             counters=info.frame_counters)   # unplaced records: start/end -1
-    markers, ids = edges.marker_times()
-    start, end = placement.start, placement.end
-    placed = FrameRecords(start, np.asarray(records["direction"]),
-                          np.array([class_label(c, result.metadata) for c in records["cls"]],
-                                   dtype=object),
-                          np.asarray(records["length"]), unrecorded_classes(result.metadata))
-    if window.active:       # the records whose first edge is in the window, placed as a whole
-        keep = (start >= 0) & window.inside(start)
-        records, start, end = records[keep], start[keep], end[keep]
-        losses = [(r.first_time, r.span) for r in window.losses(info.losses)]
-    fa = analyze_frames(records, start, end, tick_hz=result.tick_hz,
-                        markers=markers, marker_ids=ids, counters=info.frame_counters,
-                        losses=losses, confidence=confidence,
-                        reply_class=reply_class(info.metadata))
-    fa.placed = placed
-    fa.unplaced_reasons = dict(placement.reasons)
-    fa.placement_note = placement.summary()
-    result.frames = fa
-    result.frame_counters = info.frame_counters    # the FPGA's per-class totals over time
-    for cls, report in fa.classes.items():
-        for stage, stats in report.stats.items():
-            name = f"{stage}[{class_label(cls, result.metadata)}]"
-            result.stats[name] = stats
-            result.counts[name] = stats.counts
-            if result.packets is not None:
-                at, ticks = report.samples[stage]
-                result.packets.append(PacketTable(name, at, {name: ticks},
-                                                  {name: np.zeros(len(ticks), np.uint8)}))
 
 
 def _analyze_sampled(source, definitions, measures, packets, exact_limit, confidence,

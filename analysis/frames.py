@@ -62,7 +62,8 @@ from latscope.analysis.pairing import (
 from latscope.analysis.stats import describe
 
 __all__ = ["ClassReport", "FrameAnalysis", "analyze_frames", "DEFAULT_WINDOW_S",
-           "REPLY_CLASSES"]
+           "REPLY_CLASSES", "MARKER_WINDOW_S", "SHARED_MARKERS", "counted_totals",
+           "pair_by_identity"]
 
 #: The reply window when the capture has no reply to measure it by (else twice the longest
 #: request-to-reply time seen): a request without a reply this long after its end counts as
@@ -139,7 +140,7 @@ class FrameAnalysis:
                 "classes": {str(k): v.to_dict() for k, v in self.classes.items()}}
 
 
-def _counted(counters, cls):
+def counted_totals(counters, cls):
     """Last COUNTERS totals of ``cls`` per direction."""
     out = {}
     if counters is None:
@@ -279,7 +280,7 @@ def analyze_frames(records, start, end, *, tick_hz, markers=None, counters=None,
         dup_replies = int(np.count_nonzero((pairs.stop_class == DUPLICATE) & answered))
         for meaning, (frame_marker, frame_status, frame_shared) in marker_pairs.items():
             if meaning in (marker_ids or {}):
-                values, at = _by_identity(meaning, markers[meaning], marker_ids[meaning],
+                values, at = pair_by_identity(meaning, markers[meaning], marker_ids[meaning],
                                           req_end, req_seq, ok, reply_start, marker_window)
                 if len(values):
                     samples[meaning] = (at, values)
@@ -313,14 +314,14 @@ def analyze_frames(records, start, end, *, tick_hz, markers=None, counters=None,
             unknown=int(np.count_nonzero((pairs.status == LOST_GAP)
                                          | (pairs.status == TRUNCATED))),
             duplicates=int(dup_requests + dup_replies), reordered=reordered,
-            fcs_errors=fcs_errors, counted=_counted(counters, cls), samples=samples,
+            fcs_errors=fcs_errors, counted=counted_totals(counters, cls), samples=samples,
             ambiguous={k: v for k, v in ambiguous.items() if v},
             coalesced={k: v for k, v in coalesced.items() if v})
     return FrameAnalysis(classes, int(np.count_nonzero(~placed)), tick_hz, magic=magic,
                          reply_class=reply_class, notes=notes, reply_window_s=window / tick_hz)
 
 
-def _by_identity(meaning, times, ids, req_end, req_seq, replied, reply_start, window):
+def pair_by_identity(meaning, times, ids, req_end, req_seq, replied, reply_start, window):
     """One stage by marker identity: the marker whose code equals the low bits of the
     request's sequence number, first at or after the request's end (``rx.*``) or last before
     its reply starts and after its end (``tx.*``). Returns the latencies and request ends."""

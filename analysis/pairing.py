@@ -456,6 +456,9 @@ class StreamPairer:
         self.stops = [np.empty(0, dtype=np.int64) for _ in names]
         self.counts = {name: dict(spurious=0, duplicate=0, lost_stops=0, undecided=0)
                        for name in names}
+        #: Per measurement, after each :meth:`feed`: the stops it made final, in order, as
+        #: ``(stop class, start time of the OK packet each serves or -1)``.
+        self.final_stops = []
 
     def feed(self, starts, stops, complete_time, end_time=None):
         """Add new edges; return the packets now final.
@@ -515,11 +518,17 @@ class StreamPairer:
                 self.tainted[k] = False      # the tainted run of starts is all final
         cut = s[n_final] if n_final < len(s) else None
         latencies, statuses = [], []
+        self.final_stops = []
         for k, r in enumerate(results):
             latencies.append(np.where(r.status == OK, stop_times[k] - s, -1)[:n_final])
             statuses.append(r.status[:n_final])
             # account the unpaired stops that are final (before the first open start)
             final = r.stop_class if cut is None else r.stop_class[ts[k] < cut]
+            ok = np.flatnonzero(r.status[:n_final] == OK)
+            owner = np.full(len(final), -1, np.int64)
+            mine = r.stop_index[ok] < len(final)
+            owner[r.stop_index[ok][mine]] = s[ok][mine]
+            self.final_stops.append((final, owner))
             c = self.counts[self.names[k]]
             c["duplicate"] += int(np.count_nonzero(final == DUPLICATE))
             c["spurious"] += int(np.count_nonzero(final == SPURIOUS))

@@ -141,18 +141,25 @@ def test_api_names_the_frames_of_a_capture_under_load(tmp_path):
     assert all(w.cls in ("hp", None) for w in frames)
     assert any(w.cls is None and w.direction == "rx" for w in frames)   # background load
     # --from/--to on a frame capture: the requests whose frame starts in the window, no others
-    # (the records are placed against every DV edge of the capture, then kept by their start)
-    whole = a.packets()["rx.udp[hp]_ns"].notna().sum()
-    ends = np.sort(next(t for t in a.result.packets if "rx.udp[hp]" in t.latency).start)
-    lo, hi = int(ends[20]), int(ends[60])          # request ends (ticks) of the 21st and 61st
+    # (the records are placed against every DV edge of the capture, then kept by their start).
+    # The requests come in queued bursts: the window's bounds are put in the middle of the
+    # quiet gaps after the 3rd and the 8th burst, so every request of bursts 4..8 has its
+    # frame, markers and reply inside it and no other request has any
+    table = next(t for t in a.result.packets if "rx.udp[hp]" in t.latency)
+    ends = np.sort(table.start[table.latency["rx.udp[hp]"] >= 0])
+    whole = len(ends)
+    gaps = np.flatnonzero(np.diff(ends) > 4 * np.median(np.diff(ends)))
+    assert len(gaps) >= 8, gaps
+    lo = (int(ends[gaps[2]]) + int(ends[gaps[2] + 1])) // 2
+    hi = (int(ends[gaps[7]]) + int(ends[gaps[7] + 1])) // 2
     tick_hz = a.result.tick_hz
-    cut = api.analyze_file(row["path"], packets=True, start_s=Fraction(lo - 20_000, tick_hz),
-                           stop_s=Fraction(hi + 20_000, tick_hz))
-    # requests 21..61 end in the window, and their frames (< 20,000 ticks = 25 µs long at
-    # 800 MHz for 68 B at 100 Mb/s: 6.08 µs) start in it; their deliveries (~3 µs) too
-    assert cut.stats["rx.udp[hp]"].n == 41 < whole
-    assert cut.result.frames.unplaced == 0 and cut.metadata["window"]["start_tick"] == \
-        lo - 20_000
+    cut = api.analyze_file(row["path"], packets=True, start_s=Fraction(lo, tick_hz),
+                           stop_s=Fraction(hi, tick_hz))
+    inside = ends[(ends >= lo) & (ends < hi)]
+    got = next(t for t in cut.result.packets if "rx.udp[hp]" in t.latency)
+    assert sorted(got.start[got.latency["rx.udp[hp]"] >= 0]) == sorted(inside)
+    assert cut.stats["rx.udp[hp]"].n == len(inside) < whole
+    assert cut.result.frames.unplaced == 0 and cut.metadata["window"]["start_tick"] == lo
 
 
 def test_a_frame_the_window_cuts_is_completed_from_the_edges_beyond_it():

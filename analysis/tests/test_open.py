@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from latscope import LatscopeError
-from latscope.analysis import api
+from latscope.analysis import api, file_pass
 from latscope.analysis.definitions import default_definitions, resolve_channel, resolve_markers
 from latscope.analysis.engine import analyze_events
 from latscope.analysis.frames import analyze_frames
@@ -106,7 +106,7 @@ def _whole_file(path):
                                 tick_hz=result.tick_hz, markers=markers,
                                 counters=cap.frame_counters(),
                                 losses=[(r.first_time, r.span) for r in cap.losses],
-                                reply_class=api.reply_class(cap.metadata))
+                                reply_class=file_pass.reply_class(cap.metadata))
     return result, fa
 
 

@@ -262,6 +262,16 @@ class Capture:
             row += len(r)
         return FrameRecords(records, headers)
 
+    def iter_frames(self, block=1 << 12):
+        """The FRAME records in blocks of at most ``block`` (``HOST_FRAME_DTYPE``, numbered as
+        :meth:`frames` numbers them, without the kept frame bytes), so a reader holds one
+        block's records at a time however large the FRMS chunks are."""
+        from latscope.capture.files.frames import (  # why: amaranth, frame captures only
+            unwrap_frame_index_blocks,
+        )
+        return unwrap_frame_index_blocks(r[k:k + block] for r, _ in self._frms
+                                         for k in range(0, len(r), block))
+
     def frame_counters(self):
         """Every COUNTERS record (``gateware.codec.COUNTER_DTYPE``), in stream order."""
         from latscope.gateware.codec import empty_counters  # why: amaranth, frames only

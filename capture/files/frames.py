@@ -13,8 +13,9 @@ import numpy as np
 
 from latscope.gateware.codec import FLAGS, FRAME_DTYPE
 
-__all__ = ["frame_header", "FramePlacement", "place_frames", "frame_edge_times",
-           "capture_placement", "direction_channels", "HOST_FRAME_DTYPE", "unwrap_frame_index"]
+__all__ = ["frame_header", "FramePlacement", "place_frames", "FramePlacer", "PlacedFrames",
+           "frame_edge_times", "capture_placement", "direction_channels", "HOST_FRAME_DTYPE",
+           "unwrap_frame_index", "unwrap_frame_index_blocks"]
 
 
 def frame_header(records, headers, i):
@@ -93,12 +94,16 @@ class FramePlacement:
 
     def summary(self):
         """One line for a user, empty when every record is placed and nothing is noted."""
-        parts = []
-        if self.unplaced:
-            why = ", ".join(f"{reason}: {n}" for reason, n in self.reasons.items())
-            parts.append(f"{self.unplaced} of {len(self.start)} frame record(s) unplaced "
-                         f"(not tied to DV edges; left out of frame stages) [{why}]")
-        return "; ".join(parts + self.notes)
+        return _summary(self.unplaced, len(self.start), self.reasons, self.notes)
+
+
+def _summary(unplaced, n, reasons, notes):
+    parts = []
+    if unplaced:
+        why = ", ".join(f"{reason}: {count}" for reason, count in reasons.items())
+        parts.append(f"{unplaced} of {n} frame record(s) unplaced "
+                     f"(not tied to DV edges; left out of frame stages) [{why}]")
+    return "; ".join(parts + notes)
 
 
 def _fits(duration_ns, length, odd_nibble):
@@ -297,16 +302,367 @@ def unwrap_frame_index(records):
     >>> unwrap_frame_index(rec)["frame_index"].tolist()
     [4294967294, 4294967295, 4294967296, 7, 4294967297]
     """
-    records = np.asarray(records)
-    out = records.astype(HOST_FRAME_DTYPE)
-    for d in (0, 1):
-        mine = np.flatnonzero(records["direction"] == d)
-        if len(mine) < 2:
-            continue
-        raw = records["frame_index"][mine].astype(np.int64)
-        step = np.diff(raw)
-        wraps = np.concatenate(([0], np.cumsum((step < -(1 << 31)).astype(np.int64)
-                                               - (step > (1 << 31)))))
-        index = raw + (wraps << 32)
-        out["frame_index"][mine] = np.where(index < 0, raw, index)
-    return out
+    return next(unwrap_frame_index_blocks([records]))
+
+
+def unwrap_frame_index_blocks(blocks):
+    """:func:`unwrap_frame_index` over consecutive blocks of records (the FRMS chunks of a file,
+    read one at a time): yields each block as :data:`HOST_FRAME_DTYPE`, numbered as the whole
+    would be.
+
+    >>> rec = np.zeros(4, FRAME_DTYPE); rec["frame_index"] = [2**32 - 1, 0, 1, 2]
+    >>> [b["frame_index"].tolist() for b in unwrap_frame_index_blocks([rec[:1], rec[1:]])]
+    [[4294967295], [4294967296, 4294967297, 4294967298]]
+    """
+    last = {}           # direction -> (raw index, wraps) of its last record so far
+    for records in blocks:
+        records = np.asarray(records)
+        out = records.astype(HOST_FRAME_DTYPE)
+        for d in (0, 1):
+            mine = np.flatnonzero(records["direction"] == d)
+            if not len(mine):
+                continue
+            raw = records["frame_index"][mine].astype(np.int64)
+            prev_raw, prev_wraps = last.get(d, (raw[0], 0))
+            step = np.diff(np.concatenate(([prev_raw], raw)))
+            wraps = prev_wraps + np.cumsum((step < -(1 << 31)).astype(np.int64)
+                                           - (step > (1 << 31)))
+            index = raw + (wraps << 32)
+            out["frame_index"][mine] = np.where(index < 0, raw, index)
+            last[d] = (int(raw[-1]), int(wraps[-1]))
+        yield out
+
+
+@dataclasses.dataclass
+class PlacedFrames:
+    """Records :class:`FramePlacer` has tied to their pulses: ``records``
+    (:data:`HOST_FRAME_DTYPE`), their ``index`` in the capture's stream of records, and their
+    ``start`` and ``end`` ticks (both known)."""
+    records: np.ndarray
+    index: np.ndarray
+    start: np.ndarray
+    end: np.ndarray
+
+    @classmethod
+    def concat(cls, parts):
+        parts = [p for p in parts if len(p.index)]
+        if not parts:
+            return cls(np.zeros(0, HOST_FRAME_DTYPE), *(np.zeros(0, np.int64) for _ in range(3)))
+        return cls(*(np.concatenate([getattr(p, f) for p in parts])
+                     for f in ("records", "index", "start", "end")))
+
+
+class _Direction:
+    """The pulses of one direction's DV channel and the records of that direction not yet tied."""
+
+    def __init__(self, d):
+        self.d = d
+        self.channel = None
+        self.seen = False             # an edge of the channel has been seen
+        self.p_start = np.zeros(0, np.int64)     # complete pulses from index base on
+        self.p_end = np.zeros(0, np.int64)
+        self.base = 0
+        self.complete = 0             # pulses with both edges known (or a lead fall)
+        self.rises = np.zeros(0, np.int64)       # rises still waiting for their fall
+        self.rec = np.zeros(0, HOST_FRAME_DTYPE)     # records read, not yet tied
+        self.idx = np.zeros(0, np.int64)
+        self.last_k = -1
+        self.mode = "order"           # order, search (after a misfit), shift, lost
+        self.shift = 0
+        self.candidates = None
+
+
+class FramePlacer:
+    """:func:`place_frames` in one pass over a capture: pulses are numbered as their edges arrive
+    (:meth:`feed`), records are read from ``blocks`` (an iterator of :data:`HOST_FRAME_DTYPE`
+    arrays in stream order) only as far as the pulses have come, and each record is handed on
+    (:class:`PlacedFrames`) as soon as its pulse is complete. Memory holds the records and pulses
+    not yet tied.
+
+    It decides as :func:`place_frames` does, with three differences that only captures whose
+    records do not tie by count can show: the DV channel of a direction (when the names offer
+    both ``rx_dv`` and ``crs_dv``) is the one with the most rising edges in the first chunk that
+    has any; after a misfit, the one fitting shift is taken once :attr:`CONFIRM` records fit it
+    (and no other), and the records are left unplaced when :attr:`HOLD` records leave more
+    than one; a record that misfits after a shift was taken is left unplaced with those after
+    it (not every record from the first misfit). A note says when any of these happened.
+    """
+
+    #: Records that must fit a lone remaining shift before it is taken.
+    CONFIRM = 1024
+    #: Records held while several shifts still fit, before the tail is given up.
+    HOLD = 1 << 16
+    #: Records read ahead of the pulses (of either direction) before reading waits.
+    READ_AHEAD = 1 << 16
+
+    def __init__(self, blocks, channel_names, *, tick_hz=None, losses=(), counters=None):
+        self._blocks = iter(blocks)
+        self._exhausted = False
+        self._read = 0
+        self.tick_hz = tick_hz
+        self.counters = counters
+        self.first_loss = min((int(t) for t, _ in losses), default=None)
+        self.names = ["", "count mismatch", "duration vs length", "overflow", "no edges"]
+        if self.first_loss is not None:
+            at = f"{self.first_loss / tick_hz:.6f} s" if tick_hz else f"tick {self.first_loss}"
+            self.names[3] = f"overflow at t={at}"
+        self.candidates = {d: [ch for ch, role in sorted(channel_names.items()) if role in roles]
+                           for d, roles in DIRECTION_ROLES.items()}
+        self.dirs = {d: _Direction(d) for d in DIRECTION_ROLES}
+        self.why = np.zeros(len(self.names), np.int64)
+        self.rest = {"in progress at the start": 0, "in progress at the end": 0, "no edges": 0}
+        self.notes = []
+        self.total = 0
+        self.max_time = None         # latest start or end of any record tied (even in part)
+
+    # --- input ---------------------------------------------------------------------------------
+    def feed(self, time, channel, rising):
+        """Number the DV pulses of one chunk of events; returns the records now tied."""
+        time = np.asarray(time, np.int64)
+        channel = np.asarray(channel)
+        rising = np.asarray(rising, bool)
+        out = []
+        for d, st in self.dirs.items():
+            if st.channel is None and self.candidates[d]:
+                counts = {ch: int(np.count_nonzero((channel == ch) & rising))
+                          for ch in self.candidates[d]}
+                seen = [ch for ch in self.candidates[d] if np.any(channel == ch)]
+                if seen:
+                    st.channel = max(self.candidates[d], key=lambda ch: (counts[ch], -ch))
+            if st.channel is None:
+                continue
+            on = channel == st.channel
+            self._pulses(st, time[on], rising[on])
+            out.append(self._place(st))
+        return PlacedFrames.concat(out)
+
+    def _pulses(self, st, t, r):
+        if not len(t):
+            return
+        starts, ends = [], []
+        if not st.seen:
+            st.seen = True
+            if not r[0]:            # a pulse in progress when capture began: its fall only
+                starts.append(np.array([-1], np.int64))
+                ends.append(t[:1])
+        rises = np.concatenate([st.rises, t[r]])
+        falls = t[~r]
+        j = np.searchsorted(falls, rises, side="right")
+        done = j < len(falls)
+        starts.append(rises[done])
+        ends.append(falls[j[done]])
+        st.rises = rises[~done]
+        new_start = np.concatenate(starts)
+        st.p_start = np.concatenate([st.p_start, new_start])
+        st.p_end = np.concatenate([st.p_end, np.concatenate(ends)])
+        st.complete += len(new_start)
+
+    def _read_more(self):
+        """Read the next block of records; False when there is none."""
+        if self._exhausted:
+            return False
+        block = next(self._blocks, None)
+        if block is None:
+            self._exhausted = True
+            return False
+        index = np.arange(self._read, self._read + len(block), dtype=np.int64)
+        self._read += len(block)
+        self.total += len(block)
+        for d, st in self.dirs.items():
+            mine = block["direction"] == d
+            if not mine.any():
+                continue
+            if not self.candidates[d]:          # no DV channel for this direction at all
+                self.rest["no edges"] += int(np.count_nonzero(mine))
+                continue
+            st.rec = np.concatenate([st.rec, block[mine]])
+            st.idx = np.concatenate([st.idx, index[mine]])
+            st.last_k = int(block["frame_index"][mine][-1])
+        other = ~np.isin(block["direction"], list(self.dirs))
+        self.rest["no edges"] += int(np.count_nonzero(other))
+        return True
+
+    # --- placement -----------------------------------------------------------------------------
+    def _pulse(self, st, p):
+        """Start and end of pulses ``p`` (kept ones; -1 where unknown)."""
+        q = p - st.base
+        ok = (q >= 0) & (q < len(st.p_start))
+        qc = np.clip(q, 0, max(len(st.p_start) - 1, 0))
+        s = np.where(ok, st.p_start[qc], -1) if len(st.p_start) else np.full(len(p), -1)
+        e = np.where(ok, st.p_end[qc], -1) if len(st.p_end) else np.full(len(p), -1)
+        return s, e
+
+    def _misfit(self, st, rec, p):
+        """Records that cannot be pulses ``p`` (pulses known), as :func:`_misfits`."""
+        s, e = self._pulse(st, p)
+        known = (s >= 0) & (e >= 0) & (p >= 0) & (p < st.complete)
+        length = rec["length"].astype(np.int64)
+        odd = (rec["flags"].astype(np.int64) & FLAGS["odd_nibble"]) != 0
+        return known & ~_fits((e - s) * 1e9 / self.tick_hz, length, odd)
+
+    def _place(self, st, final=False):
+        """Tie the records whose pulses are complete (``final``: every record read)."""
+        while not final and (st.last_k + st.shift < st.complete + _MAX_SHIFT
+                             and sum(len(x.rec) for x in self.dirs.values()) < self.READ_AHEAD):
+            if not self._read_more():
+                break
+        out = []
+        if st.mode == "search":
+            self._search(st, final)
+        if st.mode in ("order", "shift") and len(st.rec):
+            p = st.rec["frame_index"] + st.shift
+            ready = p < st.complete if not final else np.ones(len(p), bool)
+            n = int(np.argmin(ready)) if not ready.all() else len(p)
+            rec, idx, p = st.rec[:n], st.idx[:n], p[:n]
+            bad = self._misfit(st, rec, p) if self.tick_hz else np.zeros(n, bool)
+            if bad.any():
+                first = int(np.argmax(bad))
+                out.append(self._tie(st, rec[:first], idx[:first], p[:first]))
+                tail_rec, tail_idx = st.rec[first:], st.idx[first:]
+                st.rec, st.idx = tail_rec, tail_idx
+                if st.mode == "shift":
+                    self.notes.append(f"{'RX' if st.d == 0 else 'TX'} frame records from index "
+                                      f"{int(rec['frame_index'][first])} on misfit the shift "
+                                      f"taken before: left unplaced")
+                    st.mode = "lost"
+                else:
+                    st.mode = "search"
+                    st.candidates = [s for s in range(-_MAX_SHIFT, _MAX_SHIFT + 1) if s]
+                    self._search(st, final)
+                    if st.mode in ("order", "shift"):
+                        return PlacedFrames.concat(out + [self._place(st, final)])
+            else:
+                out.append(self._tie(st, rec, idx, p))
+                st.rec, st.idx = st.rec[n:], st.idx[n:]
+        if st.mode == "lost" and len(st.rec):
+            self.why[2] += len(st.rec)
+            st.rec, st.idx = st.rec[:0], st.idx[:0]
+        self._trim(st)
+        return PlacedFrames.concat(out)
+
+    def _search(self, st, final):
+        """After a misfit: keep the shifts every held record fits; take a lone one once enough
+        records confirm it, give the records up when none is left."""
+        k = st.rec["frame_index"].astype(np.int64)
+        alive = []
+        for s in st.candidates:
+            p = k + s
+            if self._misfit(st, st.rec, p).any():
+                continue
+            alive.append(s)
+        if final:       # a shift under which no record has a pulse ties nothing
+            n_pulses = st.complete + len(st.rises)
+            alive = [s for s in alive if np.any((k + s >= 0) & (k + s < n_pulses))]
+        st.candidates = alive
+        verdicts = np.count_nonzero(k + (alive[0] if alive else 0) < st.complete)
+        known_all = final
+        if not alive:
+            st.mode = "lost"
+            return
+        if len(alive) == 1 and (known_all or verdicts >= self.CONFIRM):
+            s = alive[0]
+            st.mode, st.shift = "shift", s
+            self.notes.append(f"{'RX' if st.d == 0 else 'TX'} frame records from index "
+                              f"{int(k[0])} on are tied to DV pulses {s:+d} from their count: "
+                              f"the one shift every pulse duration fits")
+            return
+        if known_all or len(st.rec) >= self.HOLD:
+            st.mode = "lost"
+
+    def _tie(self, st, rec, idx, p):
+        s, e = self._pulse(st, p)
+        inside = (p >= st.base) & (p < st.complete + len(st.rises))
+        # pulses still rising at the end of the capture: their start only
+        pend = inside & (p >= st.complete)
+        if pend.any():
+            s[pend] = st.rises[p[pend] - st.complete]
+            e[pend] = -1
+        self.why[1] += int(np.count_nonzero(~inside))
+        s, e = np.where(inside, s, -1), np.where(inside, e, -1)
+        if self.first_loss is not None:
+            after = inside & (np.maximum(s, e) >= self.first_loss)
+            self.why[3] += int(np.count_nonzero(after))
+            s, e = np.where(after, -1, s), np.where(after, -1, e)
+        both = (s >= 0) & (e >= 0)
+        self.rest["in progress at the start"] += int(np.count_nonzero((s < 0) & (e >= 0)))
+        self.rest["in progress at the end"] += int(np.count_nonzero((s >= 0) & (e < 0)))
+        top = np.maximum(s, e)
+        if len(top) and top.max() >= 0:
+            self.max_time = max(self.max_time or 0, int(top.max()))
+        return PlacedFrames(rec[both], idx[both], s[both], e[both])
+
+    def _trim(self, st):
+        """Drop the pulses no record still needs."""
+        if st.mode == "search" or not len(st.p_start):
+            keep_from = st.base if st.mode == "search" else st.complete
+        else:
+            keep_from = st.complete
+        if len(st.rec):
+            keep_from = min(keep_from, int(st.rec["frame_index"][0]) + st.shift - _MAX_SHIFT)
+        elif not self._exhausted:
+            keep_from = min(keep_from, st.last_k + 1 + st.shift - _MAX_SHIFT)
+        cut = min(max(0, keep_from - st.base), len(st.p_start))
+        if cut:
+            st.p_start, st.p_end = st.p_start[cut:], st.p_end[cut:]
+            st.base += cut
+
+    def progress(self):
+        """A tick before which every record still to come is tied: records tied later all start
+        at or after it (``None``: no limit from the records)."""
+        limit = None
+        for st in self.dirs.values():
+            if st.channel is None or st.mode == "lost":
+                continue
+            if st.mode == "search":
+                q = st.base
+            elif len(st.rec):
+                q = int(st.rec["frame_index"][0]) + st.shift
+            elif not self._exhausted:
+                q = st.last_k + 1 + st.shift
+            else:
+                continue
+            q = max(q, 0)
+            if q < st.complete:
+                s, e = self._pulse(st, np.array([q]))
+                t = int(s[0]) if s[0] >= 0 else int(e[0])
+            elif q - st.complete < len(st.rises):
+                t = int(st.rises[q - st.complete])
+            else:
+                continue
+            limit = t if limit is None else min(limit, t)
+        return limit
+
+    def finish(self):
+        """Tie every remaining record (pulses still rising end at -1); returns the records tied
+        and the :class:`FramePlacement`-style ``(unplaced, reasons, notes)``."""
+        while self._read_more():
+            pass
+        out = []
+        for d, st in self.dirs.items():
+            if st.channel is None:
+                # no edge on any candidate channel: as place_frames, no pulses at all
+                n = len(st.rec)
+                if self.candidates[d]:
+                    self.why[4] += n
+                st.rec, st.idx = st.rec[:0], st.idx[:0]
+                continue
+            out.append(self._place(st, final=True))
+            n_pulses = st.complete + len(st.rises)
+            if self.counters is not None and len(self.counters) and self.first_loss is None:
+                seen = self.counters["frames_seen"][self.counters["direction"] == d]
+                if len(seen) and int(seen.max()) > n_pulses:
+                    self.notes.append(f"{'RX' if d == 0 else 'TX'}: {n_pulses} DV pulses but the "
+                                      f"FPGA counted {int(seen.max())} frames (COUNTERS)")
+        reasons = {}
+        for code in range(1, len(self.names)):
+            if self.why[code]:
+                reasons[self.names[code]] = int(self.why[code])
+        for label, count in self.rest.items():
+            if count:
+                reasons[label] = reasons.get(label, 0) + count
+        unplaced = int(sum(reasons.values()))
+        return PlacedFrames.concat(out), unplaced, reasons, list(self.notes)
+
+    def summary(self, unplaced, reasons, notes):
+        """:meth:`FramePlacement.summary` of the finished placement."""
+        return _summary(unplaced, self.total, reasons, notes)

@@ -32,7 +32,7 @@ from latscope.capture.files.metadata import channel_offsets, origin
 from latscope.capture.files.reimport import read_export
 from latscope.capture.files.sigrok import SrReader, edges_of_blocks, parse_channel_map, sr_markers
 
-__all__ = ["CaptureInfo", "EventSource", "open_events", "FORMATS"]
+__all__ = ["CaptureInfo", "EventSource", "FrameBlocks", "open_events", "FORMATS"]
 
 #: File name endings :func:`open_events` reads, and the format each names.
 FORMATS = {".lsc": "lsc", ".sr": "sr", ".vcd": "vcd", ".csv": "csv"}
@@ -75,8 +75,9 @@ class CaptureInfo:
         ``.lsc`` only: :func:`latscope.capture.files.integrity.damage_summary`.
     problems : list of str
         ``.lsc`` only: damage found while opening.
-    frames : numpy.ndarray or None
-        ``.lsc`` with frame records: every FRAME record (``HOST_FRAME_DTYPE``), else ``None``.
+    frames : FrameBlocks or None
+        ``.lsc`` with frame records: its FRAME records (``HOST_FRAME_DTYPE``), read one stored
+        block at a time, else ``None``.
     frame_counters : numpy.ndarray or None
         ``.lsc`` with frame records: every COUNTERS record.
     channel_pairs : list or None
@@ -94,7 +95,7 @@ class CaptureInfo:
     losses: list = dataclasses.field(default_factory=list)
     integrity: dict | None = None
     problems: list = dataclasses.field(default_factory=list)
-    frames: np.ndarray | None = None
+    frames: "FrameBlocks | None" = None
     frame_counters: np.ndarray | None = None
     channel_pairs: list | None = None
 
@@ -108,6 +109,22 @@ class CaptureInfo:
 def _info(path, fmt, metadata, tick_hz, channel_names, markers, **extra):
     return CaptureInfo(path, fmt, metadata, tick_hz, channel_names, markers,
                        channel_offsets(metadata), origin(metadata), **extra)
+
+
+class FrameBlocks:
+    """The FRAME records of a capture file, never held whole: ``len()`` is their count, and each
+    iteration reads them again, one stored block (``HOST_FRAME_DTYPE``) at a time, in stream
+    order. Blocks are valid while the file is open."""
+
+    def __init__(self, n, blocks):
+        self._n = n
+        self._blocks = blocks
+
+    def __len__(self):
+        return self._n
+
+    def __iter__(self):
+        return iter(self._blocks())
 
 
 class EventSource:
@@ -143,14 +160,12 @@ def _open_lsc(path):
     cap = open_capture(path)
     try:
         metadata = cap.metadata or {}
-        records = counters = None
-        if cap.n_frames:
-            records, _ = cap.frames()
-            counters = cap.frame_counters()
+        counters = cap.frame_counters() if cap.n_frames else None
         info = _info(path, "lsc", metadata, cap.tick_hz, cap.channel_names or None,
                      cap.markers, n_events=cap.n_events, losses=list(cap.losses),
                      integrity=damage_summary(cap), problems=list(cap.problems),
-                     frames=records, frame_counters=counters)
+                     frames=FrameBlocks(cap.n_frames, cap.iter_frames) if cap.n_frames else None,
+                     frame_counters=counters)
     except BaseException:
         cap.close()
         raise
