@@ -554,6 +554,8 @@ class FrameStream:
             return
         if m.startswith("rx."):
             t, st, sh = rows[m + ":t"][mine], rows[m + ":st"][mine], rows[m + ":sh"][mine]
+            # as analysis.frames: an unanswered request whose marker also serves a later one
+            st = np.where((st == OK) & sh & ~mok[mine], AMBIGUOUS, st)
             good = st == OK
             values, at = t[good] - end[mine][good], end[mine][good]
         else:

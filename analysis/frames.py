@@ -14,7 +14,9 @@ capture (``gateware.codec.FRAME_DTYPE``), their start and end ticks (from their 
   never takes its predecessor's marker; a request whose marker the edges cannot decide is
   counted in ``ambiguous`` and left out of the stage. ``rx.isr`` is paired with the first
   interrupt at or after the frame's end, which may serve several frames (interrupt coalescing):
-  each such frame is counted in ``coalesced`` and kept;
+  each such frame is counted in ``coalesced`` and kept, except a request never answered, whose
+  shared marker may be only the later request's (it was lost before the marker point): that
+  one is counted ``ambiguous`` and left out;
 * ``requests``, ``replied``, ``dropped`` (no reply within the reply window), ``unknown`` (the
   reply could have been lost on the link, or the capture ends within the reply window after the
   request), ``duplicates`` (a reply or
@@ -290,6 +292,10 @@ def analyze_frames(records, start, end, *, tick_hz, markers=None, counters=None,
             if meaning.startswith("rx."):
                 t, st, sh, at = (frame_marker[req], frame_status[req], frame_shared[req],
                                  req_end)
+                # a request never answered whose marker also serves a later request: lost
+                # before the marker point (the marker is the later one's) or after it (shared):
+                # the edges cannot tell
+                st = np.where((st == OK) & sh & ~ok, AMBIGUOUS, st)
                 good = st == OK
                 values = t[good] - req_end[good]
             else:

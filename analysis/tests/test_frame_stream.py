@@ -242,3 +242,36 @@ def test_a_shared_interrupt_in_a_later_window(tmp_path):
         assert (isr.n, isr.min_ns, isr.max_ns) == (3, 2_000.0, 5_000.0)   # 200, 500 ticks
         results.append(_class_figures(fa))
     assert results[0] == results[1] == _class_figures(_whole(path))
+
+
+def test_an_unanswered_request_sharing_an_interrupt_is_ambiguous(tmp_path):
+    """As above, but the first request is never answered (no reply on the wire: lost in the DUT,
+    before or after its interrupt). Whether the interrupt after the second request served the
+    first too the edges cannot tell, so the first request's rx.isr is ambiguous and left out;
+    the second keeps it (coalesced 1), in one chunk and in chunks of two events alike, as the
+    whole-capture pairing (``analyze_frames``) says."""
+    ev = [(1000, 0, True), (1100, 0, False), (1300, 0, True), (1400, 0, False),
+          (1600, 3, True), (1630, 3, False),                          # after both requests
+          (20000, 0, True), (20100, 0, False), (20500, 3, True), (20530, 3, False)]
+    for base in (3500, 22000):                                       # no reply to the first
+        ev += [(base, 1, True), (base + 100, 1, False)]
+    t, ch, r = (np.array(x) for x in zip(*sorted(ev), strict=True))
+    rec = np.zeros(5, FRAME_DTYPE)
+    for k in range(3):
+        _frame(rec, k, 0, 7 + k, k)
+    _frame(rec, 3, 1, 8, 0)
+    _frame(rec, 4, 1, 9, 1)
+    rec = rec[np.argsort([1000, 1300, 20000, 3500, 22000], kind="stable")]
+    meta = {"tick_hz": TICK_HZ, "channels": {"0": "rx_dv", "1": "tx_en", "3": "m0"},
+            "markers": {"m0": "rx.isr"}, "frames": {"classes": {"1": "hp"}}}
+    results = []
+    for chunk in (2, 100):
+        path = _write(tmp_path / f"lost-{chunk}.lsc", meta, (t, ch, r), rec, None,
+                      chunk_events=chunk, frame_block=1)
+        hp = api.analyze_file(path).result.frames.classes[1]
+        assert (hp.requests, hp.replied) == (3, 2)
+        assert hp.ambiguous == {"rx.isr": 1} and hp.coalesced == {"rx.isr": 1}
+        isr = hp.stats["rx.isr"]
+        assert (isr.n, isr.min_ns, isr.max_ns) == (2, 2_000.0, 4_000.0)   # 200, 400 ticks
+        results.append(_class_figures(api.analyze_file(path).result.frames))
+    assert results[0] == results[1] == _class_figures(_whole(path))

@@ -72,7 +72,11 @@ def test_pairing_by_sequence_number():
     assert (probe.requests, probe.replied, probe.dropped, probe.duplicates, probe.reordered) == \
         (10, 9, 1, 1, 1)
     isr_stats = probe.stats["rx.isr"]
-    assert isr_stats.n == 10 and isr_stats.min_ns == 700 and isr_stats.max_ns == 790
+    # request 3 is never answered and its interrupt also follows a background frame's end: lost
+    # before its interrupt, the interrupt would be the background frame's alone, so the edges
+    # cannot tell and it is ambiguous (left out); the other nine keep theirs
+    assert isr_stats.n == 9 and isr_stats.min_ns == 700 and isr_stats.max_ns == 790
+    assert probe.ambiguous == {"rx.isr": 1}
     # background: the bad-FCS request is not a request; the others are answered in 500 ns
     assert (bg.requests, bg.replied, bg.dropped, bg.fcs_errors) == (9, 9, 0, 1)
     assert bg.stats["node.e2e"].min_ns == bg.stats["node.e2e"].max_ns == 500
