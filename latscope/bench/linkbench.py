@@ -377,7 +377,7 @@ def run(quick):
     binary = linkclocks.build(board)
     throttles = linkclocks.link_throttles(board)
     rows = []
-    steps = 4 if quick else 7
+    steps = 6 if quick else 8
     base = echo_base(board, 300 if quick else 3000)
     stimuli = {
         "worst case (periodic, 8 channels)":
