@@ -61,6 +61,18 @@ def periodic(rate, duration_s, tick_hz):
     return periodic_stimulus(period, count, channels=range(8))
 
 
+def bursts(rate, duration_s, tick_hz, *, size=3, spacing=2):
+    """Bursts: every ``size * tick_hz / rate`` ticks, ``size`` channels toggle ``spacing`` ticks
+    apart (one-byte EVENT tokens after the first of each burst: edges of one stage a few ns
+    apart, as a DUT's RX_DV and a marker are)."""
+    period = max(size * spacing + 1, round(size * tick_hz / rate))
+    count = max(16, int(duration_s * tick_hz / period)) * size
+    k = np.arange(count)
+    ticks = 4096 + period * (k // size) + spacing * (k % size)
+    values = np.bitwise_xor.accumulate(1 << (k % size))
+    return ticks.astype(np.int64), values
+
+
 def echo_base(board, packets):
     """The ``el-dm-64`` echo (back-to-back 64-byte requests at 100 Mb/s) as (ticks, values)."""
     from latscope.capture.sim.simbench import InstrumentTiming, Traffic, simulate
@@ -384,7 +396,10 @@ def run(quick):
             lambda rate, d: periodic(rate, d, tick_hz),
         "realistic (64-byte echo, stretched)":
             lambda rate, d: stretched(base[:2], rate, d, tick_hz),
+        "bursts (3 channels, edges 2 ticks apart)":
+            lambda rate, d: bursts(rate, d, tick_hz),
     }
+    guesses = {"worst": 3.1, "realistic": 2.3, "bursts": 1.4}
     found, at_rate = {}, {}
     for link, throttle in throttles.items():
         capacity = board.sync_hz / throttle          # bytes/s the link takes from the framer
@@ -393,7 +408,9 @@ def run(quick):
             return linkclocks.play(binary, board, ticks, values, throttle=throttle)
 
         for name, make in stimuli.items():
-            guess = 3.1 if "periodic" in name else 2.3
+            if link == "UART" and name.startswith("bursts"):
+                continue          # the UART is byte-limited on every stimulus alike
+            guess = guesses[name.split()[0]]
             top = 1.6 * capacity / guess
             (best, hi) = bisect(trial, board, make, 0.0, top, steps, guess)
             if best is None:
