@@ -1,25 +1,30 @@
 """Link benchmark (``latscope bench --only links``): the UART and the Ethernet link, measured the
 same way on the same stimuli, simulated.
 
-The real gateware runs in Verilator (the ECPIX-5's parameters in the single-clock simulation
-core; :mod:`latscope.bench.gateware`); a link is modelled by the byte rate its transmitter
-accepts from the framer:
+The lossless rates come from the board's own core as the board runs it: the ECPIX-5's
+``LatscopeCore`` with its asynchronous capture FIFO, the capture domain at 200 MHz and the link
+domain (encoder, framer) at 48 MHz, every clock edge evaluated in Verilator
+(:mod:`latscope.bench.linkclocks`). A link is modelled by the byte rate its transmitter accepts
+from the framer:
 
-- **UART**: 12 Mbaud 8N1, 1.2 MB/s: one byte per ``capture_hz / 1.2e6`` cycles.
-- **Ethernet**: the framer's bytes leave at most one per cycle of the 48 MHz link clock; the
-  1000BASE-T link carries 119.7 MB/s of UDP payload, so the 48 MHz clock is the bottleneck. The
-  harness's throttle takes whole cycles, so one byte per ``ceil(160 / 48) = 4`` capture cycles
-  (40 MB/s) is modelled: conservative by 17 %.
+- **UART**: 12 Mbaud 8N1, 1.2 MB/s: one byte per 40 link cycles.
+- **Ethernet**: one byte per 48 MHz link cycle (48 MB/s, the framer's own limit): the streamer
+  reads its FIFO at 125 MHz and puts ~117 MB/s of UDP payload on the wire, so it never holds
+  the framer back.
 
-Figures: the highest lossless event rate of each link on two stimuli (worst case: periodic edges
-over 8 channels, where every delta needs a 3-byte token near the UART's limit; realistic: the
-64-byte echo of the ``el-dm-64`` profile, its timeline stretched), found by bisection with runs
-at least ten times longer than what the capture FIFO and the framer's buffers could hide; the
-link utilisation (wire bytes over capacity) and the stimulus's own bytes per event at that rate;
-Ethernet wire bytes per event with every UDP/IPv4/Ethernet header, FCS, preamble and gap counted
-(the gateware's packing rule, :class:`~latscope.gateware.eth.model.DatagramPacker`); a 100 Mb/s
-line-rate 64-byte echo over Ethernet (10^6 packets); and the host's receive rate through the real
-UDP socket path on 127.0.0.1.
+Figures: the highest lossless event rate of each link on each stimulus (worst case: periodic
+edges over 8 channels, where every delta needs a 2- or 3-byte token; realistic: the 64-byte
+echo of the ``el-dm-64`` profile, its timeline stretched; on Ethernet also bursts of three edges
+2 ticks apart, mostly one-byte tokens), found by bisection with runs at least ten times longer
+than what the capture FIFO and the framer's buffers could hide, every event checked against its
+stimulus tick, channel and edge; the link utilisation (bytes over capacity) and the stimulus's
+own bytes per event at that rate; Ethernet wire bytes per event with every UDP/IPv4/Ethernet
+header, FCS, preamble and gap counted (the gateware's packing rule,
+:class:`~latscope.gateware.eth.model.DatagramPacker`); the host decoder's rate on the bytes the
+Ethernet link carried at its lossless rate (the next limit); a 100 Mb/s line-rate 64-byte echo
+over Ethernet (10^6 packets; the single-clock simulated instrument with fast-forward, which
+10^6 packets need: the echo's 0.75 M events/s is far inside both cores' rates); and the host's
+receive rate through the real UDP socket path on 127.0.0.1.
 """
 
 import math
