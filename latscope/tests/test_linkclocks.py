@@ -46,13 +46,15 @@ def test_link_throttles_are_the_boards_byte_times():
 @pytest.mark.skipif(shutil.which("g++") is None, reason="needs a C++ compiler for Verilator")
 def test_two_clock_core_is_exact_below_its_rate_and_reports_loss_above():
     # The worst-case stimulus (the next of 8 channels toggles every period) at 2 M events/s is
-    # carried whole over the Ethernet link model, every event on its stimulus tick; at 12 M
-    # events/s the encoder at the 48 MHz link clock falls behind, the FIFO overflows and the
-    # stream says how many events were lost (no event is silently missing).
+    # carried whole over the Ethernet link model, every event on its stimulus tick; at 60 M
+    # events/s its two-byte tokens need 120 MB/s, over the 48 MB/s the framer sends at the
+    # 48 MHz link clock: 8,000 events, so the deficit (~4,800) is more than the FIFO and the
+    # framer's buffers hold (~2,100); the FIFO overflows and the stream says how many events
+    # were lost (no event is silently missing).
     board = BOARDS["ecpix5"]
     binary = linkclocks.build(board, verbose=False)
-    for rate, lossless in ((2e6, True), (12e6, False)):
-        ticks, values = linkbench.periodic(rate, 4000 / rate, board.tick_hz)
+    for rate, lossless, n in ((2e6, True, 4000), (60e6, False, 8000)):
+        ticks, values = linkbench.periodic(rate, n / rate, board.tick_hz)
         out = linkclocks.play(binary, board, ticks, values, throttle=1)
         if lossless:
             assert out["lost"] == 0 and out["mismatched"] == 0
