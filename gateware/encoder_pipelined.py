@@ -7,7 +7,7 @@ all its bytes side by side, or an OVERFLOW token, or a heartbeat. The *sender* h
 gives it to the framer a byte per cycle. The former loads the sender in the cycle the sender
 gives its last byte, and takes the next entry in the cycle it forms the last event of the current
 one, so an event costs one link cycle whether it is alone in its entry or not (the two-stage
-encoder: eight for an isolated event, three or more for each further edge), and the link's rate
+encoder: eight for an isolated event, two or more for each further edge), and the link's rate
 is set by the bytes: one per link cycle. The bytes are the reference's
 (:class:`~latscope.gateware.model_stream.LinkModel`), unit for unit, as the two-stage encoder's:
 only the cycles differ.

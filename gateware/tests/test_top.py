@@ -260,6 +260,7 @@ def test_fast_forward_ports():
 @pytest.mark.parametrize("kwargs,message", [
     (dict(fifo_depth=12), "FIFO depth must be a power of two >= 4, not 12"),
     (dict(async_fifo=1), "async_fifo must be a bool, not 1"),
+    (dict(pipelined_encoder=1), "pipelined_encoder must be a bool, not 1"),
     (dict(fast_forward="yes"), "fast_forward must be a bool, not 'yes'"),
 ])
 def test_constructor_validation(kwargs, message):
