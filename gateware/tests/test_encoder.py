@@ -203,6 +203,7 @@ def test_pipelined_encoder_forms_one_event_per_cycle(edges):
     (dict(counter_width=64), "Counter width must be an integer in 8..63, not 64"),
     (dict(time_width=40), "Time width must be an integer in 48..64, not 40"),
 ])
-def test_constructor_validation(kwargs, message):
+@pytest.mark.parametrize("encoder", [Encoder, PipelinedEncoder])
+def test_constructor_validation(kwargs, message, encoder):
     with pytest.raises(TypeError, match=message.replace(".", r"\.")):
-        Encoder(**kwargs)
+        encoder(**kwargs)
