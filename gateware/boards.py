@@ -233,6 +233,8 @@ BOARDS = {
         eclk_pll=dict(CLKI_DIV=1, CLKFB_DIV=4, CLKOP_DIV=2),
         frame_pins=_ECPIX5_FRAME_PINS,
         ethernet=True,
+        # One unit formed per 48 MHz link cycle: what the Ethernet link needs (docs/ethernet.md).
+        core_overrides=dict(pipelined_encoder=True),
     ),
     # The 3.125 ns build: IDDRX1F (amaranth DDRBuffer), 2 samples per 160 MHz capture clock.
     "ecpix5-x1": Board(
@@ -249,6 +251,8 @@ BOARDS = {
         pll=dict(CLKI_DIV=5, CLKFB_DIV=8, CLKOP_DIV=3, CLKOS_DIV=10),
         frame_pins=_ECPIX5_FRAME_PINS,
         ethernet=True,
+        # One unit formed per 48 MHz link cycle: what the Ethernet link needs (docs/ethernet.md).
+        core_overrides=dict(pipelined_encoder=True),
     ),
     "icebreaker": Board(
         name="icebreaker", title="1BitSquared iCEBreaker (iCE40UP5K-SG48)", family="ice40",

@@ -24,6 +24,7 @@ from .checks import rejected
 from .control import ConfigCrossing, Control
 from .crossings import Synchronizer
 from .encoder import Encoder
+from .encoder_pipelined import PipelinedEncoder
 from .eth.inband import EthLinkStatus
 from .fifo import CaptureFIFO, level_at_most
 from .framer import Framer
@@ -44,6 +45,11 @@ class LatscopeCore(wiring.Component):
     time_width : int
         As for :class:`~latscope.gateware.encoder.Encoder`: bits kept of the time and the event
         and lost counts (64, or down to 48 where the FPGA is small).
+    pipelined_encoder : bool
+        True: the :class:`~latscope.gateware.encoder_pipelined.PipelinedEncoder` (one unit formed
+        per link cycle, full-width adders: the ECP5 boards, whose Ethernet link needs the rate).
+        False (default): the two-stage :class:`~latscope.gateware.encoder.Encoder` (64-bit sums
+        in halves: the iCE40's 24 MHz link logic). Both send the same bytes.
     fifo_depth : int
         Capture FIFO entries, a power of two >= 4.
     async_fifo : bool
@@ -83,8 +89,10 @@ class LatscopeCore(wiring.Component):
                  heartbeat_shift=20, fifo_depth=1024, async_fifo=True, capture_hz, board="sim",
                  channel_names, source_hash=0, fast_forward=False, max_payload=MAX_PAYLOAD,
                  command_timeout=1 << 16, time_width=64, sniffer=None, frame_options=None,
-                 net=None):
+                 net=None, pipelined_encoder=False):
         with rejected(self):
+            if not isinstance(pipelined_encoder, bool):
+                raise TypeError(f"pipelined_encoder must be a bool, not {pipelined_encoder!r}")
             if not isinstance(fifo_depth, int) or fifo_depth < 4 or fifo_depth & (fifo_depth - 1):
                 raise TypeError(f"FIFO depth must be a power of two >= 4, not {fifo_depth!r}")
             if not isinstance(async_fifo, bool):
@@ -96,7 +104,8 @@ class LatscopeCore(wiring.Component):
         self.front = CaptureFrontEnd(channels=channels, lanes=lanes, counter_width=counter_width,
                                      max_glitch=max_glitch, heartbeat_shift=heartbeat_shift,
                                      fast_forward=fast_forward)
-        self.encoder = Encoder(channels=channels, lanes=lanes, counter_width=counter_width,
+        encoder = PipelinedEncoder if pipelined_encoder else Encoder
+        self.encoder = encoder(channels=channels, lanes=lanes, counter_width=counter_width,
                                time_width=time_width)
         self.framer = Framer(max_payload=max_payload)
         self.frames = (FrameCapture(interface=sniffer, **(frame_options or {}))

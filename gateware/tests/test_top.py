@@ -156,6 +156,43 @@ def test_commands_and_events_two_clocks():
     assert np.all(hb % period < 16)
 
 
+@pytest.mark.slow
+def test_pipelined_core_carries_30m_events_per_s_at_the_boards_clocks():
+    # The ECPIX-5's clocks (capture 200 MHz, link 48 MHz) and its pipelined encoder, the link
+    # taking a byte every link cycle (the Ethernet streamer's side): a sustained 30 M events/s
+    # (clusters of three edges 2 ticks apart every 40 ticks, so 4 bytes per 3 events: 40 MB/s of
+    # tokens), 4,500 events over 150 us. FIFO and frames as on the board (1,024 entries, 1,024
+    # token bytes): a heartbeat closes the EVENTS frame being filled and waits for the other
+    # buffer, so the encoder may stall for a whole frame's send time (~1,050 link cycles, ~650
+    # entries at this rate), which the FIFO must hide. Every event decoded by the host decoder
+    # at its stimulus tick, none lost. A heartbeat every 2**14 capture cycles (the board:
+    # 2**20), and the run lasts until the one after the last event, which closes the last
+    # EVENTS frame, and two frames' send time after it. (The sustained figure, from runs ten
+    # times what the buffers hide: the links bench, latscope/bench/linkbench.py.)
+    shift = 14
+    dut = core(pipelined_encoder=True, capture_hz=200_000_000, max_payload=1024,
+               counter_width=24, heartbeat_shift=shift, fifo_depth=1024)
+    ticks_per_s = 200e6 * LANES
+    start, levels, edges = 600 * LANES, [0] * CH, []
+    for k in range(1500):
+        for ch in range(CH):
+            levels[ch] ^= 1
+            edges.append((start + 40 * k + 2 * ch, ch, levels[ch]))
+    rate = len(edges) / ((edges[-1][0] - edges[0][0] + 40 - 4) / ticks_per_s)
+    assert 29.9e6 < rate < 30.1e6
+    commands = [(Opcode.SET_EDGES, b"\x07\x00\x07\x00"), (Opcode.ARM, b"\x01")]
+    last_cycle = edges[-1][0] // LANES
+    result, _ = run(dut, commands, edges=edges,
+                    cycles=((last_cycle >> shift) + 1 << shift) + 10_000,
+                    clocks=(5e-9, 1 / 48e6))
+    assert [r.status for r in result.replies] == [Status.OK, Status.OK]
+    times, channels, rising = expected_events(edges)
+    assert result.time.tolist() == times
+    assert result.channel.tolist() == channels
+    assert result.rising.tolist() == rising
+    assert result.losses == [] and result.frames_bad == result.frames_missing == 0
+
+
 def test_overflow_is_counted_exactly():
     dut = core(fifo_depth=4)
     edges = stimulus(random.Random(2), 150, start_cycle=400, gap=(1, 6))
@@ -223,6 +260,7 @@ def test_fast_forward_ports():
 @pytest.mark.parametrize("kwargs,message", [
     (dict(fifo_depth=12), "FIFO depth must be a power of two >= 4, not 12"),
     (dict(async_fifo=1), "async_fifo must be a bool, not 1"),
+    (dict(pipelined_encoder=1), "pipelined_encoder must be a bool, not 1"),
     (dict(fast_forward="yes"), "fast_forward must be a bool, not 'yes'"),
 ])
 def test_constructor_validation(kwargs, message):

@@ -1,25 +1,30 @@
 """Link benchmark (``latscope bench --only links``): the UART and the Ethernet link, measured the
 same way on the same stimuli, simulated.
 
-The real gateware runs in Verilator (the ECPIX-5's parameters in the single-clock simulation
-core; :mod:`latscope.bench.gateware`); a link is modelled by the byte rate its transmitter
-accepts from the framer:
+The lossless rates come from the board's own core as the board runs it: the ECPIX-5's
+``LatscopeCore`` with its asynchronous capture FIFO, the capture domain at 200 MHz and the link
+domain (encoder, framer) at 48 MHz, every clock edge evaluated in Verilator
+(:mod:`latscope.bench.linkclocks`). A link is modelled by the byte rate its transmitter accepts
+from the framer:
 
-- **UART**: 12 Mbaud 8N1, 1.2 MB/s: one byte per ``capture_hz / 1.2e6`` cycles.
-- **Ethernet**: the framer's bytes leave at most one per cycle of the 48 MHz link clock; the
-  1000BASE-T link carries 119.7 MB/s of UDP payload, so the 48 MHz clock is the bottleneck. The
-  harness's throttle takes whole cycles, so one byte per ``ceil(160 / 48) = 4`` capture cycles
-  (40 MB/s) is modelled: conservative by 17 %.
+- **UART**: 12 Mbaud 8N1, 1.2 MB/s: one byte per 40 link cycles.
+- **Ethernet**: one byte per 48 MHz link cycle (48 MB/s, the framer's own limit): the streamer
+  reads its FIFO at 125 MHz and puts ~117 MB/s of UDP payload on the wire, so it never holds
+  the framer back.
 
-Figures: the highest lossless event rate of each link on two stimuli (worst case: periodic edges
-over 8 channels, where every delta needs a 3-byte token near the UART's limit; realistic: the
-64-byte echo of the ``el-dm-64`` profile, its timeline stretched), found by bisection with runs
-at least ten times longer than what the capture FIFO and the framer's buffers could hide; the
-link utilisation (wire bytes over capacity) and the stimulus's own bytes per event at that rate;
-Ethernet wire bytes per event with every UDP/IPv4/Ethernet header, FCS, preamble and gap counted
-(the gateware's packing rule, :class:`~latscope.gateware.eth.model.DatagramPacker`); a 100 Mb/s
-line-rate 64-byte echo over Ethernet (10^6 packets); and the host's receive rate through the real
-UDP socket path on 127.0.0.1.
+Figures: the highest lossless event rate of each link on each stimulus (worst case: periodic
+edges over 8 channels, where every delta needs a 2- or 3-byte token; realistic: the 64-byte
+echo of the ``el-dm-64`` profile, its timeline stretched; on Ethernet also bursts of three edges
+2 ticks apart, mostly one-byte tokens), found by bisection with runs at least ten times longer
+than what the capture FIFO and the framer's buffers could hide, every event checked against its
+stimulus tick, channel and edge; the link utilisation (bytes over capacity) and the stimulus's
+own bytes per event at that rate; Ethernet wire bytes per event with every UDP/IPv4/Ethernet
+header, FCS, preamble and gap counted (the gateware's packing rule,
+:class:`~latscope.gateware.eth.model.DatagramPacker`); the host decoder's rate on the bytes the
+Ethernet link carried at its lossless rate (the next limit); a 100 Mb/s line-rate 64-byte echo
+over Ethernet (10^6 packets; the single-clock simulated instrument with fast-forward, which
+10^6 packets need: the echo's 0.75 M events/s is far inside both cores' rates); and the host's
+receive rate through the real UDP socket path on 127.0.0.1.
 """
 
 import math
@@ -59,6 +64,18 @@ def periodic(rate, duration_s, tick_hz):
     period = max(1, round(tick_hz / rate))
     count = max(16, int(duration_s * tick_hz / period))
     return periodic_stimulus(period, count, channels=range(8))
+
+
+def bursts(rate, duration_s, tick_hz, *, size=3, spacing=2):
+    """Bursts: every ``size * tick_hz / rate`` ticks, ``size`` channels toggle ``spacing`` ticks
+    apart (one-byte EVENT tokens after the first of each burst: edges of one stage a few ns
+    apart, as a DUT's RX_DV and a marker are)."""
+    period = max(size * spacing + 1, round(size * tick_hz / rate))
+    count = max(16, int(duration_s * tick_hz / period)) * size
+    k = np.arange(count)
+    ticks = 4096 + period * (k // size) + spacing * (k % size)
+    values = np.bitwise_xor.accumulate(1 << (k % size))
+    return ticks.astype(np.int64), values
 
 
 def echo_base(board, packets):
@@ -240,16 +257,20 @@ def echo_stream(inst, board, packets, throttle, *, block_packets=20_000, settle=
             "data": b"".join(kept)}
 
 
-def bisect(inst, board, make, throttle, lo, hi, steps, per_event_guess):
+def bisect(trial, board, make, lo, hi, steps, per_event_guess):
     """Highest lossless rate between ``lo`` (assumed lossless, checked) and ``hi`` (lossy), each
-    run long enough to hold 10x the events the buffers can hide at the excess rate."""
+    run long enough to hold 10x the events the buffers can hide at the excess rate.
+    ``trial(ticks, values)`` plays one stimulus and returns :func:`play`'s dict (or
+    :func:`~latscope.bench.linkclocks.play`'s); lossless is every expected event received, none
+    reported lost and, where the trial checks them, none off its stimulus tick."""
     best = None
     for _ in range(steps):
         rate = math.sqrt(lo * hi) if best is not None or lo > 0 else hi / 2
-        duration = max(0.01, 10 * _buffer_events(board, per_event_guess) / rate)
+        duration = max(0.001, 10 * _buffer_events(board, per_event_guess) / rate)
         ticks, values = make(rate, duration)
-        out = play(inst, ticks, values, throttle, board.tick_hz, board.lanes)
-        if out["lost"] == 0 and out["events"] == out["expected"]:
+        out = trial(ticks, values)
+        if (out["lost"] == 0 and out["events"] == out["expected"]
+                and not out.get("mismatched", 0)):
             best, lo = (rate, out), rate
         else:
             hi = rate
@@ -365,31 +386,38 @@ def decoder_rate(stream_bytes, batch=HOST_BATCH):
 
 def run(quick):
     """Rows ``(figure, value, unit, note)``."""
+    from latscope.bench import linkclocks
     from latscope.bench.gateware import _sim_instrument
     from latscope.gateware.boards import BOARDS
     board = BOARDS["ecpix5"]
     tick_hz = board.tick_hz
-    inst = _sim_instrument(board)
-    inst.build(verbose=False)
-    uart_throttle = round(board.capture_hz / UART_BYTES_PER_S)            # 133 cycles/byte
-    eth_throttle = math.ceil(board.capture_hz / ETH_LINK_CLOCK_HZ)        # 4 cycles/byte
-    links = {"UART": (uart_throttle, board.capture_hz / uart_throttle),
-             "Ethernet": (eth_throttle, board.capture_hz / eth_throttle)}
+    binary = linkclocks.build(board)
+    throttles = linkclocks.link_throttles(board)
     rows = []
-    steps = 3 if quick else 7
+    steps = 6 if quick else 8
     base = echo_base(board, 300 if quick else 3000)
     stimuli = {
         "worst case (periodic, 8 channels)":
             lambda rate, d: periodic(rate, d, tick_hz),
         "realistic (64-byte echo, stretched)":
             lambda rate, d: stretched(base[:2], rate, d, tick_hz),
+        "bursts (3 channels, edges 2 ticks apart)":
+            lambda rate, d: bursts(rate, d, tick_hz),
     }
-    found = {}
-    for link, (throttle, capacity) in links.items():
+    guesses = {"worst": 3.1, "realistic": 2.3, "bursts": 1.4}
+    found, at_rate = {}, {}
+    for link, throttle in throttles.items():
+        capacity = board.sync_hz / throttle          # bytes/s the link takes from the framer
+
+        def trial(ticks, values, throttle=throttle):
+            return linkclocks.play(binary, board, ticks, values, throttle=throttle)
+
         for name, make in stimuli.items():
-            guess = 3.1 if "periodic" in name else 2.3
+            if link == "UART" and name.startswith("bursts"):
+                continue          # the UART is byte-limited on every stimulus alike
+            guess = guesses[name.split()[0]]
             top = 1.6 * capacity / guess
-            (best, hi) = bisect(inst, board, make, throttle, 0.0, top, steps, guess)
+            (best, hi) = bisect(trial, board, make, 0.0, top, steps, guess)
             if best is None:
                 rows.append((f"{link}: lossless rate, {name}", "none", "events/s",
                              f"lossy at every rate tried (down to {hi:,.0f}/s)"))
@@ -398,22 +426,40 @@ def run(quick):
             per_event = out["bytes"] / out["events"]
             util = out["bytes"] / (capacity * out["span_s"])
             found[link, name] = rate
+            at_rate[link, name] = out
             wire = ""
             if link == "Ethernet":
                 wire_bytes, n_dgrams = eth_wire_bytes(out["data"])
                 wire = (f"; {wire_bytes / out['events']:.3f} B/event on the wire with UDP/IP/"
                         f"Ethernet overhead ({n_dgrams:,} datagrams)")
             rows.append((f"{link}: lossless rate, {name}", round(rate), "events/s",
-                         f"bisection of {steps} runs; at this rate {out['events']:,} events "
-                         f"over {out['span_s'] * 1e3:.1f} ms simulated, no loss; stimulus "
-                         f"{per_event:.3f} B/event (stream); link utilisation {util:.0%} of "
-                         f"{capacity / 1e6:.2f} MB/s{wire}; first lossy rate tried "
-                         f"{hi:,.0f}/s"))
+                         f"two-clock core, capture {board.capture_hz / 1e6:g} MHz, link "
+                         f"{board.sync_hz / 1e6:g} MHz; bisection of {steps} runs; at this rate "
+                         f"{out['events']:,} events over {out['span_s'] * 1e3:.1f} ms simulated, "
+                         f"none lost or off its stimulus tick; stimulus {per_event:.3f} B/event "
+                         f"(stream); link utilisation {util:.0%} of {capacity / 1e6:.2f} MB/s"
+                         f"{wire}; first lossy rate tried {hi:,.0f}/s"))
     for name in stimuli:
         if ("UART", name) in found and ("Ethernet", name) in found:
             ratio = found["Ethernet", name] / found["UART", name]
             rows.append((f"Ethernet / UART, {name}", round(ratio, 1), "x",
                          "lossless rates measured above, same stimulus, same run"))
+    for name in stimuli:
+        if ("Ethernet", name) not in at_rate:
+            continue
+        # the host decoder on the bytes the Ethernet link carried at its lossless rate
+        data = at_rate["Ethernet", name]["data"]
+        events, seconds = min((decoder_rate(data) for _ in range(3)), key=lambda r: r[1])
+        host = events / seconds
+        rows.append((f"host: stream decoder on the Ethernet bytes, {name}", round(host),
+                     "events/s", f"{events:,} events from memory in {HOST_BATCH // 1024} KiB "
+                     f"calls, best of 3; {host / found['Ethernet', name]:.1f}x the link's "
+                     f"lossless rate on this stimulus"))
+
+    inst = _sim_instrument(board)
+    inst.build(verbose=False)
+    uart_throttle = round(board.capture_hz / UART_BYTES_PER_S)            # 133 cycles/byte
+    eth_throttle = math.ceil(board.capture_hz / ETH_LINK_CLOCK_HZ)        # 4 cycles/byte
 
     # 100 Mb/s line-rate echo over Ethernet, streamed through the harness block by block
     packets = 20_000 if quick else 1_000_000

@@ -1,0 +1,253 @@
+"""Pipelined event encoder: the :class:`~latscope.gateware.encoder.Encoder`'s units, byte for byte,
+with one unit formed while the previous one is sent (link clock domain).
+
+Two stages. The *former* takes a capture entry, advancing the time base as it takes it, and
+forms one whole unit per cycle: an event's delta (one 64-bit subtraction), its token length and
+all its bytes side by side, or an OVERFLOW token, or a heartbeat. The *sender* holds one unit and
+gives it to the framer a byte per cycle. The former loads the sender in the cycle the sender
+gives its last byte, and takes the next entry in the cycle it forms the last event of the current
+one, so an event costs one link cycle whether it is alone in its entry or not (the two-stage
+encoder: eight for an isolated event, two or more for each further edge), and the link's rate
+is set by the bytes: one per link cycle. The bytes are the reference's
+(:class:`~latscope.gateware.model_stream.LinkModel`), unit for unit, as the two-stage encoder's:
+only the cycles differ.
+
+It needs full-width adders in one link cycle (a 64-bit subtraction and the token length behind
+it): fine on the ECP5 at 48 MHz, where the Ethernet link needs the rate; the iCE40's link logic
+keeps the two-stage encoder, which splits every 64-bit sum in two halves.
+"""
+
+from amaranth.hdl import C, Cat, Const, Module, Mux, Signal
+from amaranth.lib import stream, wiring
+from amaranth.lib.wiring import In, Out
+
+from .checks import check, rejected
+from .encoder import MAX_UNIT_BYTES, LinkItem
+from .model_stream import ENTRY_RESET
+from .protocol import (
+    CONT_BITS,
+    EVENT_FIRST_BITS,
+    EVENT_MAX_CONT,
+    OVERFLOW_CONT,
+    TIME_FIRST_BITS,
+    TIME_MAX_CONT,
+    EntryKind,
+    Heartbeat,
+    HeartbeatStatus,
+    Overflow,
+    Token,
+    capture_entry_layout,
+)
+
+__all__ = ["PipelinedEncoder"]
+
+_HB_BYTES = Heartbeat.as_shape().size // 8
+
+
+class PipelinedEncoder(wiring.Component):
+    """Turns capture entries into token units, one unit formed per link cycle.
+
+    Parameters and attributes as :class:`~latscope.gateware.encoder.Encoder`'s.
+    """
+
+    def __init__(self, *, channels=8, lanes=2, counter_width=48, time_width=64):
+        with rejected(self):
+            check("Channel count", channels, 1, 8)
+            check("Lane count", lanes, 1, 8)
+            check("Counter width", counter_width, 8, 63)
+            check("Time width", time_width, 48, 64)
+        self.channels, self.lanes, self.counter_width = channels, lanes, counter_width
+        self.time_width = time_width
+        self.entry_layout = capture_entry_layout(channels=channels, lanes=lanes,
+                                                 counter_width=counter_width)
+        super().__init__({
+            "entries": In(stream.Signature(self.entry_layout)),
+            "units": Out(stream.Signature(LinkItem)),
+            "hb_high_water": In(16),
+            "hb_status": In(HeartbeatStatus),
+            "hb_sent": Out(1),
+            "time": Out(64), "events": Out(64), "lost": Out(64), "epoch": Out(8),
+            "idle": Out(1),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        nbits = self.lanes * self.channels
+        entry = self.entries.payload
+        units = self.units
+        tw = self.time_width
+
+        # --- sender: one unit, a byte per cycle ---------------------------------------------------
+        nbytes = MAX_UNIT_BYTES
+        buf = Signal(8 * nbytes)
+        left = Signal(range(nbytes + 1))          # bytes of the unit not yet sent
+        s_first = Signal()
+        s_hb = Signal()
+        s_len = Signal(5)
+        s_base = Signal(64)
+        s_index = Signal(32)
+        m.d.comb += [units.valid.eq(left != 0), units.payload.data.eq(buf[:8]),
+                     units.payload.first.eq(s_first), units.payload.last.eq(left == 1),
+                     units.payload.flush.eq(s_hb & (left == 1)),
+                     units.payload.heartbeat.eq(s_hb), units.payload.length.eq(s_len),
+                     units.payload.base_time.eq(s_base), units.payload.event_index.eq(s_index)]
+        sent = Signal()
+        m.d.comb += sent.eq(units.valid & units.ready)
+        with m.If(sent):
+            m.d.sync += [buf.eq(buf >> 8), left.eq(left - 1), s_first.eq(0)]
+        free = Signal()                           # a unit loaded now follows without a gap
+        m.d.comb += free.eq((left == 0) | ((left == 1) & units.ready))
+        load = Signal()
+        u_bytes = Signal(8 * nbytes)
+        u_len = Signal(5)
+        u_hb = Signal()
+
+        # --- former ------------------------------------------------------------------------------
+        prev_cycle = Signal(self.counter_width)
+        ext = Signal(tw)          # ticks of the last entry's cycle, lane 0
+        last_time = Signal(tw)    # ticks of the last event
+        events = Signal(tw)
+        lost = Signal(tw)
+        epoch = Signal(8)
+        m.d.comb += [self.time.eq(ext), self.events.eq(events), self.lost.eq(lost),
+                     self.epoch.eq(epoch)]
+        with m.If(load):
+            m.d.sync += [buf.eq(u_bytes), left.eq(u_len), s_len.eq(u_len), s_first.eq(1),
+                         s_hb.eq(u_hb), s_base.eq(last_time), s_index.eq(events[:32])]
+
+        pend = Signal(nbits)      # edges of the current entry not yet encoded
+        levels = Signal(nbits)
+        ovf_count = Signal(40)
+        ovf_span = Signal(self.counter_width)
+
+        # the lowest pending edge: lane-major order is bit order
+        sel_lane = Signal(range(self.lanes))
+        sel_ch = Signal(3)
+        sel_rise = Signal()
+        sel_onehot = Signal(nbits)
+        for bit in reversed(range(nbits)):
+            with m.If(pend[bit]):
+                m.d.comb += [sel_lane.eq(bit // self.channels), sel_ch.eq(bit % self.channels),
+                             sel_rise.eq(levels[bit]), sel_onehot.eq(1 << bit)]
+        t = Signal(tw)            # time of the selected event, ticks
+        if self.lanes & (self.lanes - 1):
+            m.d.comb += t.eq(ext + sel_lane)
+        else:   # ext is a multiple of lanes: the lane fills its low bits, no adder needed
+            m.d.comb += t.eq(ext | sel_lane)
+        delta = Signal(tw)
+        m.d.comb += delta.eq(t - last_time)
+        max_ev = EVENT_FIRST_BITS + EVENT_MAX_CONT * CONT_BITS
+        ev_conts = Signal(range(EVENT_MAX_CONT + 1))
+        for n in reversed(range(EVENT_MAX_CONT + 1)):
+            with m.If(delta[EVENT_FIRST_BITS + CONT_BITS * n:] == 0):
+                m.d.comb += ev_conts.eq(n)
+        time_conts = Signal(range(TIME_MAX_CONT + 1))
+        for n in reversed(range(1, TIME_MAX_CONT + 1)):
+            with m.If(delta[TIME_FIRST_BITS + CONT_BITS * n:] == 0):
+                m.d.comb += time_conts.eq(n)
+        big = Signal()
+        m.d.comb += big.eq(delta[max_ev:] != 0)
+
+        # An event's unit, every byte formed in place: EVENT [CONT]{0..3}, or TIME [CONT]{1..10}
+        # EVENT(delta 0).
+        wide = Cat(delta, C(0, 64 + CONT_BITS * TIME_MAX_CONT))  # slices past the top read 0
+        ev_lead = Cat(delta[:EVENT_FIRST_BITS], sel_rise, sel_ch, C(0, 1))
+        ev_zero = Cat(C(0, EVENT_FIRST_BITS), sel_rise, sel_ch, C(0, 1))
+        small_bytes = [ev_lead] + [
+            Mux(k <= ev_conts,
+                Const(Token.CONT, 8) | wide[EVENT_FIRST_BITS + CONT_BITS * (k - 1):][:CONT_BITS],
+                0)
+            for k in range(1, EVENT_MAX_CONT + 1)]
+        big_bytes = [Const(Token.TIME, 8) | delta[:TIME_FIRST_BITS]]
+        for k in range(1, TIME_MAX_CONT + 2):
+            cont = Const(Token.CONT, 8) | wide[TIME_FIRST_BITS + CONT_BITS * (k - 1):][:CONT_BITS]
+            big_bytes.append(Mux(k <= time_conts, cont, Mux(k == time_conts + 1, ev_zero, 0)))
+        ev_bytes = Signal(8 * (TIME_MAX_CONT + 2))
+        ev_len = Signal(5)
+        with m.If(big):
+            m.d.comb += [ev_bytes.eq(Cat(*big_bytes)), ev_len.eq(time_conts + 2)]
+        with m.Else():
+            m.d.comb += [ev_bytes.eq(Cat(*small_bytes)), ev_len.eq(ev_conts + 1)]
+
+        # OVERFLOW and heartbeat units
+        ovf = Signal(Overflow)
+        m.d.comb += [ovf.lost.eq(ovf_count), ovf.first_time.eq(ext),
+                     ovf.span.eq((ovf_span + 1) * self.lanes)]
+        ovf_bits = Cat(ovf.as_value(), C(0, CONT_BITS * OVERFLOW_CONT - len(ovf.as_value())))
+        ovf_bytes = Cat(Const(Token.OVERFLOW, 8), *(
+            Const(Token.CONT, 8) | ovf_bits[CONT_BITS * k:][:CONT_BITS]
+            for k in range(OVERFLOW_CONT)))
+        hb = Signal(Heartbeat)
+        m.d.comb += [hb.time.eq(ext), hb.events.eq(events), hb.lost.eq(lost),
+                     hb.fifo_high_water.eq(self.hb_high_water), hb.status.eq(self.hb_status),
+                     hb.epoch.eq(epoch)]
+
+        take = Signal()
+        m.d.comb += self.entries.ready.eq(take)
+
+        # Taking an entry advances the time base in the same cycle (its cycle's distance from the
+        # last entry's, in ticks, added at once) and goes straight to the entry's unit.
+        ext_taken = Signal(tw)
+        m.d.comb += ext_taken.eq(
+            ext + ((entry.cycle - prev_cycle)[:self.counter_width]) * self.lanes)
+
+        def go_to_entry():
+            with m.Switch(entry.kind):
+                with m.Case(EntryKind.EVENTS):
+                    with m.If(entry.payload.edges.edges == 0):
+                        m.next = "TAKE"
+                    with m.Else():
+                        m.next = "EVENT"
+                with m.Case(EntryKind.OVERFLOW):
+                    m.next = "OVERFLOW"
+                with m.Case(EntryKind.TICK):
+                    m.next = "HEARTBEAT"
+                with m.Case(ENTRY_RESET):
+                    m.next = "RESET"
+
+        with m.FSM():
+            with m.State("TAKE"):
+                m.d.comb += [take.eq(1),
+                             self.idle.eq(~self.entries.valid & (left == 0))]
+                with m.If(self.entries.valid):
+                    go_to_entry()
+
+            with m.State("RESET"):
+                m.d.sync += [prev_cycle.eq(0), ext.eq(0), last_time.eq(0), events.eq(0),
+                             lost.eq(0), epoch.eq(epoch + 1)]
+                m.next = "HEARTBEAT"
+
+            with m.State("EVENT"):
+                m.d.comb += [u_bytes.eq(ev_bytes), u_len.eq(ev_len)]
+                with m.If(free):
+                    m.d.comb += load.eq(1)
+                    rest = pend & ~sel_onehot
+                    m.d.sync += [last_time.eq(t), events.eq(events + 1), pend.eq(rest)]
+                    with m.If(rest == 0):
+                        # the next entry is taken now: its unit is formed in the next cycle
+                        m.d.comb += take.eq(1)
+                        with m.If(self.entries.valid):
+                            go_to_entry()
+                        with m.Else():
+                            m.next = "TAKE"
+
+            with m.State("OVERFLOW"):
+                m.d.comb += [u_bytes.eq(ovf_bytes), u_len.eq(1 + OVERFLOW_CONT)]
+                with m.If(free):
+                    m.d.comb += load.eq(1)
+                    m.d.sync += lost.eq(lost + ovf_count)
+                    m.next = "TAKE"
+
+            with m.State("HEARTBEAT"):
+                m.d.comb += [u_bytes.eq(hb.as_value()), u_len.eq(_HB_BYTES), u_hb.eq(1)]
+                with m.If(free):
+                    m.d.comb += [load.eq(1), self.hb_sent.eq(1)]
+                    m.next = "TAKE"
+
+        # After the FSM: an entry taken in EVENT replaces the `pend` EVENT leaves behind.
+        with m.If(take & self.entries.valid):
+            m.d.sync += [
+                ext.eq(ext_taken), prev_cycle.eq(entry.cycle),
+                pend.eq(entry.payload.edges.edges), levels.eq(entry.payload.edges.levels),
+                ovf_count.eq(entry.payload.lost.count), ovf_span.eq(entry.payload.lost.span)]
+        return m
