@@ -41,7 +41,7 @@ from latscope.capture.sim.ptyserve import PtyServer
 from latscope.capture.sim.selftest_bench import SelftestBenchEngine
 from latscope.gateware import lane_order, protocol
 from latscope.gateware.model_stream import GATEWARE_VERSION  # what IDENTIFY should report
-from latscope.gateware.verilator import _SAMPLES_DTYPE
+from latscope.gateware.verilator import SAMPLES_DTYPE
 
 __all__ = ["Step", "Verdict", "judge_identity", "judge_channels", "judge_loopback", "judge_soak",
            "run_doctor", "DoctorBenchEngine", "open_doctor_bench", "doctor",
@@ -433,7 +433,7 @@ class DoctorBenchEngine:
 
 def _swap_lanes(data, channels, lanes=2):
     """SAMPLES commands with the lanes of every word in reverse order (two lanes: exchanged)."""
-    rec = np.frombuffer(data, dtype=_SAMPLES_DTYPE).copy()
+    rec = np.frombuffer(data, dtype=SAMPLES_DTYPE).copy()
     word = rec["word"]
     mask = (1 << channels) - 1
     out = np.zeros_like(word)

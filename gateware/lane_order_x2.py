@@ -106,7 +106,7 @@ def lowered_verilog():
     """Verilog of the probe after Amaranth's ECP5 lowering (module ``top``)."""
     platform = _platform()
     saved = dict(os.environ)
-    os.environ.update(lo._toolchain_env())
+    os.environ.update(lo.toolchain_env())
     try:
         plan = platform.prepare(probe_design(), name="top", debug_verilog=True)
     finally:
@@ -202,7 +202,7 @@ def _binary(models):
     bench = TESTBENCH % {"half": HALF_PS}
     stable = re.sub(r"\(\*.*?\*\)", "", netlist)
     key = hashlib.sha256("\0".join(["x2", stable, models, bench]).encode()).hexdigest()[:20]
-    target = lo._cache_root() / f"ecp5x2-{key}"
+    target = lo.cache_root() / f"ecp5x2-{key}"
     exe = target / "x2_tb"
     if exe.is_file():
         return exe
@@ -215,7 +215,7 @@ def _binary(models):
         (tmp / "probe.v").write_text(netlist)
         (tmp / "models.v").write_text(models)
         (tmp / "x2_tb.v").write_text(bench)
-        cmd = lo._verilator_cmd() + [
+        cmd = lo.verilator_cmd() + [
             "--binary", "--timing", "--top-module", "x2_tb", "-Wno-fatal", "-Wno-lint",
             "-Wno-style", "-Wno-MULTIDRIVEN", "-Wno-UNOPTFLAT", "-Wno-COMBDLY", "-Wno-LATCH",
             "-Wno-TIMESCALEMOD", "-Wno-INITIALDLY", "-O1",

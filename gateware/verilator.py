@@ -51,7 +51,7 @@ OP_SAMPLES, OP_RUN, OP_RX, OP_FASTFWD, OP_THROTTLE, OP_DRAIN, OP_STATS, OP_RESET
 PHY_BITS = {"clk": 0, "dv": 1, "er": 2, "data": 3}
 PHY_SIDE_SHIFT = {"rx": 0, "tx": 8}
 
-_SAMPLES_DTYPE = np.dtype([("op", "u1"), ("word", "<u4"), ("hold", "<u8")])   # packed: 13 bytes
+SAMPLES_DTYPE = np.dtype([("op", "u1"), ("word", "<u4"), ("hold", "<u8")])   # packed: 13 bytes
 
 
 def cache_dir():
@@ -76,7 +76,7 @@ def yowasp_env(env=None):
     return env
 
 
-class _Env:
+class YowaspEnv:
     """Temporarily apply :func:`yowasp_env` to ``os.environ`` (Amaranth's Verilog backend looks
     for Yosys through it)."""
 
@@ -97,7 +97,7 @@ def export_verilog(component, name="latscope_core"):
     """Convert ``component`` (a ``wiring.Component``) to Verilog text with Amaranth's backend, using
     the pip-installed Yosys."""
     from amaranth.back import verilog
-    with _Env():
+    with YowaspEnv():
         return verilog.convert(component, name=name, emit_src=False)
 
 
@@ -105,7 +105,7 @@ _PORT_RE = re.compile(r"^\s*(input|output)\s+(?:wire\s+|reg\s+)?(?:\[(\d+):0\]\s
                       r"(\\?[A-Za-z_][\w$.]*)\s*;", re.M)
 
 
-def _module_ports(text, name):
+def module_ports(text, name):
     start = re.search(rf"^module {re.escape(name)}\s*\(", text, re.M)
     if not start:
         raise LatscopeError(f"Exported Verilog has no module {name!r}")
@@ -317,7 +317,7 @@ def stimulus_commands(ticks, values, *, lanes, channels, end_tick=None, initial=
     next_cycle = np.concatenate([cycles[1:], [end_cycle]])
     gaps = next_cycle - cycles - 1
     # Cycles before the first change hold the initial level.
-    rec = np.zeros(2 * len(cycles) + 1, dtype=_SAMPLES_DTYPE)
+    rec = np.zeros(2 * len(cycles) + 1, dtype=SAMPLES_DTYPE)
     rec["op"] = OP_SAMPLES
     init_word = sum(int(initial) << (lane * channels) for lane in range(lanes))
     rec[0] = (OP_SAMPLES, init_word, cycles[0] if len(cycles) else end_cycle)
@@ -506,7 +506,7 @@ class VerilatorInstrument:
             if binary.exists():
                 # The design is not elaborated (that takes 0.15 s, for each capture of a demo);
                 # mark it used so that Amaranth does not warn about an unused elaboratable.
-                _mark_used(self.component)
+                mark_used(self.component)
                 self._binary = binary
                 return binary
         progress = BuildProgress(enabled=verbose)
@@ -514,11 +514,11 @@ class VerilatorInstrument:
                        "find or build the simulated instrument")
         core_v = export_verilog(self.component, "latscope_core")
         progress.done(f"{core_v.count(chr(10)):,} lines of Verilog")
-        wrapper_v = _wrapper(_module_ports(core_v, "latscope_core"), "latscope_core")
+        wrapper_v = _wrapper(module_ports(core_v, "latscope_core"), "latscope_core")
         harness = HARNESS_SOURCE.read_bytes()
-        verilator_version = _verilator_version()
+        tool_version = verilator_version()
         key = hashlib.sha256(b"\0".join([core_v.encode(), wrapper_v.encode(), harness,
-                                         verilator_version.encode()])).hexdigest()[:24]
+                                         tool_version.encode()])).hexdigest()[:24]
         target = cache_dir() / key
         binary = target / "harness"
         if not binary.exists():
@@ -528,7 +528,7 @@ class VerilatorInstrument:
                 if not binary.exists():
                     progress.say(f"compiling the simulated instrument once, into {target} (one "
                                  "to a few minutes; later runs start at once):")
-                    _compile(target, core_v, wrapper_v, harness, progress)
+                    compile_model(target, core_v, wrapper_v, harness, progress)
                     progress.say(f"simulated instrument built in {progress.total():.0f} s")
         if index is not None:
             tmp = index.with_suffix(f".{os.getpid()}.tmp")
@@ -570,12 +570,12 @@ class VerilatorInstrument:
         return None if out is None else b"".join(out)
 
 
-def _mark_used(component, depth=3):
+def mark_used(component, depth=3):
     """Mark ``component`` and the elaboratables it holds (to ``depth`` levels) as used."""
     if depth and hasattr(component, "_MustUse__used"):
         component._MustUse__used = True
         for value in vars(component).values():
-            _mark_used(value, depth - 1)
+            mark_used(value, depth - 1)
 
 
 def _source_key(params):
@@ -606,16 +606,16 @@ def _write_and_close(proc, data):
             pass
 
 
-def _verilator_cmd():
+def verilator_cmd():
     exe = shutil.which("verilator")
     if exe:
         return [exe]
     return [sys.executable, "-m", "verilator"]
 
 
-def _verilator_version():
+def verilator_version():
     try:
-        return subprocess.run(_verilator_cmd() + ["--version"], capture_output=True, text=True,
+        return subprocess.run(verilator_cmd() + ["--version"], capture_output=True, text=True,
                               check=True).stdout.strip()
     except (OSError, subprocess.CalledProcessError) as error:
         raise LatscopeError(f"Verilator is not usable ({error}); install the 'verilator' "
@@ -759,7 +759,7 @@ def _compile_jobs(obj_dir):
     return (design if parallel else 1) + runtime + 1      # + the harness
 
 
-def _compile(target, core_v, wrapper_v, harness, progress=None):
+def compile_model(target, core_v, wrapper_v, harness, progress=None):
     if shutil.which("g++") is None and shutil.which("c++") is None:
         raise LatscopeError("A C++ compiler (g++) is needed to build the simulated instrument")
     with tempfile.TemporaryDirectory(dir=target.parent, prefix=".build-") as tmp:
@@ -767,7 +767,7 @@ def _compile(target, core_v, wrapper_v, harness, progress=None):
         (tmp / "latscope_core.v").write_text(core_v)
         (tmp / "harness_top.v").write_text(wrapper_v)
         (tmp / "harness.cpp").write_bytes(harness)
-        cmd = _verilator_cmd() + [
+        cmd = verilator_cmd() + [
             "--cc", "--exe", "--build", "-j", "2", "--prefix", "Vtop", "--top-module",
             "harness_top", "-O3", "--x-assign", "fast", "--x-initial", "fast", "--noassert",
             "-Wno-fatal", "-Wno-WIDTH", "-Wno-UNUSED", "-Wno-PINCONNECTEMPTY", "-Wno-UNOPTFLAT",

@@ -188,7 +188,7 @@ def _verilator_binary():
             capture_hz=int(timing.capture_hz), lanes=timing.lanes,
             channel_names=simbench.CHANNEL_ROLES, **simbench.CORE_PARAMS)
         binary = instrument.build()
-        simbench._mark_used(instrument.component)
+        verilator.mark_used(instrument.component)
         return str(binary), None
     except (ImportError, LatscopeError) as error:
         return None, str(error).splitlines()[0]

@@ -10,7 +10,7 @@ import numpy as np
 from latscope import LatscopeError
 from latscope.capture.sim.sim_profile import CHANNEL_ROLES
 from latscope.capture.sim.sim_stream import SimStream
-from latscope.gateware.verilator import stimulus_commands
+from latscope.gateware.verilator import mark_used, stimulus_commands
 
 # --- Engines: the instrument that sees the stimulus -----------------------------------------------
 
@@ -303,7 +303,7 @@ class VerilatorEngine(_Engine):
         if binary is not None:
             self.instrument._binary = binary
         self.proc = self.instrument.open()
-        _mark_used(self.instrument.component)
+        mark_used(self.instrument.component)
         self.link = link
         throttle = max(1, round(timing.capture_hz / 1.2e6)) if link == "uart" else 1
         self.proc.write(self._v.Commands().throttle(throttle))
@@ -390,15 +390,6 @@ class VerilatorEngine(_Engine):
             self.proc.__exit__(None, None, None)
         except Exception:   # noqa: BLE001 - shutting down
             pass
-
-
-def _mark_used(component, depth=3):
-    """The Verilator binary is cached, so the core object built to name it is (rightly) never
-    elaborated; keep Amaranth from warning about it (and its parts) when it is collected."""
-    if depth and hasattr(component, "_MustUse__used"):
-        component._MustUse__used = True
-        for value in vars(component).values():
-            _mark_used(value, depth - 1)
 
 
 def open_engine(run, engine="auto", *, link="fast", log=None, binary=None):

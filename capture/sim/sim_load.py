@@ -61,9 +61,9 @@ from latscope.capture.sim.sim_profile import (
     RX_DV,
     TX_EN,
     ProfileError,
-    _profile_files,
     _read_toml,
     load_profile,
+    profile_files,
 )
 from latscope.gateware.model_sniffer import mii_nibbles, rmii_dibits
 
@@ -197,7 +197,7 @@ def _family_costs(profile):
     """Per-frame costs (ns) as functions of frame size: driver copy, stack, fast delivery.
 
     From the profile family's sizes; the fast track's background copies come from el-dm."""
-    files = _profile_files()
+    files = profile_files()
 
     def table(family):
         if family not in files:

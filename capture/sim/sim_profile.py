@@ -108,7 +108,7 @@ class Profile:
 
 # --- Profiles -------------------------------------------------------------------------------------
 
-def _profile_files():
+def profile_files():
     root = importlib.resources.files("latscope.capture.sim") / PROFILE_DIR
     # under-load.toml holds load scenarios (capture/sim/sim_load.py), not a DUT profile
     return {p.name[:-5]: p for p in root.iterdir()
@@ -120,7 +120,7 @@ def list_profiles():
     (GEM, EL DM, EL SO), then the fast track; sizes ascending."""
     order = {"gem": 0, "el-dm": 1, "el-so": 2, "fast-track": 3}
     names = []
-    for family, path in sorted(_profile_files().items(), key=lambda kv: (order.get(kv[0], 9),
+    for family, path in sorted(profile_files().items(), key=lambda kv: (order.get(kv[0], 9),
                                                                           kv[0])):
         data = _read_toml(path, family)
         sizes = sorted(int(s) for s in data.get("size", {}))
@@ -170,7 +170,7 @@ def load_profile(spec):
         if not path.exists():
             raise ProfileError(f"profile file {path} does not exist")
     else:
-        files = _profile_files()
+        files = profile_files()
         family, _, size = spec.rpartition("-")
         if family not in files or not size:
             raise ProfileError(f"unknown profile {spec!r}; shipped profiles: "

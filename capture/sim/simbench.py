@@ -52,7 +52,6 @@ from latscope.capture.sim.sim_engines import (  # noqa: F401 - re-exported
     _cycle_words,
     _Engine,
     _HostCommands,
-    _mark_used,
     harness_stimulus,
     open_engine,
 )

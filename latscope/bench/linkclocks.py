@@ -116,12 +116,12 @@ def build(board, *, verbose=True):
     if index.exists():
         binary = vl.cache_dir() / index.read_text().strip() / "harness"
         if binary.exists():
-            vl._mark_used(core)
+            vl.mark_used(core)
             return binary
     core_v = vl.export_verilog(core, "latscope_core")
-    wrapper_v = _wrapper(vl._module_ports(core_v, "latscope_core"))
+    wrapper_v = _wrapper(vl.module_ports(core_v, "latscope_core"))
     key = hashlib.sha256(b"\0".join([core_v.encode(), wrapper_v.encode(), harness,
-                                     vl._verilator_version().encode()])).hexdigest()[:24]
+                                     vl.verilator_version().encode()])).hexdigest()[:24]
     target = vl.cache_dir() / key
     binary = target / "harness"
     if not binary.exists():
@@ -133,7 +133,7 @@ def build(board, *, verbose=True):
                     print(f"latscope: compiling the two-clock links bench ({board.name} core) "
                           f"with Verilator into {target} (a few minutes) ...",
                           file=sys.stderr, flush=True)
-                vl._compile(target, core_v, wrapper_v, harness)
+                vl.compile_model(target, core_v, wrapper_v, harness)
     tmp = index.with_suffix(f".{os.getpid()}.tmp")
     tmp.write_text(key + "\n")
     os.replace(tmp, index)

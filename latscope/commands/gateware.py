@@ -118,7 +118,7 @@ def _cmd_build(args):
 def _cmd_program(args):
     board = get_board(args.board)
     bitstream = args.bitstream or \
-        build.default_build_dir(board.name) / build._BITSTREAM[board.family]
+        build.default_build_dir(board.name) / build.BITSTREAM_NAME[board.family]
     if Path(bitstream).is_dir():
         raise LatscopeError(f"{bitstream}: is a directory; --bitstream names a bitstream file")
     if not Path(bitstream).exists():
