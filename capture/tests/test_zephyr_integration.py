@@ -347,6 +347,20 @@ def _qemu_echo_and_markers(tmp_path, *build_args):
     return info, text, match_edges(isr_marks_of_test_frames(edges), want)
 
 
+def calls_by_function(elf):
+    """Direct calls (ARM ``bl``) in an ELF as ``{caller: {callee, ...}}``, from
+    ``arm-none-eabi-objdump -d``; LTO's local-symbol suffixes (``.lto_priv.0``) are removed."""
+    res = subprocess.run(["arm-none-eabi-objdump", "-d", str(elf)], capture_output=True,
+                         text=True, check=True)
+    calls, caller = {}, None
+    for line in res.stdout.splitlines():
+        if m := re.match(r"^[0-9a-f]+ <([^>+]+)>:$", line):
+            caller = m[1].split(".lto_priv")[0]
+        elif caller and (m := re.search(r"\tbl\s+[0-9a-f]+ <([^>+]+)>$", line)):
+            calls.setdefault(caller, set()).add(m[1].split(".lto_priv")[0])
+    return calls
+
+
 @needs_zephyr
 @pytest.mark.skipif(not shutil.which("qemu-system-arm"), reason="qemu-system-arm not installed")
 @pytest.mark.skipif(not shutil.which("arm-none-eabi-gcc"), reason="arm-none-eabi-gcc missing")
@@ -373,6 +387,13 @@ def test_qemu_lto_build_keeps_every_marker(tmp_path):
     build keeps the wrapped functions' defining sources out of LTO (docs/zephyr-app.md,
     "Driver shim"); without that, tx.handoff and tx.xmit would be missing from the trace."""
     info, _, isr_absent = _qemu_echo_and_markers(tmp_path, "-DEXTRA_CONF_FILE=overlay-lto.conf")
+    # In the image, the L2's send and the GEM driver's send call the wrappers, not the real
+    # functions the compiler could otherwise have bound them to.
+    calls = calls_by_function(tmp_path / "build/zephyr/zephyr.elf")
+    assert "__wrap_net_capture_pkt" in calls["ethernet_send"]
+    assert not {"net_capture_pkt", "net_capture_pkt_with_status"} & calls["ethernet_send"]
+    assert "__wrap_net_pkt_read" in calls["eth_xlnx_gem_send"]
+    assert "net_pkt_read" not in calls["eth_xlnx_gem_send"]
     assert info["overlays"] == "overlay-lto.conf"
     points = {k.removeprefix("point."): v for k, v in info.items() if k.startswith("point.")}
     assert len(points) == 9 and "not-measured" not in points.values(), points
