@@ -300,15 +300,13 @@ def _free_tcp_port():
         return s.getsockname()[1]
 
 
-@needs_zephyr
-@pytest.mark.skipif(not shutil.which("qemu-system-arm"), reason="qemu-system-arm not installed")
-@pytest.mark.skipif(not shutil.which("arm-none-eabi-gcc"), reason="arm-none-eabi-gcc missing")
-def test_qemu_cortex_a9_gem_echo(tmp_path):
-    """Zynq-7000 GEM under QEMU: echoes on every path through QEMU's user network (slirp
-    forwards host UDP ports to the guest's 10.0.2.15). QEMU models no Zynq GPIO, so the board
-    overlay puts the markers on a gpio_emul controller whose edge trace goes to the UART."""
+def _qemu_echo_and_markers(tmp_path, *build_args):
+    """Build for qemu_cortex_a9 (``build_args`` after ``--``), boot it under QEMU -icount, echo
+    on every path with both marker maps (A, then B), and check what any build must show: echoes
+    and counters, and every test frame's markers in order, rx.isr optional per frame (see
+    :func:`match_edges`). Returns GET_INFO, the console text and how many rx.isr were absent."""
     build = tmp_path / "build"
-    _west_build("qemu_cortex_a9", build)
+    _west_build("qemu_cortex_a9", build, *(("--", *build_args) if build_args else ()))
     ctrl = _free_tcp_port()
     fwd = [f"hostfwd=udp:127.0.0.1:{ctrl}-10.0.2.15:4240"] + [
         f"hostfwd=udp:127.0.0.1:{hp}-10.0.2.15:{gp}"
@@ -336,11 +334,6 @@ def test_qemu_cortex_a9_gem_echo(tmp_path):
     info = out["info"]
     assert info["board"].startswith("qemu_cortex_a9")
     assert_tx_thread(info, text)
-    # One GEM line for RX and TX: rx.isr only when the GEM shows a receive cause.
-    assert info["point.rx.isr"] == "isr:shared-line,gem-rx-status"
-    assert info["not_measured"] == ""
-    assert info["point.tx.handoff"] == "net_l2_send:net_capture_pkt-wrap"
-    assert info["point.tx.xmit"] == "net_pkt_read:tx-copy-done,gem-starttx-follows"
     assert out["socket"] == out["netctx"] == out["fast"] == [PACKETS, PACKETS]
     c = out["counters"]
     assert out["burst"] == BURST
@@ -348,9 +341,66 @@ def test_qemu_cortex_a9_gem_echo(tmp_path):
     # rx.isr also pulses for control requests and ARP: at least the test frames' pulses.
     assert c["marker_pulses"] >= 3 * PACKETS * (4 + 4)
     edges = parse_edges(text)
-    # Every test frame's markers in order; rx.isr may be absent for a frame that arrived while
-    # the driver was still draining its RX ring (seen in 3 of 23 runs; at most a few frames).
-    assert match_edges(isr_marks_of_test_frames(edges), want) <= PACKETS
+    # Every test frame's markers in order (map A: rx.isr, rx.copy, rx.udp or rx.fast, tx.send;
+    # map B: rx.handoff, tx.queue, tx.handoff, tx.xmit); rx.isr may be absent for a frame that
+    # arrived while the driver was still draining its RX ring (seen in 3 of 23 runs).
+    return info, text, match_edges(isr_marks_of_test_frames(edges), want)
+
+
+def calls_by_function(elf):
+    """Direct calls (ARM ``bl``) in an ELF as ``{caller: {callee, ...}}``, from
+    ``arm-none-eabi-objdump -d``; LTO's local-symbol suffixes (``.lto_priv.0``) are removed."""
+    res = subprocess.run(["arm-none-eabi-objdump", "-d", str(elf)], capture_output=True,
+                         text=True, check=True)
+    calls, caller = {}, None
+    for line in res.stdout.splitlines():
+        if m := re.match(r"^[0-9a-f]+ <([^>+]+)>:$", line):
+            caller = m[1].split(".lto_priv")[0]
+        elif caller and (m := re.search(r"\tbl\s+[0-9a-f]+ <([^>+]+)>$", line)):
+            calls.setdefault(caller, set()).add(m[1].split(".lto_priv")[0])
+    return calls
+
+
+@needs_zephyr
+@pytest.mark.skipif(not shutil.which("qemu-system-arm"), reason="qemu-system-arm not installed")
+@pytest.mark.skipif(not shutil.which("arm-none-eabi-gcc"), reason="arm-none-eabi-gcc missing")
+def test_qemu_cortex_a9_gem_echo(tmp_path):
+    """Zynq-7000 GEM under QEMU: echoes on every path through QEMU's user network (slirp
+    forwards host UDP ports to the guest's 10.0.2.15). QEMU models no Zynq GPIO, so the board
+    overlay puts the markers on a gpio_emul controller whose edge trace goes to the UART."""
+    info, _, isr_absent = _qemu_echo_and_markers(tmp_path)
+    # One GEM line for RX and TX: rx.isr only when the GEM shows a receive cause.
+    assert info["point.rx.isr"] == "isr:shared-line,gem-rx-status"
+    assert info["not_measured"] == ""
+    assert info["point.tx.handoff"] == "net_l2_send:net_capture_pkt-wrap"
+    assert info["point.tx.xmit"] == "net_pkt_read:tx-copy-done,gem-starttx-follows"
+    assert isr_absent <= PACKETS
+
+
+@needs_zephyr
+@pytest.mark.skipif(not shutil.which("qemu-system-arm"), reason="qemu-system-arm not installed")
+@pytest.mark.skipif(not shutil.which("arm-none-eabi-gcc"), reason="arm-none-eabi-gcc missing")
+def test_qemu_lto_build_keeps_every_marker(tmp_path):
+    """overlay-lto.conf (CONFIG_LTO) on the Zynq GEM under QEMU: every marker point reports a
+    mechanism in GET_INFO and fires for every test frame, in order, on every path. Under LTO a
+    plain -Wl,--wrap is silently bypassed where caller and callee share an LTO unit, so the
+    build keeps the wrapped functions' defining sources out of LTO (docs/zephyr-app.md,
+    "Driver shim"); without that, tx.handoff and tx.xmit would be missing from the trace."""
+    info, _, isr_absent = _qemu_echo_and_markers(tmp_path, "-DEXTRA_CONF_FILE=overlay-lto.conf")
+    # In the image, the L2's send and the GEM driver's send call the wrappers, not the real
+    # functions the compiler could otherwise have bound them to.
+    calls = calls_by_function(tmp_path / "build/zephyr/zephyr.elf")
+    assert "__wrap_net_capture_pkt" in calls["ethernet_send"]
+    assert not {"net_capture_pkt", "net_capture_pkt_with_status"} & calls["ethernet_send"]
+    assert "__wrap_net_pkt_read" in calls["eth_xlnx_gem_send"]
+    assert "net_pkt_read" not in calls["eth_xlnx_gem_send"]
+    assert info["overlays"] == "overlay-lto.conf"
+    points = {k.removeprefix("point."): v for k, v in info.items() if k.startswith("point.")}
+    assert len(points) == 9 and "not-measured" not in points.values(), points
+    assert info["not_measured"] == ""
+    assert points["tx.handoff"] == "net_l2_send:net_capture_pkt-wrap"
+    assert points["tx.xmit"] == "net_pkt_read:tx-copy-done,gem-starttx-follows"
+    assert isr_absent <= PACKETS
 
 
 IDENTITY_DRIVE = """

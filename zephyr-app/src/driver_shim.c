@@ -42,6 +42,10 @@
  *             Other drivers: not measured (GET_INFO point.tx.xmit=not-measured).
  *             A marked packet dropped before the driver (no ARP answer, queue full) leaves its
  *             pointer remembered until the next marked send replaces it.
+ *             Under CONFIG_LTO a --wrap holds only if the call stays a call to an undefined
+ *             symbol: CMakeLists.txt builds the source defining each wrapped function outside
+ *             LTO (Zephyr's prohibit_lto compiler property), or the compiler binds the drivers'
+ *             calls to the real function and these points never fire.
  * Markers fire only for datagrams of the selected path and size, so unrelated traffic never
  * interleaves edges; rx.isr is the exception (no frame is known yet at interrupt entry).
  * SPDX-License-Identifier: BSD-2-Clause
