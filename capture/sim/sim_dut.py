@@ -327,7 +327,7 @@ def simulate(profile, packets, *, seed=0, traffic=None, timing=None):
     order = np.lexsort((channel, ticks))
     times, channel, rising, packet, ticks = (a[order] for a in (times, channel, rising, packet,
                                                                 ticks))
-    stimulus = _stimulus(ticks, channel, rising)
+    stimulus = stimulus_of_edges(ticks, channel, rising)
 
     def tick_of(t):
         return np.ceil((t + lead_ns) / timing.tick_ns - 1e-9).astype(np.int64)
@@ -410,8 +410,11 @@ def _burst_timeline(traffic, rx, app, tx, reply_col, turnaround, wire_ns, pulse,
     return rx_start, marks, send, tx_start, xmit, queue
 
 
-def _stimulus(ticks, channel, rising):
-    """Merge sorted edges into a :class:`Stimulus` (levels from each distinct tick on)."""
+def stimulus_of_edges(ticks, channel, rising):
+    """Merge edges sorted by tick into a :class:`Stimulus` (levels from each distinct tick on):
+    the pin activity the instrument must see for these edges. Raises :class:`LatscopeError` when
+    two edges of one channel fall in one tick; an edge list that does not alternate per channel
+    is a programming error (``AssertionError``)."""
     if len(ticks) > 1:
         same = (ticks[1:] == ticks[:-1]) & (channel[1:] == channel[:-1])
         if same.any():

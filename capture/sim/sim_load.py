@@ -53,7 +53,7 @@ from latscope.capture.sim.sim_dut import (
     Traffic,
     _ceil_grid,
     _draw_chain,
-    _stimulus,
+    stimulus_of_edges,
 )
 from latscope.capture.sim.sim_profile import (
     FCS_BYTES,
@@ -404,7 +404,7 @@ def simulate_load(profile, packets, scenario="bg0", *, seed=0, timing=None):
     ticks = np.ceil(times / timing.tick_ns - 1e-9).astype(np.int64)
     order = np.lexsort((channel, ticks))
     times, channel, rising, ticks = (a[order] for a in (times, channel, rising, ticks))
-    stimulus = _stimulus(ticks, channel, rising)
+    stimulus = stimulus_of_edges(ticks, channel, rising)
 
     # --- the frames themselves
     # Background frames of one size are one frame (zeros after the UDP header: not latscope

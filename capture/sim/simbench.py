@@ -36,9 +36,9 @@ from latscope.capture.sim.sim_dut import (  # noqa: F401 - re-exported
     _ceil_grid,
     _draw_chain,
     _draw_tails,
-    _stimulus,
     compare_to_truth,
     simulate,
+    stimulus_of_edges,
 )
 from latscope.capture.sim.sim_engines import (  # noqa: F401 - re-exported
     CHUNK_CHANGES,
@@ -91,6 +91,7 @@ from latscope.capture.sim.sim_stream import SimStream, TruthWriter  # noqa: F401
 __all__ = [
     "ProfileError", "StageSpec", "TailSpec", "Profile", "Traffic", "InstrumentTiming",
     "Stimulus", "SimRun", "list_profiles", "load_profile", "simulate", "compare_to_truth",
+    "stimulus_of_edges",
     "CHANNEL_ROLES", "MII_CLOCK_NS", "PREAMBLE_SFD_BYTES", "FCS_BYTES", "IFG_NS",
     "ENGINES", "open_engine", "harness_stimulus", "open_simulated_port", "SimulatedSource",
     "SimStream", "TruthWriter",
