@@ -55,6 +55,7 @@ from latscope.analysis.pairing import (
     AMBIGUOUS,
     MISSED,
     OK,
+    TRUNCATED,
     UNDECIDED,
     LossIndex,
     StreamPairer,
@@ -322,9 +323,11 @@ class FrameStream:
         for cls in np.unique(placed.records["cls"][rx]).tolist():
             c = self._class(cls)
             c["fcs_errors"] += int(np.count_nonzero(rx & bad & (placed.records["cls"] == cls)))
+        # the received frames the firmware marks (as analysis.frames): the measured traffic's
+        marked = (f & self.flags["traffic_magic"]) != 0 if self.magic else np.ones(len(f), bool)
         self.staged_rx.append((placed.index[rx], placed.end[rx], placed.records["cls"][rx],
                                placed.records["seq"][rx].astype(np.int64),
-                               (has_seq & ~bad)[rx]))
+                               (has_seq & ~bad)[rx], marked[rx]))
         tx = (d == 1) & has_seq & ~bad
         self.staged_tx.append((placed.index[tx], placed.start[tx], placed.records["cls"][tx],
                                placed.records["seq"][tx].astype(np.int64)))
@@ -340,7 +343,8 @@ class FrameStream:
         return [c[:n] for c in cols]
 
     def _step(self, complete, end_time):
-        rx_id, rx_end, rx_cls, rx_seq, is_req = self._release(self.staged_rx, 1, complete)
+        rx_id, rx_end, rx_cls, rx_seq, is_req, marked = self._release(self.staged_rx, 1,
+                                                                      complete)
         tx_id, tx_start, tx_cls, tx_seq = self._release(self.staged_tx, 1, complete)
         # requests join the rows
         req = is_req
@@ -370,7 +374,9 @@ class FrameStream:
             self.staged_markers[m] = [(t[n:], r[n:])]
             times, ids, done = self.channels[m].add(t[:n], r[:n], complete)
             self.mdone[m] = done
-            self._markers(m, times, ids, rx_id, rx_end, tx_id, tx_start, done, end_time)
+            every = m in SHARED_MARKERS        # rx.isr serves every received frame
+            self._markers(m, times, ids, rx_id if every else rx_id[marked],
+                          rx_end if every else rx_end[marked], tx_id, tx_start, done, end_time)
         self._emit(complete, end_time)
 
     # --- replies -------------------------------------------------------------------------------
@@ -565,7 +571,9 @@ class FrameStream:
             sh = np.zeros(len(t), bool)
             good = (st == OK) & (t >= end[mok])
             values, at = rows["rs"][mok][good] - t[good], end[mok][good]
-        c["ambiguous"][m] = c["ambiguous"].get(m, 0) + int(np.count_nonzero(st == AMBIGUOUS))
+        # undecided near the capture's end (TRUNCATED) is undecided all the same
+        c["ambiguous"][m] = c["ambiguous"].get(m, 0) + int(
+            np.count_nonzero((st == AMBIGUOUS) | (st == TRUNCATED)))
         c["coalesced"][m] = c["coalesced"].get(m, 0) + int(np.count_nonzero(sh & good))
         self._add(cls, m, at, values)
 

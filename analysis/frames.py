@@ -225,8 +225,12 @@ def analyze_frames(records, start, end, *, tick_hz, markers=None, counters=None,
     marker_window = max(1, int(marker_window_s * tick_hz))
     # transmit markers against latscope's own replies (every class): a frame the DUT sends
     # without a marker (ARP, other traffic) would otherwise take a waiting marker
+    # receive markers against the received frames the firmware marks: the measured traffic's
+    # (the traffic magic, where records carry it: docs/zephyr-app.md, the driver shim marks
+    # only datagrams to the app's ports), else every received frame; rx.isr (shared) serves all
+    rx_marked = rx & has_magic if magic else rx
     marker_pairs = _pair_markers(markers or {}, rx, tx_all, start, end, marker_window,
-                                 loss_index, end_time)
+                                 loss_index, end_time, rx_marked=rx_marked)
     if markers:
         notes.append("marker stages per class are paired in order against the recorded frames "
                      "(or by marker identity) and tied to their request by its sequence number; "
@@ -305,7 +309,8 @@ def analyze_frames(records, start, end, *, tick_hz, markers=None, counters=None,
                 # the marker must follow the request it answers
                 good = (st == OK) & (t >= req_end[ok])
                 values = reply_start[ok][good] - t[good]
-            ambiguous[meaning] = int(np.count_nonzero(st == AMBIGUOUS))
+            # undecided near the capture's end (TRUNCATED) is undecided all the same
+            ambiguous[meaning] = int(np.count_nonzero((st == AMBIGUOUS) | (st == TRUNCATED)))
             coalesced[meaning] = int(np.count_nonzero(sh & good))
             at = at[good]
             if len(values):
@@ -349,10 +354,11 @@ def pair_by_identity(meaning, times, ids, req_end, req_seq, replied, reply_start
     return rs[good] - t[good], req_end[replied][good]
 
 
-def _pair_markers(markers, rx, tx, start, end, window, losses, end_time):
+def _pair_markers(markers, rx, tx, start, end, window, losses, end_time, rx_marked=None):
     """Per marker meaning, per record: its marker tick, pair status and shared flag.
 
-    Receive markers pair with the ends of every placed received frame, transmit markers with
+    Receive markers pair with the ends of the placed received frames ``rx_marked`` (default:
+    every one, ``rx``; :data:`SHARED_MARKERS` always with every one), transmit markers with
     the starts of the transmitted frames ``tx`` (the marker comes first), in order
     (:func:`pair_in_order`); :data:`SHARED_MARKERS` with the first marker at or after the
     frame (:func:`pair_shared`). Records of the other direction, or unplaced, get -1 and MISSED.
@@ -365,9 +371,10 @@ def _pair_markers(markers, rx, tx, start, end, window, losses, end_time):
         status = np.full(n, MISSED, np.uint8)
         shared = np.zeros(n, bool)
         if meaning.startswith("rx."):
-            idx = np.flatnonzero(rx)
+            shared_marker = meaning in SHARED_MARKERS
+            idx = np.flatnonzero(rx if shared_marker or rx_marked is None else rx_marked)
             idx = idx[np.argsort(end[idx], kind="stable")]
-            pair = pair_shared if meaning in SHARED_MARKERS else pair_in_order
+            pair = pair_shared if shared_marker else pair_in_order
             r = pair(end[idx], times, window, losses=losses, end_time=end_time)
             got = r.stop_index >= 0
             marker[idx[got]] = times[r.stop_index[got]]
