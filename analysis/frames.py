@@ -9,7 +9,8 @@ capture (``gateware.codec.FRAME_DTYPE``), their start and end ticks (from their 
   transmitted frame of the same class with the same sequence number (TX_EN rising edge): the
   node's end-to-end latency on the wire, paired by identity rather than by order;
 * marker stages paired in order (:func:`~latscope.analysis.pairing.pair_in_order`): a receive
-  marker (meaning ``rx.*``) against the ends of every received frame, a transmit marker
+  marker (meaning ``rx.*``) against the ends of the received frames the firmware marks (those
+  of latscope traffic where records carry the traffic magic, else every one), a transmit marker
   (``tx.*``) against the starts of every transmitted reply, so a request queued behind another
   never takes its predecessor's marker; a request whose marker the edges cannot decide is
   counted in ``ambiguous`` and left out of the stage. ``rx.isr`` is paired with the first
