@@ -583,13 +583,13 @@ class BoardTop(Elaboratable):
             m.d.comb += [sampler.clk.eq(Cat(clk[0], clk[1])),
                          sampler.data.eq(Cat(*(pin[lane] for lane in range(2)
                                                for _, _, pin in fields)))]
-            out_clk = Signal(name=f"phy_{clock_role}")
-            m.d.comb += out_clk.eq(sampler.out_clk)
-            platform.add_clock_constraint(out_clk, hz)
+            # constrained on the sampler's own register, whose name synthesis keeps (a
+            # top-level alias of it is merged away, and nextpnr then ignores the constraint)
+            platform.add_clock_constraint(sampler.out_clk, hz)
             offset = 0
             for domain in domains:
                 m.domains += ClockDomain(domain)
-                m.d.comb += ClockSignal(domain).eq(out_clk)
+                m.d.comb += ClockSignal(domain).eq(sampler.out_clk)
                 m.submodules[f"rst_{domain}"] = ResetSynchronizer(ResetSignal("sync"),
                                                                   domain=domain)
                 core_pins = getattr(self.core, domain)
