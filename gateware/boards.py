@@ -598,6 +598,10 @@ class BoardTop(Elaboratable):
                         continue
                     bits = len(pin[0])
                     reg = mark(Signal(bits, name=f"{domain}_{name}"), "forwarded_clock")
+                    # kept by name: synthesis otherwise names these flip-flops after the
+                    # core's port and drops the declared name (its initial value is 0, which
+                    # mark()'s caution about kept registers does not concern)
+                    reg.attrs["keep"] = 1
                     m.d[domain] += reg.eq(sampler.out_data[offset:offset + bits])
                     m.d.comb += getattr(core_pins, name).eq(reg)
                     offset += bits
