@@ -4,15 +4,18 @@ Steps, each a :class:`Step` (pass, fail, or skipped with the reason):
 
 1. **identify** -- the instrument answers IDENTIFY; its protocol version equals the host's and its
    gateware version is the one this latscope was built with (:data:`GATEWARE_VERSION`).
-2. **channels** -- the internal self-test pattern on every channel
+2. **ethernet** -- on gateware with the Gigabit Ethernet link, the link state its PHY reports
+   (RGMII in-band status in STATUS, :mod:`latscope.capture.link.ethlink`): it must be 1000 Mb/s
+   full duplex, the only state the link carries datagrams in. Skipped on UART-only gateware.
+3. **channels** -- the internal self-test pattern on every channel
    (:func:`latscope.capture.selftest.check_pattern`): every channel sees exactly the pattern, all
    at the same tick, nothing lost. A channel without edges is named "dead".
-3. **loop-back** -- with the self-test output pin wired to the channel inputs (one cable, or a
+4. **loop-back** -- with the self-test output pin wired to the channel inputs (one cable, or a
    fan-out to all of them): on each wired channel the DDR lane order
    (:func:`latscope.gateware.lane_order.check_loopback`) and the high/low times, and between
    channels the pin-to-timestamp offset, which must be one constant (the same fixed delay on
    every channel, ``docs/boards.md``). Skipped without ``--loopback``.
-4. **link soak** -- the pattern on every channel, fast enough to keep the link full, for
+5. **link soak** -- the pattern on every channel, fast enough to keep the link full, for
    ``--soak`` seconds (default 60): frames with bad CRCs and frames lost on the link must be
    zero. FIFO overflow is expected at this rate and only reported.
 
@@ -30,6 +33,7 @@ import numpy as np
 
 from latscope import LatscopeError
 from latscope.capture.link import session
+from latscope.capture.link.ethlink import GIGABIT_ADVICE, refusal
 from latscope.capture.link.transport import DEFAULT_BAUD, SerialTransport
 from latscope.capture.selftest import (
     analyse_loopback,
@@ -43,9 +47,9 @@ from latscope.gateware import lane_order, protocol
 from latscope.gateware.model_stream import GATEWARE_VERSION  # what IDENTIFY should report
 from latscope.gateware.verilator import SAMPLES_DTYPE
 
-__all__ = ["Step", "Verdict", "judge_identity", "judge_channels", "judge_loopback", "judge_soak",
-           "run_doctor", "DoctorBenchEngine", "open_doctor_bench", "doctor",
-           "GATEWARE_VERSION", "DEFAULT_SOAK_S"]
+__all__ = ["Step", "Verdict", "judge_identity", "judge_ethernet", "judge_channels",
+           "judge_loopback", "judge_soak", "run_doctor", "DoctorBenchEngine", "open_doctor_bench",
+           "doctor", "GATEWARE_VERSION", "DEFAULT_SOAK_S"]
 
 DEFAULT_SOAK_S = 60.0
 #: The pattern of the channel and loop-back steps: an odd period (199 ticks), so successive edges
@@ -105,6 +109,22 @@ def judge_identity(identity, *, host_protocol=protocol.PROTOCOL_VERSION,
                     "program the gateware built by this latscope version (`latscope gateware "
                     "build` then `program`)")
     return Step("identify", True, detail)
+
+
+def judge_ethernet(link):
+    """Step ``ethernet`` from the STATUS reply's
+    :class:`~latscope.capture.link.ethlink.EthernetLink` (or the error message when STATUS
+    failed)."""
+    if isinstance(link, str):
+        return Step("ethernet", False, f"no STATUS: {link}", "check the port and run the doctor "
+                    "again")
+    data = link.to_dict()
+    if not link.present:
+        return Step("ethernet", None, "not run: this gateware has no Ethernet link", data=data)
+    why = refusal(link)
+    if why is not None:
+        return Step("ethernet", False, why, GIGABIT_ADVICE, data)
+    return Step("ethernet", True, f"the PHY reports a link at {link.describe()}", data=data)
 
 
 def judge_channels(check, channels):
@@ -297,13 +317,17 @@ def run_doctor(instrument, *, loopback=(), soak_s=DEFAULT_SOAK_S, engine=None, e
         identity = instrument.identify()
     except LatscopeError as error:
         steps.append(judge_identity(str(error)))
-        for name in ("channels", "loop-back", "link soak"):
+        for name in ("ethernet", "channels", "loop-back", "link soak"):
             steps.append(Step(name, None, "not run: the instrument did not identify"))
         return Verdict(steps)
     steps.append(judge_identity(identity))
     if steps[-1].ok is False:
         return Verdict(steps + [Step(n, None, "not run: versions differ")
-                                for n in ("channels", "loop-back", "link soak")])
+                                for n in ("ethernet", "channels", "loop-back", "link soak")])
+    try:
+        steps.append(judge_ethernet(instrument.status()["ethernet"]))
+    except LatscopeError as error:
+        steps.append(judge_ethernet(str(error)))
     n = int(identity.get("channels") or protocol.NUM_CHANNELS)
     high, low = PATTERN
     chans = list(range(n))

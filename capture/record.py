@@ -145,7 +145,17 @@ def record(source, output, *, config=None, limits=None, baud=DEFAULT_BAUD, overw
         try:
             transport = open_port(port, baud)
             instrument = session.Instrument(transport)
-            identity = instrument.identify()
+            over_ethernet = isinstance(port, str) and port.startswith("udp://")
+            try:
+                identity = instrument.identify()
+            except LatscopeError as error:
+                if over_ethernet and str(error).startswith("no reply"):
+                    raise LatscopeError(f"{error} Over Ethernet the link must also be 1000 Mb/s "
+                                        f"full duplex (RGB LED 0 blue; `latscope doctor` on the "
+                                        f"board's UART shows it)") from None
+                raise
+            if over_ethernet:
+                instrument.check_ethernet_link()
             if handle is not None:
                 _check_ticks(identity, handle.run.timing.tick_hz)
             session.configure(instrument, config, identity)

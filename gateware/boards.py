@@ -13,11 +13,13 @@ test_boards.py`` checks the two agree.
 
 from dataclasses import dataclass, field
 
-from amaranth.build import Attrs, Clock, Pins, Resource
+from amaranth.build import Attrs, Pins, Resource
 from amaranth.hdl import (
+    Cat,
     ClockDomain,
     ClockSignal,
     Const,
+    DomainRenamer,
     Elaboratable,
     Instance,
     Module,
@@ -29,6 +31,8 @@ from amaranth.lib import io, wiring
 from amaranth.lib.cdc import ResetSynchronizer
 
 from latscope import LatscopeError
+from latscope.gateware.bus_sampler import TIMINGS, BusSampler
+from latscope.gateware.crossings import mark
 from latscope.gateware.eth.board import add_ethernet
 from latscope.gateware.eth.model import DEFAULT_NET
 from latscope.gateware.eth.simtop import max_frame_for
@@ -300,10 +304,10 @@ def make_platform(board, *, sniffer=None):
     platform = board.platform_class()()
     if sniffer is not None:
         for role, (c, n, pins) in frame_pins(board, sniffer).items():
-            # the PHY clocks are constrained at the port, so nextpnr reports their Fmax
-            clock = [Clock(25e6 if sniffer == "mii" else 50e6)] if role.endswith("clk") else []
+            # the bus clocks are data here, sampled with the bus (BoardTop._frame_pins); the
+            # clocks regenerated from them are constrained where they are made
             platform.add_resources([Resource(f"latscope_phy_{role}", 0,
-                                             Pins(pins, dir="i", conn=(c, n)), *clock,
+                                             Pins(pins, dir="i", conn=(c, n)),
                                              Attrs(**board.io_attrs))])
     conn = {(c, n) for c, n, _ in board.channel_pins}
     if len(conn) != 1:
@@ -549,36 +553,66 @@ class BoardTop(Elaboratable):
         self._status_leds(m, platform, ~uart.tx)
 
     def _frame_pins(self, m, platform):
-        """The DUT's MII/RMII bus: its clocks drive domains ``phy_rx``/``phy_tx`` (one REF_CLK for
-        both on RMII); data and valid are registered in the I/O cells on the rising edge, where
-        the PHY (receive) and the MAC (transmit) hold them stable (IEEE 802.3 §22.3; RMII §7)."""
+        """The DUT's MII/RMII bus, sampled where the interface guarantees it valid
+        (:mod:`latscope.gateware.bus_sampler`): every bus pin, the bus clocks too, through a DDR
+        input register on the capture clock; per bus clock a :class:`BusSampler` picks each
+        value inside its window and regenerates the clock of domains ``phy_rx``/``phy_tx`` (one
+        for both on RMII, whose one ``REF_CLK`` times both directions). The sniffers' input
+        registers in those domains are the crossing (``forwarded_clock``). The samplers are
+        kept in :attr:`frame_samplers` by bus name (their plans: docs/boards.md)."""
         mii = self.sniffer == "mii"
+        buses = [("mii_rx", "rx_clk", {"phy_rx": (("dv", "rx_dv"), ("er", "rx_er"),
+                                                  ("data", "rxd"))}),
+                 ("mii_tx", "tx_clk", {"phy_tx": (("dv", "tx_en"), ("data", "txd"))})] if mii \
+            else [("rmii", "ref_clk", {"phy_rx": (("dv", "crs_dv"), ("data", "rxd")),
+                                       "phy_tx": (("dv", "tx_en"), ("data", "txd"))})]
+        hz = 25e6 if mii else 50e6
 
-        def pin(role):
+        def sampled(role):
             port = platform.request(f"latscope_phy_{role}", 0, dir="-")
-            return port
+            m.submodules[f"phy_{role}_ddr"] = buf = io.DDRBuffer("i", port, i_domain="capture")
+            return buf.i
 
-        clocks = {"phy_rx": "rx_clk", "phy_tx": "tx_clk"} if mii else \
-            {"phy_rx": "ref_clk", "phy_tx": "ref_clk"}
-        clk_bufs = {}
-        for domain, role in clocks.items():
-            if role not in clk_bufs:
-                m.submodules[f"phy_{role}_buf"] = buf = io.Buffer("i", pin(role))
-                clk_bufs[role] = buf.i
-            m.domains += ClockDomain(domain)
-            m.d.comb += ClockSignal(domain).eq(clk_bufs[role])
-            m.submodules[f"rst_{domain}"] = ResetSynchronizer(ResetSignal("sync"),
-                                                              domain=domain)
-        for side, dv_role, data_role, er_role in [
-                ("rx", "rx_dv" if mii else "crs_dv", "rxd", "rx_er" if mii else None),
-                ("tx", "tx_en", "txd", None)]:
-            pins = getattr(self.core, f"phy_{side}")
-            for name, role in (("dv", dv_role), ("data", data_role), ("er", er_role)):
-                if role is None:
-                    continue
-                m.submodules[f"phy_{role}_ff"] = ff = io.FFBuffer("i", pin(role),
-                                                                  i_domain=f"phy_{side}")
-                m.d.comb += getattr(pins, name).eq(ff.i)
+        # the samplers need no reset (their state is refilled within a bus period), so the
+        # capture domain's reset does not have to reach the pins at both edges of the chip
+        m.domains.capture_bus = ClockDomain("capture_bus", reset_less=True)
+        m.d.comb += ClockSignal("capture_bus").eq(ClockSignal("capture"))
+        self.frame_samplers = {}
+        for bus, clock_role, domains in buses:
+            clk = sampled(clock_role)
+            fields = [(domain, name, sampled(role)) for domain, pins in domains.items()
+                      for name, role in pins]
+            width = sum(len(pin[0]) for _, _, pin in fields)
+            sampler = BusSampler(TIMINGS[bus], width=width, capture_hz=self.board.capture_hz,
+                                 lanes=2)
+            self.frame_samplers[bus] = sampler
+            m.submodules[f"{bus}_sampler"] = DomainRenamer({"sync": "capture_bus"})(sampler)
+            # lane 0 (the sample at the capture clock's rising edge) is the earlier
+            m.d.comb += [sampler.clk.eq(Cat(clk[0], clk[1])),
+                         sampler.data.eq(Cat(*(pin[lane] for lane in range(2)
+                                               for _, _, pin in fields)))]
+            # constrained on the sampler's own register, whose name synthesis keeps (a
+            # top-level alias of it is merged away, and nextpnr then ignores the constraint)
+            platform.add_clock_constraint(sampler.out_clk, hz)
+            offset = 0
+            for domain in domains:
+                m.domains += ClockDomain(domain)
+                m.d.comb += ClockSignal(domain).eq(sampler.out_clk)
+                m.submodules[f"rst_{domain}"] = ResetSynchronizer(ResetSignal("sync"),
+                                                                  domain=domain)
+                core_pins = getattr(self.core, domain)
+                for field_domain, name, pin in fields:
+                    if field_domain != domain:
+                        continue
+                    bits = len(pin[0])
+                    reg = mark(Signal(bits, name=f"{domain}_{name}"), "forwarded_clock")
+                    # kept by name: synthesis otherwise names these flip-flops after the
+                    # core's port and drops the declared name (its initial value is 0, which
+                    # mark()'s caution about kept registers does not concern)
+                    reg.attrs["keep"] = 1
+                    m.d[domain] += reg.eq(sampler.out_data[offset:offset + bits])
+                    m.d.comb += getattr(core_pins, name).eq(reg)
+                    offset += bits
 
     def _status_leds(self, m, platform, link_active):
         """PLL lock, armed, link activity (lit while the UART sends a 0 bit) and FIFO overflow,

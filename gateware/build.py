@@ -96,8 +96,8 @@ def _clock_role(net, board):
     for role in ("eth_rx", "eth90", "eth"):      # the Ethernet link's domains (gateware/eth/)
         if role in name:
             return role
-    if "phy_" in name or "latscope_phy" in name:
-        return "phy"
+    if "phy_" in name or "latscope_phy" in name or "_sampler.out_clk" in name:
+        return "phy"            # the bus clocks bus_sampler regenerates for the sniffers
     if name in ("clk", "sync_clk") or "sync" in name:
         return "link"
     return "other"

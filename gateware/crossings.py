@@ -27,6 +27,13 @@ attribute :data:`ATTR` naming the kind of crossing it belongs to (:data:`KINDS`)
     reached the first: a path from the written storage to this register (storage in flip-flops)
     must be shorter than the *destination* period. Storage in block RAM or LUT RAM is written and
     read inside the RAM, in its own two clocks, and shows no path here.
+``forwarded_clock``
+    A register clocked by a clock that the source domain makes from one of its own flip-flops,
+    which rises one source cycle after the source last changed the register's data and before
+    it changes them again (:class:`~latscope.gateware.bus_sampler.BusSampler`'s regenerated bus
+    clocks: the sniffers' input registers). The data must arrive within that one source cycle:
+    each bit's delay is checked against the *source* period (the clock's own insertion delay
+    only adds to the setup time).
 ``async_reset``
     Not declared but recognised in the netlist: an asynchronous set/reset input (a reset
     synchroniser's flip-flops, the ECP5 I/O gearing's reset held by its start-up sequence). It is
@@ -46,7 +53,8 @@ sink register is looked up in the netlist and must carry :data:`ATTR`, or the bu
 it. Each declared crossing is listed with its worst delay as nextpnr computed it to the
 destination register, and the build fails when that delay, or the worst complete path nextpnr
 reports between the two clocks, exceeds its bound (:data:`BOUNDS`: the source period for a Gray
-pointer, the destination period for the others; the worst path the destination period), or when
+pointer or a forwarded clock's data, the destination period for the others; the worst path the
+destination period), or when
 an FF synchronizer is more than one bit wide. Paths from unclocked
 sources (pins, ``<async>``) are not crossings between domains; the two edges of one clock (DDR
 I/O) are one domain.
@@ -73,6 +81,7 @@ KINDS = {
     "toggle_handshake": "toggle handshake",
     "ff_synchronizer": "FF synchronizer",
     "fifo_data": "FIFO data",
+    "forwarded_clock": "forwarded clock",
     "async_reset": "asynchronous reset",
 }
 
@@ -83,6 +92,7 @@ BOUNDS = {
     "toggle_handshake": "destination",
     "ff_synchronizer": "destination",
     "fifo_data": "destination",
+    "forwarded_clock": "source",
     "async_reset": None,
 }
 

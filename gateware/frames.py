@@ -2,7 +2,8 @@
 
 :class:`FrameCapture` puts a :class:`~latscope.gateware.sniffer.FrameSniffer` in each PHY clock
 domain (``phy_rx``: the DUT's ``RX_CLK`` or RMII ``REF_CLK``; ``phy_tx``: ``TX_CLK`` or
-``REF_CLK``), carries each sniffer's entries into the link domain (``sync``) through a
+``REF_CLK``; on a board, each as :mod:`~latscope.gateware.bus_sampler` regenerates it), carries
+each sniffer's entries into the link domain (``sync``) through a
 :class:`~latscope.gateware.fifo.CaptureFIFO`, and classifies, counts and records them there with a
 :class:`~latscope.gateware.classify.FrameClassifier`. A FIFO never fills: the link side takes an
 entry every cycle, and entries come at most once per minimum frame time (672 ns at 100 Mb/s). The

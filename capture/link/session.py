@@ -20,11 +20,12 @@ import numpy as np
 
 from latscope import LatscopeError, __version__
 from latscope.capture.files.capfile import CaptureWriteError
+from latscope.capture.link.ethlink import check_ethernet_link, ethernet_link
 from latscope.capture.link.rules import rules_from_dict
 from latscope.capture.link.stream import StreamDecoder
 from latscope.capture.link.transport import TransportClosed
 from latscope.gateware import protocol
-from latscope.gateware.codec import encode_command, parse_identify
+from latscope.gateware.codec import HEARTBEAT_DTYPE, encode_command, parse_identify, unpack
 from latscope.userio import read_toml
 
 __all__ = [
@@ -222,14 +223,27 @@ class Instrument:
                      struct.pack("<BHHH", flags, channels, high_ticks, low_ticks))
 
     def status(self):
-        """Current counters, as the HEARTBEAT fields in a dict."""
+        """Current counters, as the HEARTBEAT fields in a dict; the status byte's flags as
+        ``armed``, ``selftest``, ``overflow_active`` and ``ethernet`` (an
+        :class:`~latscope.capture.link.ethlink.EthernetLink`)."""
         data = self.command(protocol.Opcode.STATUS)
-        if len(data) < 28:
+        if len(data) < HEARTBEAT_DTYPE.itemsize:
             raise LatscopeError(f"STATUS reply too short ({len(data)} bytes)")
-        time, events, lost, high, status, epoch = struct.unpack_from("<QQQHBB", data)
-        return {"time": time, "events": events, "lost": lost, "fifo_high_water": high,
-                "armed": bool(status & 1), "selftest": bool(status & 2),
-                "overflow_active": bool(status & 4), "epoch": epoch}
+        beat = np.frombuffer(data, HEARTBEAT_DTYPE, count=1)[0]
+        flags = unpack(protocol.HeartbeatStatus, int(beat["status"]))
+        return {"time": int(beat["time"]), "events": int(beat["events"]),
+                "lost": int(beat["lost"]), "fifo_high_water": int(beat["fifo_high_water"]),
+                "armed": bool(flags["armed"]), "selftest": bool(flags["selftest"]),
+                "overflow_active": bool(flags["overflow_active"]),
+                "ethernet": ethernet_link(int(beat["status"])), "epoch": int(beat["epoch"])}
+
+    def check_ethernet_link(self):
+        """Ask STATUS and raise :class:`LatscopeError` (one line) when the gateware reports an
+        Ethernet link that cannot carry datagrams (down, not 1000 Mb/s or not full duplex);
+        returns the :class:`~latscope.capture.link.ethlink.EthernetLink`."""
+        link = self.status()["ethernet"]
+        check_ethernet_link(link)
+        return link
 
 
 def _sniff_versions(raw):

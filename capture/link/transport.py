@@ -311,6 +311,9 @@ class EmulatedInstrument:
         bit), to inject link errors. The events of those frames are lost exactly.
     heartbeat_every : int or None
         Send a HEARTBEAT frame after every this many EVENTS frames.
+    eth_link : tuple (link, speed_mbps, full_duplex) or None
+        The Gigabit Ethernet link state to report in STATUS and heartbeats (``HeartbeatStatus``
+        bits 3-7); ``None`` for a gateware without the Ethernet link.
 
     A decrease of ``time`` is played as a timestamp reset: the frame ends before it and the
     event index and time base restart at 0.
@@ -319,7 +322,7 @@ class EmulatedInstrument:
     def __init__(self, time, channel, rising, *, channels=("rx_dv", "tx_en", "m0", "m1"),
                  capture_hz=100_000_000, lanes=2, frame_events=64,
                  protocol_version=protocol.PROTOCOL_VERSION, overflows=None, corrupt=None,
-                 heartbeat_every=None):
+                 heartbeat_every=None, eth_link=None):
         self.time = np.asarray(time, np.int64)
         self.channel = np.asarray(channel, np.uint8)
         self.rising = np.asarray(rising, bool)
@@ -334,6 +337,11 @@ class EmulatedInstrument:
         self.overflows = dict(overflows or {})
         self.corrupt = dict(corrupt or {})
         self.heartbeat_every = heartbeat_every
+        self.eth_bits = 0
+        if eth_link is not None:
+            link, speed_mbps, full_duplex = eth_link
+            code = {10: 0, 100: 1, 1000: 2}[speed_mbps]     # docs/stream-format.md, EthSpeed
+            self.eth_bits = 1 << 3 | int(bool(link)) << 4 | code << 5 | int(bool(full_duplex)) << 7
         self.armed = False
         self.sent = 0                 # events put in frames
         self.frames_sent = 0          # EVENTS frames
@@ -399,7 +407,7 @@ class EmulatedInstrument:
     def heartbeat_payload(self):
         t = int(self.time[self.sent - 1]) if self.sent else 0
         return _HEARTBEAT.pack(t, self.sent - self._epoch_start, self._lost_total, 0,
-                               int(self.armed), 0)
+                               int(self.armed) | self.eth_bits, 0)
 
     def _prev_base(self, lo):
         return int(self.time[lo - 1]) if lo > self._epoch_start else 0

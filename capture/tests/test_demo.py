@@ -253,10 +253,11 @@ def test_demo_under_load_per_class(tmp_path):
 def test_demo_under_load_every_stage_per_class_in_queued_bursts(tmp_path):
     """The under-load pair runs on queued bursts (scenario bg60-burst). Every stage of class hp
     is shown with its ambiguous requests, and every request it keeps has that stage's true
-    latency within one tick (expected: the ground truth written as the simulation ran, each edge rounded up to its tick). Seed 0 with
-    1,000 requests loses one request below the driver inside a burst, so the stack's in-order
-    pairing cannot decide the rx.udp markers of that busy period (ambiguous, left out). The
-    lead has an interval around it for every stage both have."""
+    latency within one tick (expected: the ground truth written as the simulation ran, each edge
+    rounded up to its tick). Seed 0 with 1,000 requests loses one request below the driver
+    inside a burst, so the stack's in-order pairing cannot decide the rx.udp markers of that
+    busy period (ambiguous, left out). The lead has an interval around it for every stage both
+    have."""
     from latscope.analysis import api
     rows = demo_command.under_load_rows(str(tmp_path), packets=1000, jobs=2)
     stack, fast = rows

@@ -7,7 +7,11 @@ import numpy as np
 import pytest
 
 from latscope.capture import doctor
+from latscope.capture.link.ethlink import ethernet_link
+from latscope.capture.link.session import Instrument
+from latscope.capture.link.transport import EmulatedInstrument, EmulatedTransport
 from latscope.cli import main
+from latscope.commands.doctor import format_verdict
 
 HIGH, LOW = doctor.PATTERN
 
@@ -99,6 +103,44 @@ def test_bad_options_one_line(capsys):
     assert "--soak must be 0 or more seconds" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("link,speed,full,ok,detail", [
+    (True, 1000, True, True, "the PHY reports a link at 1000 Mb/s full duplex"),
+    (True, 1000, False, False,
+     "Ethernet link must be 1000 Mb/s full duplex, not 1000 Mb/s half duplex"),
+    (True, 100, True, False, "Ethernet link must be 1000 Mb/s full duplex, not 100 Mb/s full "
+                             "duplex"),
+    (True, 100, False, False, "Ethernet link must be 1000 Mb/s full duplex, not 100 Mb/s half "
+                              "duplex"),
+    (True, 10, True, False, "Ethernet link must be 1000 Mb/s full duplex, not 10 Mb/s full "
+                            "duplex"),
+    (False, 1000, True, False, "Ethernet link must be 1000 Mb/s full duplex, not down (the PHY "
+                               "reports no link)"),
+])
+def test_ethernet_step_from_the_instruments_status(link, speed, full, ok, detail):
+    """The doctor's ``ethernet`` step on an emulated instrument reporting each link state in
+    STATUS (through the Transport interface); a failed step fails the verdict (exit 1) with the
+    one-line reason and the next step."""
+    emu = EmulatedInstrument([], [], [], eth_link=(link, speed, full))
+    verdict = doctor.run_doctor(Instrument(EmulatedTransport(emu), reply_timeout=0.2),
+                                soak_s=0, edges=4, timeout=0.2)
+    steps = {s.name: s for s in verdict.steps}
+    assert list(steps) == ["identify", "ethernet", "channels", "loop-back", "link soak"]
+    step = steps["ethernet"]
+    assert (step.ok, step.detail) == (ok, detail)
+    assert step.data["speed_mbps"] == speed and step.data["full_duplex"] == full
+    text = format_verdict(verdict)
+    assert f"{'PASS' if ok else 'FAIL'}  ethernet   {detail}\n" in text
+    if not ok:
+        assert verdict.ok is False and "gigabit" in step.next_step
+
+
+def test_ethernet_step_skipped_without_ethernet():
+    step = doctor.judge_ethernet(ethernet_link(0b0000_0001))
+    assert step.ok is None and step.detail == "not run: this gateware has no Ethernet link"
+    step = doctor.judge_ethernet("no reply to STATUS")
+    assert step.ok is False and step.detail == "no STATUS: no reply to STATUS"
+
+
 def _doctor(capsys, *extra):
     code = main(["doctor", "--sim", "--loopback", "all", "--soak", "1.5", "--json", *extra])
     out = capsys.readouterr().out
@@ -109,7 +151,8 @@ def _doctor(capsys, *extra):
 def test_simulated_instrument_passes(capsys):
     code, steps = _doctor(capsys)
     assert code == 0
-    assert [s["ok"] for s in steps.values()] == [True, True, True, True]
+    # the simulated build is the UART one: no Ethernet link to check
+    assert [s["ok"] for s in steps.values()] == [True, None, True, True, True]
     assert steps["loop-back"]["data"]["offset_ticks"] == {str(c): 0 for c in range(8)}
     assert steps["link soak"]["data"]["frames_bad"] == 0
 

@@ -9,7 +9,11 @@ import pytest
 
 from latscope import LatscopeError
 from latscope.capture.link import open_port, session
-from latscope.capture.link.transport import SerialTransport, TransportClosed
+from latscope.capture.link.transport import (
+    EmulatedInstrument,
+    SerialTransport,
+    TransportClosed,
+)
 from latscope.capture.link.udp import DEFAULT_PORT, UdpServer, UdpTransport, parse_udp_url
 from latscope.capture.sim import simbench as sb
 from latscope.gateware.eth.model import DatagramPacker, stream_frame_lengths
@@ -136,6 +140,55 @@ def test_latscope_capture_sim_link_udp(tmp_path, capsys):
     assert status == 0, capsys.readouterr().err
     with capfile.open_capture(out) as cap:
         assert len(cap.events().time) == 30 * 14
+
+
+class _EmulatedEngine:
+    """An :class:`EmulatedInstrument` as a UdpServer engine (``host_bytes``, ``read``)."""
+
+    def __init__(self, instrument):
+        self.instrument, self._out = instrument, bytearray()
+
+    def host_bytes(self, data):
+        self._out += self.instrument.handle(data)
+
+    def read(self, max_bytes, timeout=0.0):
+        if not self._out:
+            self._out += self.instrument.next_frames(4)
+        data, self._out = bytes(self._out[:max_bytes]), self._out[max_bytes:]
+        return data
+
+    def close(self):
+        pass
+
+
+@pytest.mark.parametrize("link,speed,full,refused", [
+    (True, 100, False, "not 100 Mb/s half duplex"),
+    (True, 10, True, "not 10 Mb/s full duplex"),
+    (True, 1000, False, "not 1000 Mb/s half duplex"),
+    (False, 1000, True, "not down"),
+    (True, 1000, True, None),
+])
+def test_capture_over_udp_refuses_a_link_that_is_not_gigabit(tmp_path, capsys, link, speed, full,
+                                                             refused):
+    """``latscope capture --port udp://...`` asks STATUS after IDENTIFY: an instrument reporting
+    any link but 1000 Mb/s full duplex is refused with one line, exit 2, and no file."""
+    from latscope import cli
+    time_ = np.arange(40, dtype=np.int64) * 50
+    emu = EmulatedInstrument(time_, np.zeros(40, np.uint8), np.arange(40) % 2 == 0,
+                             eth_link=(link, speed, full))
+    out = tmp_path / "eth.lsc"
+    with UdpServer(_EmulatedEngine(emu)) as server:
+        status = cli.main(["capture", "--port", server.url, "--events", "40", "-o", str(out),
+                           "--quiet"])
+    err = capsys.readouterr().err
+    if refused is None:
+        assert status == 0, err
+        assert out.exists()
+        return
+    assert status == 2 and not out.exists()
+    assert err.count("\n") == 1 and "Traceback" not in err
+    assert f"Ethernet link must be 1000 Mb/s full duplex, {refused}" in err
+    assert not emu.armed
 
 
 def test_bad_udp_port_is_one_line(capsys):

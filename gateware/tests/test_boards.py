@@ -329,6 +329,44 @@ def test_ice40_lane_order_in_vendor_model(tmp_path):
     assert lines == ["RISE 01", "RISE 11", "RISE 11", "FALL 11", "FALL 00", "FALL 00"]
 
 
+@pytest.mark.parametrize("board,sniffer,plans", [
+    # (pick, early ns, late ns) per bus, from test_bus_sampler's hand-worked table
+    ("ecpix5", "mii", {"mii_rx": (0, 10.0, 7.5), "mii_tx": (12, 5.0, 7.5)}),
+    ("ecpix5", "rmii", {"rmii": (7, 3.5, 2.0)}),
+    ("ecpix5-x1", "mii", {"mii_rx": (0, 10.0, 6.875), "mii_tx": (10, 6.25, 5.625)}),
+    ("ecpix5-x1", "rmii", {"rmii": (5, 1.625, 3.25)}),
+])
+def test_frame_buses_are_sampled_on_the_capture_clock(board, sniffer, plans):
+    """The sniffer pins, bus clocks included, go through DDR input registers on the capture
+    clock into one BusSampler per bus clock (2 samples per capture cycle: 2.5 ns at 200 MHz,
+    3.125 ns at 160 MHz); the regenerated clocks carry the bus clocks' constraints, the pins
+    none (they clock nothing), and the sniffers' input registers are declared forwarded-clock
+    crossings."""
+    from latscope.gateware.boards import make_platform
+    from latscope.gateware.crossings import ATTR
+    from latscope.gateware.verilator import _Env
+    platform = make_platform(board, sniffer=sniffer)
+    top = BoardTop(board, sniffer=sniffer)
+    with _Env():
+        plan = platform.prepare(top, name="t")
+    got = {bus: (s.plan.pick, s.plan.early_ns, s.plan.late_ns)
+           for bus, s in top.frame_samplers.items()}
+    assert got.keys() == plans.keys()
+    for bus, (pick, early, late) in plans.items():
+        assert got[bus][0] == pick
+        assert got[bus][1:] == pytest.approx((early, late), abs=1e-9)
+    lpf = plan.files["t.lpf"]
+    hz = "25000000.0" if sniffer == "mii" else "50000000.0"
+    for bus in plans:
+        assert f'FREQUENCY NET "{bus}_sampler.out_clk" {hz} HZ;' in lpf
+    assert "latscope_phy" not in "".join(ln for ln in lpf.splitlines() if "FREQUENCY" in ln)
+    rtlil = plan.files["t.il"]
+    # dv, er, rxd and tx_en, txd (MII); crs_dv, rxd and tx_en, txd (RMII); kept by name, so
+    # the crossing check finds the declaration on the flip-flops after synthesis
+    declared = f'attribute \\{ATTR} "forwarded_clock"\n  attribute \\keep 1\n'
+    assert rtlil.count(declared) == (5 if sniffer == "mii" else 4)
+
+
 def test_frame_capture_pins_and_refusals():
     """ECPIX-5 elaborates with MII and RMII sniffers on the pins docs/boards.md lists; the
     iCEBreaker (edge-only) and an unknown interface are refused with one clear message."""

@@ -167,7 +167,8 @@ def test_synchronizer_declares_its_first_stage():
 
 def test_mark_and_synchronizer_validate():
     with pytest.raises(ValueError, match="Crossing kind must be one of ff_synchronizer, "
-                                         "fifo_data, gray_pointer, toggle_handshake, not 'gray'"):
+                                         "fifo_data, forwarded_clock, gray_pointer, "
+                                         "toggle_handshake, not 'gray'"):
         mark(Signal(), "gray")
     with pytest.raises(ValueError, match="Synchronizer stages must be an integer >= 2, not 1"):
         Synchronizer(Signal(), Signal(), kind="ff_synchronizer", stages=1)
@@ -293,6 +294,23 @@ def test_fifo_data_is_declared_and_bounded_by_the_destination_period():
     q = CaptureFIFO(width=8, depth=16, r_domain="sync", w_domain="capture")
     text = rtlil.convert(q, ports=[q.w_data, q.w_en, q.w_rdy, q.r_data, q.r_en, q.r_rdy])
     assert f'attribute \\{ATTR} "fifo_data"\n  wire width 8 \\r_port__data' in text
+
+
+def test_forwarded_clock_data_is_bounded_by_the_source_period():
+    """A register clocked by a clock the source domain makes (the bus samplers' regenerated
+    bus clocks) gets its data one source cycle before that clock rises: bounded by the source
+    period (the 48 MHz capture clock's 20.83 ns here), not the destination's."""
+    netlist = _netlist(stage0_attrs={ATTR: "forwarded_clock"})
+    check = check_crossings(REPORT, netlist)
+    assert check.ok
+    (fwd,) = [c for c in check.crossings if c.kind == "forwarded_clock"]
+    assert (fwd.bound, round(fwd.bound_ns, 3), fwd.delay_ns) == ("source", 20.833, 4.078)
+    report = copy.deepcopy(REPORT)
+    report["detailed_net_timings"][0]["endpoints"][0]["delay"] = [21.0, 21.0]
+    assert check_crossings(report, netlist).errors() == [
+        "crossing core.fifo.w_ptr_sync.stage0 (forwarded clock, capture_clk -> clk) delay "
+        "21.00 ns exceeds the source (capture_clk) period 20.83 ns"]
+    assert mark(Signal(6), "forwarded_clock").attrs == {ATTR: "forwarded_clock"}
 
 
 def test_asynchronous_reset_has_no_bound():

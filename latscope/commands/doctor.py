@@ -12,10 +12,12 @@ from latscope.gateware import protocol
 
 def add_arguments(p):
     p.description = ("Check an instrument step by step and print a verdict with the next step "
-                     "for each failure: IDENTIFY and versions; the internal self-test pattern on "
-                     "every channel; with --loopback, the DDR lane order and the "
-                     "pin-to-timestamp offset through a cable from the self-test pin; a link "
-                     "soak at the highest event rate (bad CRCs and lost frames must be zero).")
+                     "for each failure: IDENTIFY and versions; the Ethernet link's speed and "
+                     "duplex (gateware with the Gigabit link: must be 1000 Mb/s full duplex); "
+                     "the internal self-test pattern on every channel; with --loopback, the "
+                     "DDR lane order and the pin-to-timestamp offset through a cable from the "
+                     "self-test pin; a link soak at the highest event rate (bad CRCs and lost "
+                     "frames must be zero).")
     p.epilog = ("exit status: 0 every step passed (skipped steps say why); 1 a step failed; "
                 "2 error (bad option or port). Documentation: docs/boards.md (bring-up).")
     src = p.add_mutually_exclusive_group(required=True)
