@@ -291,7 +291,7 @@ def test_ice40_lane_order_in_vendor_model(tmp_path):
     from amaranth.hdl import Elaboratable
     from amaranth.lib import io
 
-    from latscope.gateware.verilator import YowaspEnv, _verilator_cmd, yowasp_env
+    from latscope.gateware.verilator import YowaspEnv, verilator_cmd, yowasp_env
 
     class LaneProbe(Elaboratable):
         def elaborate(self, platform):
@@ -318,7 +318,7 @@ def test_ice40_lane_order_in_vendor_model(tmp_path):
     subprocess.run([env["YOSYS"], "-q", "-p", "read_verilog -lib cells_sim.v; read_rtlil t.il; "
                     "hierarchy -top t; proc; flatten; opt_clean; write_verilog -noattr t_sim.v"],
                    cwd=tmp_path, env=env, check=True)
-    subprocess.run(_verilator_cmd() + [
+    subprocess.run(verilator_cmd() + [
         "--binary", "--timing", "-DNO_ICE40_DEFAULT_ASSIGNMENTS", "-Wno-fatal", "-Wno-lint",
         "-Wno-style", "--top-module", "tb", "tb.v", "t_sim.v", "cells_sim.v", "-o", "tbsim"],
         cwd=tmp_path, env=env, check=True, capture_output=True)
@@ -344,10 +344,10 @@ def test_frame_buses_are_sampled_on_the_capture_clock(board, sniffer, plans):
     crossings."""
     from latscope.gateware.boards import make_platform
     from latscope.gateware.crossings import ATTR
-    from latscope.gateware.verilator import _Env
+    from latscope.gateware.verilator import YowaspEnv
     platform = make_platform(board, sniffer=sniffer)
     top = BoardTop(board, sniffer=sniffer)
-    with _Env():
+    with YowaspEnv():
         plan = platform.prepare(top, name="t")
     got = {bus: (s.plan.pick, s.plan.early_ns, s.plan.late_ns)
            for bus, s in top.frame_samplers.items()}
