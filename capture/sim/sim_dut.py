@@ -23,7 +23,7 @@ from latscope.capture.sim.sim_profile import (
     RX_DV,
     TX_EN,
     Profile,
-    _body_params,
+    body_params,
     load_profile,
 )
 from latscope.gateware.model_capture import Stimulus
@@ -162,7 +162,7 @@ class SimRun:
 
 # --- The DUT model -------------------------------------------------------------------------------
 
-def _draw_chain(rng, profile, stages, n):
+def draw_chain(rng, profile, stages, n):
     """Correlated totals (ns) of the given stages: Gaussian copula (equicorrelation
     ``profile.correlation``) over shifted-gamma marginals; columns in ``stages`` order."""
     rho = profile.correlation
@@ -173,7 +173,7 @@ def _draw_chain(rng, profile, stages, n):
     u = np.clip(u, 1e-16, 1 - 1e-16)
     out = np.empty((n, len(stages)))
     for j, stage in enumerate(stages):
-        shift, scale = _body_params(profile, stage)
+        shift, scale = body_params(profile, stage)
         out[:, j] = shift + scale * special.gammaincinv(profile.gamma_shape, u[:, j])
     return out
 
@@ -194,7 +194,9 @@ def _draw_tails(rng, profile, n, steps):
     return kind, step, extra
 
 
-def _ceil_grid(t, grid, phase):
+def ceil_grid(t, grid, phase):
+    """``t`` (ns) moved up to the next edge of a clock of period ``grid`` whose edges lie at
+    ``phase`` + k·``grid``."""
     return np.ceil((t - phase) / grid) * grid + phase
 
 
@@ -246,7 +248,7 @@ def simulate(profile, packets, *, seed=0, traffic=None, timing=None):
     pulse = max(1, round(profile.marker_pulse_ns / cpu)) * cpu
 
     # Receive chain: stage totals from rx_dv falling, ordered.
-    rx = _draw_chain(rng, profile, profile.rx_chain, n)
+    rx = draw_chain(rng, profile, profile.rx_chain, n)
     rx_kind, rx_step, rx_extra = _draw_tails(rng, profile, n, len(profile.rx_chain))
     steps = np.arange(len(profile.rx_chain))
     rx += np.where(steps[None, :] >= rx_step[:, None], rx_extra[:, None], 0.0)
@@ -255,10 +257,10 @@ def simulate(profile, packets, *, seed=0, traffic=None, timing=None):
         low = rx[:, j - 1] + 2 * cpu
         clipped |= rx[:, j] < low
         rx[:, j] = np.maximum(rx[:, j], low)
-    app = _draw_chain(rng, profile, ("app",), n)[:, 0]
+    app = draw_chain(rng, profile, ("app",), n)[:, 0]
     # Transmit chain: send -> (xmit) -> first bit; totals measured back from the wire.
     tx_stages = ("tx.wire", "tx.xmit") if "tx.xmit" in profile.stages else ("tx.wire",)
-    tx = _draw_chain(rng, profile, tx_stages, n)
+    tx = draw_chain(rng, profile, tx_stages, n)
     tx_kind, tx_step, tx_extra = _draw_tails(rng, profile, n, len(tx_stages))
     # A tail before xmit delays send->wire only; after xmit it delays both.
     tx[:, 0] += tx_extra
@@ -292,11 +294,11 @@ def simulate(profile, packets, *, seed=0, traffic=None, timing=None):
         start = c + np.maximum.accumulate(intended - c)
         queue = start - intended
     if traffic.mode != "burst":
-        rx_start = _ceil_grid(start, MII_CLOCK_NS, mii_phase)
-        marks = _ceil_grid(rx_start[:, None] + wire_ns + rx, cpu, cpu_phase)
-        send = _ceil_grid(marks[:, reply_col] + app, cpu, cpu_phase)
-        tx_start = _ceil_grid(send + tx[:, 0], MII_CLOCK_NS, mii_phase)
-        xmit = _ceil_grid(tx_start - tx[:, 1], cpu, cpu_phase) if len(tx_stages) == 2 else None
+        rx_start = ceil_grid(start, MII_CLOCK_NS, mii_phase)
+        marks = ceil_grid(rx_start[:, None] + wire_ns + rx, cpu, cpu_phase)
+        send = ceil_grid(marks[:, reply_col] + app, cpu, cpu_phase)
+        tx_start = ceil_grid(send + tx[:, 0], MII_CLOCK_NS, mii_phase)
+        xmit = ceil_grid(tx_start - tx[:, 1], cpu, cpu_phase) if len(tx_stages) == 2 else None
     elif len(tx_stages) != 2:
         xmit = None
     rx_end = rx_start + wire_ns
@@ -383,10 +385,10 @@ def _burst_timeline(traffic, rx, app, tx, reply_col, turnaround, wire_ns, pulse,
             t = tx_start[i - 1] + wire_ns + turnaround[i]
         elif i:
             t = rx_start[i - 1] + wire_ns + IFG_NS
-        rx_start[i] = _ceil_grid(t, MII_CLOCK_NS, mii_phase)
+        rx_start[i] = ceil_grid(t, MII_CLOCK_NS, mii_phase)
         end = rx_start[i] + wire_ns
         for j in range(n_rx):
-            at = _ceil_grid(end + rx[i, j], cpu, cpu_phase)
+            at = ceil_grid(end + rx[i, j], cpu, cpu_phase)
             low = marks[i, j - 1] + 2 * cpu if j else at
             if i:
                 low = max(low, marks[i - 1, j] + gap)
@@ -395,17 +397,17 @@ def _burst_timeline(traffic, rx, app, tx, reply_col, turnaround, wire_ns, pulse,
                 # is on its way to the wire (no TX thread)
                 low = max(low, tx_start[i - 1] + 1000.0 * traffic.app_busy_us + gap)
                 queue[i] = max(0.0, low - at)
-            marks[i, j] = max(at, _ceil_grid(low, cpu, cpu_phase))
-        send[i] = _ceil_grid(marks[i, reply_col] + app[i], cpu, cpu_phase)
+            marks[i, j] = max(at, ceil_grid(low, cpu, cpu_phase))
+        send[i] = ceil_grid(marks[i, reply_col] + app[i], cpu, cpu_phase)
         start = send[i] + tx[i, 0]
         if i:
             start = max(start, tx_start[i - 1] + wire_ns + IFG_NS)
-        tx_start[i] = _ceil_grid(start, MII_CLOCK_NS, mii_phase)
+        tx_start[i] = ceil_grid(start, MII_CLOCK_NS, mii_phase)
         if xmit is not None:
-            x = _ceil_grid(tx_start[i] - tx[i, 1], cpu, cpu_phase)
+            x = ceil_grid(tx_start[i] - tx[i, 1], cpu, cpu_phase)
             x = max(x, send[i] + 2 * cpu, xmit[i - 1] + gap if i else x)
-            xmit[i] = _ceil_grid(x, cpu, cpu_phase)
-            tx_start[i] = max(tx_start[i], _ceil_grid(xmit[i] + 2 * cpu, MII_CLOCK_NS,
+            xmit[i] = ceil_grid(x, cpu, cpu_phase)
+            tx_start[i] = max(tx_start[i], ceil_grid(xmit[i] + 2 * cpu, MII_CLOCK_NS,
                                                       mii_phase))
     return rx_start, marks, send, tx_start, xmit, queue
 

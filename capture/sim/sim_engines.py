@@ -146,7 +146,7 @@ class ModelEngine(_Engine):
                                         lanes=self.lanes)
         self.parser = _HostCommands()
         #: FRAME/COUNTERS records when the run has a wire (a frame-capture build), else None
-        self.frames = _FrameRecords(run, timing.lanes) \
+        self.frames = FrameRecords(run, timing.lanes) \
             if getattr(run, "scenario", None) is not None else None
         self.cycle = 0                  # capture cycles since the last timestamp reset
         self._out = bytearray()
@@ -610,7 +610,7 @@ def _cycle_words(stimulus, lanes, channels):
 
 # --- Frame records for runs with a wire (capture/sim/sim_load.py) ------------------------------
 
-class _FrameRecords:
+class FrameRecords:
     """FRAME and COUNTERS records of a :class:`~latscope.capture.sim.sim_load.LoadRun`'s wire, as
     the frame-capture gateware sends them: every frame parsed by the sniffers' reference model
     (:func:`latscope.gateware.model_sniffer.parse_frame`), classed by the rule table the host

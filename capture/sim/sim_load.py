@@ -33,7 +33,7 @@ Per-frame costs at background sizes are interpolated linearly in frame size betw
 family's sizes (the paper's 64, 256 and 1024 B columns) and extended past 1024 B with the slope
 of the last two (a copy costs per byte). Not modelled: interrupts preempting the stack thread
 (the stack's finish times are early by the interrupts' time in between). A measured frame uses
-its own correlated draw (:func:`~latscope.capture.sim.sim_dut._draw_chain`), so with no load the
+its own correlated draw (:func:`~latscope.capture.sim.sim_dut.draw_chain`), so with no load the
 stages are those of :func:`~latscope.capture.sim.sim_dut.simulate`. The run holds the wire's frames
 (:attr:`LoadRun.wire`) so an engine can play them through the sniffers' reference model.
 """
@@ -51,8 +51,8 @@ from latscope.capture.sim.sim_dut import (
     InstrumentTiming,
     SimRun,
     Traffic,
-    _ceil_grid,
-    _draw_chain,
+    ceil_grid,
+    draw_chain,
     stimulus_of_edges,
 )
 from latscope.capture.sim.sim_profile import (
@@ -61,9 +61,9 @@ from latscope.capture.sim.sim_profile import (
     RX_DV,
     TX_EN,
     ProfileError,
-    _read_toml,
     load_profile,
     profile_files,
+    read_toml,
 )
 from latscope.gateware.model_sniffer import mii_nibbles, rmii_dibits
 
@@ -126,7 +126,7 @@ def _scenario_file():
 
 def list_scenarios():
     """Names of the shipped load scenarios."""
-    return list(_read_toml(_scenario_file(), SCENARIO_FILE).get("scenario", {}))
+    return list(read_toml(_scenario_file(), SCENARIO_FILE).get("scenario", {}))
 
 
 def load_scenario(spec):
@@ -148,7 +148,7 @@ def load_scenario(spec):
         path = pathlib.Path(file + ".toml")
         if not path.exists():
             raise ProfileError(f"load scenario file {path} does not exist")
-    tables = _read_toml(path, spec).get("scenario", {})
+    tables = read_toml(path, spec).get("scenario", {})
     if name not in tables:
         raise ProfileError(f"unknown load scenario {spec!r}; shipped: "
                            f"{', '.join(list_scenarios())} (or FILE.toml:NAME, or a share such "
@@ -202,7 +202,7 @@ def _family_costs(profile):
     def table(family):
         if family not in files:
             raise ProfileError(f"{family}: no such profile family for the load model")
-        data = _read_toml(files[family], family)
+        data = read_toml(files[family], family)
         sizes = sorted(int(s) for s in data.get("size", {}))
         return [load_profile(f"{family}-{s}") for s in sizes]
 
@@ -277,15 +277,15 @@ def simulate_load(profile, packets, scenario="bg0", *, seed=0, timing=None):
     lost = rng.random(m) < scenario.drop_probability
 
     # --- per-request draws: the profile's correlated chain (totals from RX_DV falling)
-    chain = _draw_chain(rng, profile, profile.rx_chain, n)
+    chain = draw_chain(rng, profile, profile.rx_chain, n)
     for j in range(1, chain.shape[1]):
         chain[:, j] = np.maximum(chain[:, j], chain[:, j - 1] + 2 * cpu)
-    app = _draw_chain(rng, profile, ("app",), n)[:, 0]
+    app = draw_chain(rng, profile, ("app",), n)[:, 0]
     tx_stages = ("tx.wire", "tx.xmit") if "tx.xmit" in profile.stages else ("tx.wire",)
-    tx = _draw_chain(rng, profile, tx_stages, n)
+    tx = draw_chain(rng, profile, tx_stages, n)
     if len(tx_stages) == 2:
         tx[:, 0] = np.maximum(tx[:, 0], tx[:, 1] + 2 * cpu)
-    isr_bg = _draw_chain(rng, profile, ("rx.isr",), m)[:, 0]
+    isr_bg = draw_chain(rng, profile, ("rx.isr",), m)[:, 0]
     col = {s: j for j, s in enumerate(profile.rx_chain)}
 
     # --- the CPU: interrupts (driver) above the stack thread; with queued bursts, the app thread
@@ -312,14 +312,14 @@ def simulate_load(profile, packets, scenario="bg0", *, seed=0, timing=None):
         fire = rx_end[batch[-1]] if full or not np.isfinite(deadline) else deadline
         k0 = probe[batch[0]]
         entry = fire + (chain[k0, col["rx.isr"]] if k0 >= 0 else isr_bg[batch[0]])
-        entry = _ceil_grid(max(entry, isr_free), cpu, cpu_phase)
+        entry = ceil_grid(max(entry, isr_free), cpu, cpu_phase)
         isr_marks.append(entry)
         t = entry              # the driver's work follows the entry (the pulse is the marker's)
         for f in batch:
             k = probe[f]
             if k >= 0 and fast:      # delivered from driver context: no stack
                 deliver = t + chain[k, col["rx.fast"]] - chain[k, col["rx.isr"]]
-                marks["rx.fast"][k] = _ceil_grid(deliver, cpu, cpu_phase)
+                marks["rx.fast"][k] = ceil_grid(deliver, cpu, cpu_phase)
                 marks["rx.isr"][k] = entry
                 t = marks["rx.fast"][k] + pulse
                 if app_thread is not None:       # handed over: the driver does not wait
@@ -342,8 +342,8 @@ def simulate_load(profile, packets, scenario="bg0", *, seed=0, timing=None):
             queue_done.append(stack_free)
             if k >= 0:
                 marks["rx.isr"][k] = entry
-                marks["rx.copy"][k] = _ceil_grid(copied, cpu, cpu_phase)
-                marks["rx.udp"][k] = _ceil_grid(stack_free, cpu, cpu_phase)
+                marks["rx.copy"][k] = ceil_grid(copied, cpu, cpu_phase)
+                marks["rx.udp"][k] = ceil_grid(stack_free, cpu, cpu_phase)
                 if app_thread is not None:
                     marks["rx.udp"][k] = app_thread.take(k, marks["rx.udp"][k])
                 stack_free = marks["rx.udp"][k] + pulse
@@ -366,13 +366,13 @@ def simulate_load(profile, packets, scenario="bg0", *, seed=0, timing=None):
         tx_end[reply] = tx_start[reply] + wire.wire_ns(size)
         queue = app_thread.queue
     else:
-        send = _ceil_grid(marks[profile.reply_after] + app, cpu, cpu_phase)
+        send = ceil_grid(marks[profile.reply_after] + app, cpu, cpu_phase)
         want_tx = send + tx[:, 0]
         reply = reply[np.argsort(want_tx[reply], kind="stable")]
         s, e = wire.serialize(want_tx[reply], np.full(len(reply), size), phase_ns=mii_phase)
         tx_start[reply], tx_end[reply] = s, e
         queue = np.zeros(n)
-    xmit = _ceil_grid(tx_start - tx[:, 1], cpu, cpu_phase) if len(tx_stages) == 2 else None
+    xmit = ceil_grid(tx_start - tx[:, 1], cpu, cpu_phase) if len(tx_stages) == 2 else None
 
     # --- edges
     edges = [(rx_start, RX_DV, True), (rx_end, RX_DV, False),
@@ -464,9 +464,9 @@ class _AppThread:
     def take(self, k, delivered):
         """Request ``k`` is delivered at ``delivered`` (ns, on the CPU grid); returns when the
         app thread takes it (ns, on the CPU grid: its delivery marker)."""
-        taken = max(delivered, _ceil_grid(self.free, self.cpu, self.cpu_phase))
+        taken = max(delivered, ceil_grid(self.free, self.cpu, self.cpu_phase))
         self.queue[k] = taken - delivered
-        send = _ceil_grid(taken + self.app[k], self.cpu, self.cpu_phase)
+        send = ceil_grid(taken + self.app[k], self.cpu, self.cpu_phase)
         start = max(send + self.tx[k, 0], self.wire_free)
         # the PHY clock grid, as wire.serialize places frames
         start = np.ceil((start - self.mii_phase) / MII_CLOCK_NS - 1e-9) * MII_CLOCK_NS \

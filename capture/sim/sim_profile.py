@@ -122,13 +122,13 @@ def list_profiles():
     names = []
     for family, path in sorted(profile_files().items(), key=lambda kv: (order.get(kv[0], 9),
                                                                           kv[0])):
-        data = _read_toml(path, family)
+        data = read_toml(path, family)
         sizes = sorted(int(s) for s in data.get("size", {}))
         names += [f"{family}-{s}" for s in sizes]
     return names
 
 
-def _read_toml(path, label):
+def read_toml(path, label):
     try:
         with path.open("rb") as f:
             return tomllib.load(f)
@@ -176,7 +176,7 @@ def load_profile(spec):
             raise ProfileError(f"unknown profile {spec!r}; shipped profiles: "
                                f"{', '.join(list_profiles())} (or give a FILE.toml[:SIZE])")
         path = files[family]
-    data = _read_toml(path, spec)
+    data = read_toml(path, spec)
     return _parse_profile(data, family, size, str(path))
 
 
@@ -295,10 +295,10 @@ def _parse_profile(data, family, size, path):
         source=str(head.get("source", "")), size=size_bytes, cpu_hz=cpu_hz, markers=dict(markers),
         rx_chain=rx_chain, reply_after=reply_after, gamma_shape=shape, correlation=rho,
         marker_pulse_ns=pulse, app=app, tails=tuple(tails), stages=stages, path=path)
-    # The bodies are drawn with the clock-grid quantisation subtracted (see _body_params): the
+    # The bodies are drawn with the clock-grid quantisation subtracted (see body_params): the
     # target 3σ must exceed what the grid alone adds.
     for stage in stages:
-        _body_params(profile, stage)
+        body_params(profile, stage)
     return profile
 
 
@@ -310,7 +310,7 @@ def _grid_ns(profile, stage):
     return MII_CLOCK_NS if stage == "tx.wire" else profile.cpu_ns
 
 
-def _body_params(profile, stage):
+def body_params(profile, stage):
     """(shift, scale) of the shifted gamma body: mean and variance equal the target's after the
     Uniform(0, grid) of re-timing is added (mean -/+ grid/2, variance - grid**2/12)."""
     spec = profile.stages[stage] if stage in profile.stages else profile.app

@@ -33,9 +33,6 @@ from latscope.capture.sim.sim_dut import (  # noqa: F401 - re-exported
     SimRun,
     Stimulus,
     Traffic,
-    _ceil_grid,
-    _draw_chain,
-    _draw_tails,
     compare_to_truth,
     simulate,
     stimulus_of_edges,
@@ -48,10 +45,6 @@ from latscope.capture.sim.sim_engines import (  # noqa: F401 - re-exported
     AmaranthEngine,
     ModelEngine,
     VerilatorEngine,
-    _chunks,
-    _cycle_words,
-    _Engine,
-    _HostCommands,
     harness_stimulus,
     open_engine,
 )
@@ -63,7 +56,6 @@ from latscope.capture.sim.sim_port import (  # noqa: F401 - re-exported
     open_simulated_port,
 )
 from latscope.capture.sim.sim_profile import (  # noqa: F401 - re-exported
-    _STAGE_MARKER,
     BYTE_NS,
     CHANNEL_ROLES,
     FCS_BYTES,
@@ -81,8 +73,6 @@ from latscope.capture.sim.sim_profile import (  # noqa: F401 - re-exported
     ProfileError,
     StageSpec,
     TailSpec,
-    _body_params,
-    _grid_ns,
     list_profiles,
     load_profile,
 )

@@ -68,7 +68,7 @@ def test_pins_through_replay_pins_give_the_model_engines_records(tmp_path):
                                  reason="latscope replay-pins (issue 10 item 5) not present")
     from latscope.capture.files.capfile import open_capture
     from latscope.capture.link.stream import StreamDecoder
-    from latscope.capture.sim.sim_engines import _FrameRecords
+    from latscope.capture.sim.sim_engines import FrameRecords
     from latscope.gateware.model_stream import frame
     run = _run()
     vcd = sim_load.write_pins_vcd(run, tmp_path / "pins.vcd")
@@ -77,7 +77,7 @@ def test_pins_through_replay_pins_give_the_model_engines_records(tmp_path):
     assert result["exit_status"] == 0
     with open_capture(str(out)) as cap:
         got, _ = cap.frames()
-    model = _FrameRecords(run, lanes=4)          # replay-pins loads no rules: all class 0
+    model = FrameRecords(run, lanes=4)          # replay-pins loads no rules: all class 0
     model.start(0)
     model.add(run)                  # the run is one block: its frames
     want = StreamDecoder().feed(b"".join(
@@ -132,7 +132,7 @@ def test_rmii_pins_through_replay_pins_give_the_model_engines_records(tmp_path):
                                  reason="latscope replay-pins (issue 10 item 5) not present")
     from latscope.capture.files.capfile import open_capture
     from latscope.capture.link.stream import StreamDecoder
-    from latscope.capture.sim.sim_engines import _FrameRecords
+    from latscope.capture.sim.sim_engines import FrameRecords
     from latscope.gateware.model_stream import frame
     run = _run()
     vcd = sim_load.write_pins_vcd(run, tmp_path / "rmii.vcd", interface="rmii", carrier_early=2)
@@ -141,7 +141,7 @@ def test_rmii_pins_through_replay_pins_give_the_model_engines_records(tmp_path):
     assert result["exit_status"] == 0
     with open_capture(str(out)) as cap:
         got, _ = cap.frames()
-    model = _FrameRecords(run, lanes=4)
+    model = FrameRecords(run, lanes=4)
     model.start(0)
     model.add(run)                  # the run is one block: its frames
     want = StreamDecoder().feed(b"".join(

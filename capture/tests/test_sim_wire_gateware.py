@@ -3,7 +3,7 @@
 on both directions' MII pins cycle by cycle (``sim_wire.mii_cycles``, at the wire's own start
 times) of ``LatscopeCore(sniffer="mii")`` in the Amaranth simulator, configured with the bench's
 rule table by the same commands ``latscope capture`` sends. The FRAME and COUNTERS records it sends
-must equal the ones the model engine sends for the same wire (``sim_engines._FrameRecords``): the
+must equal the ones the model engine sends for the same wire (``sim_engines.FrameRecords``): the
 check that the model engine's frame records are the gateware's."""
 
 import numpy as np
@@ -12,7 +12,7 @@ from amaranth.sim import Simulator
 
 from latscope.capture.link.stream import StreamDecoder
 from latscope.capture.sim import sim_load, sim_wire
-from latscope.capture.sim.sim_engines import _FrameRecords
+from latscope.capture.sim.sim_engines import FrameRecords
 from latscope.gateware.codec import encode_command
 from latscope.gateware.model_stream import frame
 from latscope.gateware.protocol import Opcode
@@ -111,7 +111,7 @@ def test_bench_wire_through_the_real_sniffers_equals_the_model_engine():
     result = _run_core(run, commands)
     assert result.frames_bad == 0 and result.frames_unknown == 0
 
-    model = _FrameRecords(run, lanes=1)
+    model = FrameRecords(run, lanes=1)
     for opcode, args in rules.commands():
         assert model.configure(bytes([opcode]) + args) == 0
     model.start(0)
