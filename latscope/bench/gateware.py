@@ -30,7 +30,9 @@ PLACEMENT_SEEDS = (1, 2, 3)
 LINK_BYTES_PER_S = 12e6 / 10          # 12 Mbaud 8N1 UART: 10 bit times per byte
 
 
-def _sim_instrument(board, **overrides):
+def sim_instrument(board, **overrides):
+    """A :class:`~latscope.gateware.verilator.VerilatorInstrument` built like ``board``'s bitstream
+    (capture clock, lanes, channel names, FIFO depth), with ``overrides`` for any of them."""
     from latscope.gateware.boards import CHANNEL_ROLES
     from latscope.gateware.verilator import VerilatorInstrument
     params = dict(capture_hz=int(board.capture_hz), lanes=board.lanes,
@@ -260,7 +262,7 @@ def run(quick):
         return rows
 
     board = BOARDS["ecpix5"]
-    inst = _sim_instrument(board)
+    inst = sim_instrument(board)
     inst.build(verbose=False)
     throttle = round(board.capture_hz / LINK_BYTES_PER_S)    # cycles per byte at 1.2 MB/s
 

@@ -387,7 +387,7 @@ def decoder_rate(stream_bytes, batch=HOST_BATCH):
 def run(quick):
     """Rows ``(figure, value, unit, note)``."""
     from latscope.bench import linkclocks
-    from latscope.bench.gateware import _sim_instrument
+    from latscope.bench.gateware import sim_instrument
     from latscope.gateware.boards import BOARDS
     board = BOARDS["ecpix5"]
     tick_hz = board.tick_hz
@@ -456,7 +456,7 @@ def run(quick):
                      f"calls, best of 3; {host / found['Ethernet', name]:.1f}x the link's "
                      f"lossless rate on this stimulus"))
 
-    inst = _sim_instrument(board)
+    inst = sim_instrument(board)
     inst.build(verbose=False)
     uart_throttle = round(board.capture_hz / UART_BYTES_PER_S)            # 133 cycles/byte
     eth_throttle = math.ceil(board.capture_hz / ETH_LINK_CLOCK_HZ)        # 4 cycles/byte

@@ -89,10 +89,10 @@ def test_play_refuses_a_stimulus_for_other_lanes():
 
 
 def _ecpix5_instrument():
-    from latscope.bench.gateware import _sim_instrument
+    from latscope.bench.gateware import sim_instrument
     from latscope.gateware.boards import BOARDS
     board = BOARDS["ecpix5"]
-    inst = _sim_instrument(board)
+    inst = sim_instrument(board)
     inst.build(verbose=False)
     return inst, board
 
