@@ -26,7 +26,7 @@ from latscope.gateware.sniffer import MAX_HEADER_BYTES
 from latscope.gateware.verilator import YowaspEnv, yowasp_env
 
 __all__ = ["build_bitstream", "synthesis_conflicts", "parse_report", "default_build_dir",
-           "load_summary", "SUMMARY_NAME", "NAME"]
+           "load_summary", "SUMMARY_NAME", "NAME", "fmax_from_log"]
 
 #: Base name of every product (``latscope.bit``, ``latscope.bin``, ``latscope.json`` ...).
 NAME = "latscope"
@@ -77,7 +77,7 @@ _FMAX_RE = re.compile(r"Max frequency for clock\s+'([^']+)':\s+([\d.]+) MHz \((P
                       r"([\d.]+) MHz\)")
 
 
-def _fmax_from_log(text):
+def fmax_from_log(text):
     """The last block of ``Max frequency`` lines in a nextpnr log: {clock: (achieved, target)}."""
     result = {}
     for clock, achieved, _, target in _FMAX_RE.findall(text):
@@ -126,7 +126,7 @@ def parse_report(report, board, *, log_text=""):
     fmax = report.get("fmax") or {}
     if not fmax and log_text:
         fmax = {k: {"achieved": a, "constraint": t} for k, (a, t) in
-                _fmax_from_log(log_text).items()}
+                fmax_from_log(log_text).items()}
     for net, info in sorted(fmax.items()):
         achieved, constraint = float(info["achieved"]), float(info["constraint"])
         clocks.append({
@@ -241,7 +241,7 @@ def build_bitstream(board, out_dir=None, *, core=None, timing_allow_fail=False, 
     tim = out_dir / f"{NAME}.tim"
     tim_text = tim.read_text(errors="replace") if tim.exists() else ""
     if result.returncode != 0:
-        fmax = _fmax_from_log(tim_text + build_log)
+        fmax = fmax_from_log(tim_text + build_log)
         failing = [f"{clock}: {a:.2f} MHz < {t:.2f} MHz" for clock, (a, t) in fmax.items()
                    if a < t]
         if failing:

@@ -45,7 +45,8 @@ from latscope.gateware.verilator import yowasp_env
 
 __all__ = ["UndecodedBitstream",
            "Timing", "board_timing", "session_stimulus", "uart_frames", "compare_uart",
-           "UartByte", "yosys_share", "OWN_MODELS_ICE40", "testbench", "GateSim"]
+           "UartByte", "yosys_share", "OWN_MODELS_ICE40", "testbench", "GateSim",
+           "undriven_enables"]
 
 # --- our own behavioural models (black boxes in Yosys' cell library) ----------------------------
 
@@ -460,7 +461,7 @@ def ice40_sources(build_dir, workdir, kind):
         result = run_tool([vlog, "-n", "chip", "-p", str(build_dir / "latscope.pcf"),
                        str(build_dir / "latscope.asc")], workdir, "icebox_vlog")
         text = _drop_port_wires(result.stdout)
-        undriven = _undriven_enables(text)
+        undriven = undriven_enables(text)
         if undriven:
             raise UndecodedBitstream(
                 f"icebox_vlog left the register enable net(s) {', '.join(undriven)} of the "
@@ -476,7 +477,7 @@ class UndecodedBitstream(LatscopeError):
     """``icebox_vlog``'s Verilog is incomplete: a net has no driver."""
 
 
-def _undriven_enables(text):
+def undriven_enables(text):
     """Enable nets of the decoded registers (``always @(...) if (nN)``) that nothing drives."""
     enables = set(re.findall(r"^always @\([^)]*\) if \((n\d+)\)", text, re.M))
     lead = r"^(?:/\*.*?\*/\s*)?"          # icebox_vlog may open a line with a comment

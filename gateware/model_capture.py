@@ -33,6 +33,7 @@ __all__ = [
     "selftest_min_ticks",
     "Stimulus", "Entry", "ENTRY_DTYPE", "entries_to_array",
     "capture_entries", "capture_entries_fast", "filtered_levels", "random_stimulus",
+    "filter_channel",
 ]
 
 #: Largest channel count of the front-end (``FrontEndConfig`` holds 16-bit channel masks).
@@ -279,7 +280,7 @@ def entries_to_array(entries):
                     dtype=ENTRY_DTYPE)
 
 
-def _filter_channel(x, hold):
+def filter_channel(x, hold):
     """Look-ahead glitch filter of one channel: ``x`` 0/1 per tick, ``hold`` samples per tick.
 
     ``y[n] = x[n]`` if ``x[n .. n+hold[n]-1]`` are all equal, else ``y[n-1]`` (``y[-1] = 0``).
@@ -349,7 +350,7 @@ def filtered_levels(stimulus, config, *, channels, lanes, max_glitch, n_cycles):
         x = ((raw >> ch) & 1).astype(np.uint8)
         g = _field(timeline, cycles + pipe.lag["glitch"], lambda c, ch=ch: c.glitch_of(ch))
         hold = np.repeat(np.minimum(g, max_glitch) * lanes, lanes)
-        filtered |= (_filter_channel(x, hold).astype(np.uint16) << ch)
+        filtered |= (filter_channel(x, hold).astype(np.uint16) << ch)
     return raw, filtered
 
 

@@ -20,7 +20,8 @@ from latscope.gateware.boards import get_board
 
 __all__ = ["FTDI_VID", "USB_IDS", "PlatformLoader", "LOADER_BOARDS", "REVISIONS", "UsbSerial",
            "list_usb_serial", "board_revisions", "detect_revision", "detect_ecpix5_revision",
-           "resolve_revision", "openfpgaloader_board", "uart_port", "programmer_command"]
+           "resolve_revision", "openfpgaloader_board", "uart_port", "programmer_command",
+           "usb_interface"]
 
 FTDI_VID = 0x0403
 #: FTDI chip by USB product ID: (name, number of interfaces).
@@ -74,7 +75,7 @@ class UsbSerial:
     serial_number: str | None = None
 
 
-def _interface(location):
+def usb_interface(location):
     """The interface number at the end of a pyserial ``location`` (``1-1.2:1.3`` -> 3)."""
     if not location or ":" not in location:
         return None
@@ -95,7 +96,7 @@ def list_usb_serial():
     for port in list_ports.comports():
         if port.vid is None or port.pid is None:
             continue
-        out.append(UsbSerial(port.device, port.vid, port.pid, _interface(port.location),
+        out.append(UsbSerial(port.device, port.vid, port.pid, usb_interface(port.location),
                              port.serial_number))
     return out
 

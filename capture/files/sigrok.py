@@ -41,7 +41,7 @@ from latscope.capture.files.zipread import open_member
 __all__ = [
     "SigrokFileError", "NoLogicDataError", "SAMPLERATE_RANGE", "sigrok_samplerate",
     "check_samplerate", "SrLimits", "SrInfo", "SrReader", "SAMPLE_DTYPES",
-    "parse_samplerate", "parse_channel_map", "edges_of_blocks", "sr_markers",
+    "parse_samplerate", "parse_channel_map", "edges_of_blocks", "sr_markers", "changed_indices",
 ]
 
 #: Session format versions this reader understands (libsigrok 0.5 writes 2, older ones wrote 1).
@@ -559,7 +559,7 @@ def sr_markers(info, pairs):
 _LANES = np.arange(8, dtype=np.intp)
 
 
-def _changes(samples, flags):
+def changed_indices(samples, flags):
     """Indices ``i >= 1`` where ``samples[i]`` differs from ``samples[i - 1]``.
 
     Comparing neighbours is one SIMD pass; finding the few differing ones is the costly step
@@ -628,9 +628,9 @@ def edges_of_blocks(blocks, bits, channels=None, *, initial=None):
         first = samples[0] & m
         if previous is None and initial is not None:
             initial[:] = [bool((int(first) >> int(b)) & 1) for b in bits]
-        where = _changes(samples, flags)
+        where = changed_indices(samples, flags)
         if len(where) > len(samples) >> 5:
-            where = _changes(samples & m, flags)
+            where = changed_indices(samples & m, flags)
         after = samples[where] & m
         before = samples[where - 1] & m
         if previous is not None and first != previous:

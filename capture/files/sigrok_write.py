@@ -29,7 +29,7 @@ from latscope.capture.files.provenance import provenance, with_step
 from latscope.capture.files.sigrok import SAMPLE_DTYPES
 
 __all__ = ["SrWriter", "ExportSummary", "export_sr", "make_sparse_sr", "peak_rss",
-           "bench_import", "WRITTEN_SIGROK_VERSION"]
+           "bench_import", "WRITTEN_SIGROK_VERSION", "sample_index"]
 
 #: ``sigrok version`` written into the metadata: the libsigrok release whose format we write.
 WRITTEN_SIGROK_VERSION = "0.5.2"
@@ -172,7 +172,7 @@ class SrWriter:
             self.abandon()
 
 
-def _sample_index(delta, samplerate, tick_hz):
+def sample_index(delta, samplerate, tick_hz):
     """``ceil(delta * samplerate / tick_hz)`` exactly, for int64 ``delta >= 0``: the first sample
     at or after each tick offset (an edge exactly on a sample instant is seen at that sample)."""
     if tick_hz == samplerate:
@@ -301,7 +301,7 @@ def export_sr(window, output, samplerate, *, max_samples=10**9, force=False,
                     exhausted = True
                     break
                 if len(time):
-                    index = _sample_index(time - window.start, samplerate, tick_hz)
+                    index = sample_index(time - window.start, samplerate, tick_hz)
                     buffered.append((index, channel, rising))
                     last_index = int(index[-1])
             if buffered:

@@ -52,7 +52,7 @@ from latscope.gateware.protocol import (
     Token,
 )
 
-__all__ = ["StreamDecoder", "decode_reference"]
+__all__ = ["StreamDecoder", "decode_reference", "ScratchArrays"]
 
 
 def _get(value, fields, name):
@@ -326,7 +326,7 @@ _EVENT_MASK, _TIME_MASK, _TIME, _OVERFLOW = (int(Token.EVENT_MASK), int(Token.TI
                                              int(Token.TIME), int(Token.OVERFLOW))
 
 
-class _Scratch:
+class ScratchArrays:
     """Work arrays kept between calls of one decoder.
 
     Freshly allocated arrays of a few megabytes are page-faulted in (and zeroed by the kernel) on
@@ -366,7 +366,7 @@ def _decode_tokens(tok, frame_offsets, base_times, scratch=None):
     ``frame_offsets[f]`` (ascending). Returns ``(bad, tokens)``: ``bad`` is None, or a bool array
     marking frames with protocol errors (such frames must be dropped and the call repeated without
     them; ``tokens`` is then None); ``tokens`` is a :class:`_Tokens`. ``scratch`` is the
-    :class:`_Scratch` of the caller, if it has one.
+    :class:`ScratchArrays` of the caller, if it has one.
 
     Token boundaries are the non-continuation bytes. Each byte's contribution to its token's delta
     comes from a table indexed by its position in the token and its value; one running sum over all
@@ -374,7 +374,7 @@ def _decode_tokens(tok, frame_offsets, base_times, scratch=None):
     rare TIME and OVERFLOW tokens, and the validity checks of tokens longer than an EVENT, are
     handled only for the tokens that need them.
     """
-    scratch = scratch or _Scratch(limit=0)
+    scratch = scratch or ScratchArrays(limit=0)
     nframes = len(frame_offsets)
     n = len(tok)
     if not nframes:
@@ -510,7 +510,7 @@ class StreamDecoder:
         self.lanes = lanes
         self._buf = bytearray()
         self._ledger = _Ledger()
-        self._scratch = _Scratch()
+        self._scratch = ScratchArrays()
 
     @property
     def counters(self):

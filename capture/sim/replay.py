@@ -55,7 +55,8 @@ from latscope.gateware.verilator import (
 from latscope.userio import check_input
 
 __all__ = ["CAPTURE_ROLES", "PHY_ROLES", "PinRecording", "read_recording", "parse_pin_map",
-           "PinStimulus", "build_stimulus", "PinReplayTransport", "replay_pins"]
+           "PinStimulus", "build_stimulus", "PinReplayTransport", "replay_pins",
+           "nearest_ticks", "ps_from_samples"]
 
 #: Capture channel of each pin role (project convention, analysis.definitions.CHANNEL_ROLES).
 CAPTURE_ROLES = {"rx_dv": 0, "tx_en": 1, "crs_dv": 2, "m0": 3, "m1": 4, "m2": 5, "m3": 6, "m4": 7}
@@ -104,7 +105,7 @@ def parse_pin_map(text):
     return out
 
 
-def _ps_from_samples(index, samplerate):
+def ps_from_samples(index, samplerate):
     """Nearest whole ps of sample ``index`` at ``samplerate`` (exact integer arithmetic)."""
     num, den = _ratio(PS, samplerate)
     whole, rem = np.divmod(np.asarray(index, np.int64), den)
@@ -163,7 +164,7 @@ def read_recording(path, pin_map=None, *, samplerate=None):
         time = np.concatenate([b[0] for b in blocks]) if blocks else np.zeros(0, np.int64)
         chan = np.concatenate([b[1] for b in blocks]) if blocks else np.zeros(0, np.uint8)
         rise = np.concatenate([b[2] for b in blocks]) if blocks else np.zeros(0, bool)
-        time_ps = _ps_from_samples(time, int(info.samplerate))
+        time_ps = ps_from_samples(time, int(info.samplerate))
         edges, initial = {}, {}
         for k, (role, _) in enumerate(pairs):
             sel = chan == k
@@ -187,7 +188,7 @@ def _ratio(a, b):
     return int(a) // g, int(b) // g
 
 
-def _nearest(time_ps, rate_hz, origin_ps):
+def nearest_ticks(time_ps, rate_hz, origin_ps):
     """Nearest whole period of ``rate_hz`` to each time, counted from ``origin_ps`` (exact
     integer arithmetic: ticks = round(t * rate / 1e12), halves up)."""
     num, den = _ratio(rate_hz, PS)
@@ -310,7 +311,7 @@ def _phy_side(rec, frames, side, *, tick_hz, lanes, origin_ps):
         t, r = rec.edges[role]
         bits |= _level_before(t, r, rec.initial.get(role, 0), edges_ps) << bit
     shift = PHY_SIDE_SHIFT[side]
-    tick = LEAD_TICKS + _nearest(edges_ps, tick_hz, origin_ps)
+    tick = LEAD_TICKS + nearest_ticks(edges_ps, tick_hz, origin_ps)
     cycles = tick // lanes
     if np.any(np.diff(cycles) < 2):
         raise LatscopeError(f"the {side} PHY clock ({how}) has rising edges less than two "
@@ -352,7 +353,7 @@ def build_stimulus(rec, *, tick_hz, lanes, frames=None):
         ch = CAPTURE_ROLES[role]
         initial |= int(rec.initial.get(role, 0)) << ch
         t, r = rec.edges[role]
-        tk, r, d = _drop_collapsed(LEAD_TICKS + _nearest(t, tick_hz, origin), r.copy())
+        tk, r, d = _drop_collapsed(LEAD_TICKS + nearest_ticks(t, tick_hz, origin), r.copy())
         dropped += d
         ticks.append(tk)
         chans.append(np.full(len(tk), ch, np.int64))

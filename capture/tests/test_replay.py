@@ -365,11 +365,11 @@ def test_time_conversions_are_exact():
         t = rng.integers(0, 10**16, 500)                          # up to ~2.8 h in ps
         origin = int(rng.integers(0, 10**6))
         want = [floor(Fraction(int(x) - origin) * rate / 10**12 + Fraction(1, 2)) for x in t]
-        assert replay._nearest(t, rate, origin).tolist() == want, rate
+        assert replay.nearest_ticks(t, rate, origin).tolist() == want, rate
     for samplerate in (10**9, 3, 24_000_000, 10**12, 12_345_678):
         index = rng.integers(0, min(10**12, 9 * 10**18 // 10**12 * samplerate // 2), 500)
         want = [floor(Fraction(int(i)) * 10**12 / samplerate + Fraction(1, 2)) for i in index]
-        assert replay._ps_from_samples(index, samplerate).tolist() == want, samplerate
+        assert replay.ps_from_samples(index, samplerate).tolist() == want, samplerate
 
 
 RMII_NS = 20

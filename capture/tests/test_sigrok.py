@@ -24,12 +24,12 @@ from latscope.capture.files.sigrok import (
     SigrokFileError,
     SrLimits,
     SrReader,
-    _changes,
+    changed_indices,
     parse_channel_map,
     parse_samplerate,
 )
 from latscope.capture.files.sigrok_import import import_sr
-from latscope.capture.files.sigrok_write import SrWriter, _sample_index, make_sparse_sr
+from latscope.capture.files.sigrok_write import SrWriter, make_sparse_sr, sample_index
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 FIXTURES = os.path.join(HERE, "..", "..", "fixtures", "sigrok")
@@ -316,7 +316,7 @@ def test_sample_index_is_exact_ceiling():
     for samplerate, tick_hz in [(100_000_000, Fraction(192_000_000)),
                                 (3, Fraction(7)), (1_000_000_007, Fraction(200_000_000)),
                                 (200_000_000, Fraction(200_000_000))]:
-        got = _sample_index(delta, samplerate, tick_hz).tolist()
+        got = sample_index(delta, samplerate, tick_hz).tolist()
         ratio = Fraction(samplerate) / tick_hz
         assert got == [-((-d * ratio.numerator) // ratio.denominator) for d in delta.tolist()]
 
@@ -413,9 +413,10 @@ def test_duplicate_member_names_are_refused(tmp_path):
 
 @pytest.mark.parametrize("dtype", [np.uint8, np.uint16, np.uint32, np.uint64])
 def test_changes_word_search_equals_neighbour_comparison(dtype):
-    """_changes searches the change flags as 64-bit words; the reference compares every sample
-    with the one before it (``np.flatnonzero(s[1:] != s[:-1]) + 1``). Lengths around multiples of
-    8, sparse and dense changes, one scratch array reused across calls as the readers do."""
+    """changed_indices searches the change flags as 64-bit words; the reference compares every
+    sample with the one before it (``np.flatnonzero(s[1:] != s[:-1]) + 1``). Lengths around
+    multiples of 8, sparse and dense changes, one scratch array reused across calls as the readers
+    do."""
     rng = np.random.default_rng(7)
     flags = np.zeros(5000 + 7, bool)
     for n in [0, 1, 2, 7, 8, 9, 15, 16, 17, 63, 64, 65, 1000, 4999, 5000]:
@@ -423,5 +424,5 @@ def test_changes_word_search_equals_neighbour_comparison(dtype):
             steps = rng.random(n) < p_change
             samples = (np.cumsum(steps) % 3).astype(dtype) * dtype(0x81)
             expected = np.flatnonzero(samples[1:] != samples[:-1]) + 1
-            got = _changes(samples, flags)
+            got = changed_indices(samples, flags)
             assert got.tolist() == expected.tolist(), (n, p_change)

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from latscope.capture.events import COUNTERS, DecodeResult, LossRecord
-from latscope.capture.link.stream import StreamDecoder, _Scratch, decode_reference
+from latscope.capture.link.stream import ScratchArrays, StreamDecoder, decode_reference
 from latscope.gateware.codec import parse_identify
 from latscope.gateware.model_stream import (
     ENTRY_RESET,
@@ -420,7 +420,7 @@ def test_results_do_not_share_work_arrays():
 
 
 def test_scratch_reuses_small_arrays_only():
-    scratch = _Scratch(limit=1000)
+    scratch = ScratchArrays(limit=1000)
     a = scratch("x", 100, np.uint64)
     assert np.shares_memory(scratch("x", 50, np.uint64), a)   # the same memory, shorter
     b = scratch("x", 100, np.uint32)                           # another dtype: a new array

@@ -69,7 +69,7 @@ def test_parse_report_fails_timing_honestly():
 
 
 def test_fmax_from_log_takes_the_last_line():
-    assert build._fmax_from_log(ICE40_LOG) == {"capture_clk": (47.89, 48.0),
+    assert build.fmax_from_log(ICE40_LOG) == {"capture_clk": (47.89, 48.0),
                                                "clk": (26.60, 24.0)}
     s = build.parse_report({}, "icebreaker", log_text=ICE40_LOG)
     assert s["fmax_mhz"] == 47.89 and s["timing_met"] is False

@@ -68,7 +68,7 @@ def test_session_stimulus_covers_the_cases():
 def test_undriven_enable_of_a_decoded_bitstream_is_named():
     text = ("module chip (input a);\nwire n5;\nwire n7;\nassign n7 = 1'b1;\nreg n9;\n"
             "always @(posedge n8) if (n5) n9 <= a;\nalways @(posedge n8) if (n7) n9 <= a;\n")
-    assert gatesim._undriven_enables(text) == ["n5"]
+    assert gatesim.undriven_enables(text) == ["n5"]
 
 
 def _sim(build_dir, tmp_path, kind, stim, end_ps):

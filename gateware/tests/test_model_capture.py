@@ -35,9 +35,9 @@ def test_glitch_filter_definition():
     # y[n] = x[n] if x[n..n+h-1] all equal, else y[n-1]; hand-evaluated for h = 3
     x = np.array([0, 1, 1, 0, 0, 0, 1, 0, 1, 1, 1, 1, 0, 0], np.uint8)
     want = [0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 0, 0]
-    assert mc._filter_channel(x, np.full(len(x), 3)).tolist() == want
-    assert mc._filter_channel(x, np.zeros(len(x), int)).tolist() == x.tolist()
-    assert mc._filter_channel(x, np.ones(len(x), int)).tolist() == x.tolist()
+    assert mc.filter_channel(x, np.full(len(x), 3)).tolist() == want
+    assert mc.filter_channel(x, np.zeros(len(x), int)).tolist() == x.tolist()
+    assert mc.filter_channel(x, np.ones(len(x), int)).tolist() == x.tolist()
 
 
 def test_pipeline_timing():

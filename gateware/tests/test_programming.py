@@ -40,9 +40,9 @@ def test_board_names_and_uart_port():
 
 
 def test_interface_from_pyserial_location():
-    assert prog._interface("1-1.2:1.3") == 3
-    assert prog._interface("3-2:1.1") == 1
-    assert prog._interface(None) is None and prog._interface("usb") is None
+    assert prog.usb_interface("1-1.2:1.3") == 3
+    assert prog.usb_interface("3-2:1.1") == 1
+    assert prog.usb_interface(None) is None and prog.usb_interface("usb") is None
 
 
 def test_program_detects_revision_in_dry_run(tmp_path, capsys, monkeypatch):
