@@ -6,11 +6,11 @@ ZEPHYR_BASE to a Zephyr 3.7 tree; `west` on PATH), and the native_sim one withou
 `ip netns`. The edge-trace parser is tested on its own, without Zephyr.
 """
 
+import importlib.util
 import json
 import os
 import re
 import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -23,6 +23,18 @@ APP = Path(__file__).parents[2] / "zephyr-app"
 ZEPHYR = os.environ.get("ZEPHYR_BASE", "")
 NS = f"lsz{os.getpid() % 10000}"
 HAVE_ZEPHYR = bool(ZEPHYR) and Path(ZEPHYR, "VERSION").exists()
+
+
+def _load_zephyr_run():
+    """zephyr-app/pytest/zephyr_run.py, which starts the firmware for twister's traffic test
+    too (it runs there without latscope installed, so it lives beside that test)."""
+    spec = importlib.util.spec_from_file_location("zephyr_run", APP / "pytest/zephyr_run.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+zephyr_run = _load_zephyr_run()
 
 
 def needs_zephyr(test):
@@ -213,47 +225,21 @@ def _drive(prefix, host, ctrl, ports, timeout=180):
     return json.loads(res.stdout)
 
 
-def _wait_for(path, predicate, seconds):
-    """Poll a console log until ``predicate(text)`` or the time is up; return the text."""
-    deadline = time.monotonic() + seconds
-    while True:
-        text = Path(path).read_text(errors="replace")
-        if predicate(text) or time.monotonic() > deadline:
-            return text
-        time.sleep(0.2)
-
-
 @needs_zephyr
 @pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("ip"),
                     reason="needs root and iproute2 for a network namespace")
 def test_native_sim_echo_and_markers(tmp_path):
     build = tmp_path / "build"
     _west_build("native_sim/native/64", build)
-    subprocess.run(["ip", "netns", "add", NS], check=True)
     log_path = tmp_path / "console.log"
-    proc = None
-    try:
-        with open(log_path, "w") as log:
-            proc = subprocess.Popen(["ip", "netns", "exec", NS, str(build / "zephyr/zephyr.exe")],
-                                    stdout=log, stderr=subprocess.STDOUT)
-        for _ in range(50):                      # bounded wait for the tap to appear
-            if subprocess.run(["ip", "netns", "exec", NS, "ip", "link", "show", "zeth"],
-                              capture_output=True).returncode == 0:
-                break
-            time.sleep(0.1)
-        ns = ["ip", "netns", "exec", NS]
-        subprocess.run([*ns, "ip", "addr", "add", "192.0.2.2/24", "dev", "zeth"], check=True)
-        subprocess.run([*ns, "ip", "link", "set", "zeth", "up"], check=True)
-        _wait_for(log_path, lambda t: "latscope: ready" in t, 10)
-        out = _drive(ns, "192.0.2.1", 4240, {"socket": 4242, "netctx": 4243, "fast": 4244})
+    with zephyr_run.native_sim_in_netns(build / "zephyr/zephyr.exe", log_path, NS) as ns:
+        zephyr_run.wait_for(log_path, lambda t: "latscope: ready" in t, 10)
+        out = _drive(ns, zephyr_run.NATIVE_SIM_GUEST, zephyr_run.CONTROL_PORT,
+                     {"socket": 4242, "netctx": 4243, "fast": 4244})
         want = expected_edges(["socket", "netctx", "fast"], PACKETS, isr=False, map_b=True)
         # The trace thread prints at the lowest priority: wait (bounded) until it caught up.
-        text = _wait_for(log_path, lambda t: t.count("latscope-edge:") >= len(want), 10)
-    finally:
-        if proc is not None:
-            proc.terminate()
-            proc.wait(timeout=10)
-        subprocess.run(["ip", "netns", "del", NS])
+        text = zephyr_run.wait_for(log_path, lambda t: t.count("latscope-edge:") >= len(want),
+                                   10)
     info = out["info"]
     assert info["firmware"] == "latscope-dut"
     assert info["board"] == "native_sim/native/64"
@@ -294,10 +280,15 @@ def assert_tx_thread(info, console):
     assert "expected 1 TX threads" not in console
 
 
-def _free_tcp_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+#: The firmware's UDP ports of the three paths.
+GUEST_PORTS = (4242, 4243, 4244)
+
+
+def _forwards(ctrl, host_ports):
+    """QEMU's port forwards: host ``ctrl`` to the control port, ``host_ports`` (path: port) to
+    the paths' ports in order."""
+    return {ctrl: zephyr_run.CONTROL_PORT} | dict(
+        zip(host_ports.values(), GUEST_PORTS, strict=True))
 
 
 def _qemu_echo_and_markers(tmp_path, *build_args):
@@ -307,30 +298,18 @@ def _qemu_echo_and_markers(tmp_path, *build_args):
     :func:`match_edges`). Returns GET_INFO, the console text and how many rx.isr were absent."""
     build = tmp_path / "build"
     _west_build("qemu_cortex_a9", build, *(("--", *build_args) if build_args else ()))
-    ctrl = _free_tcp_port()
-    fwd = [f"hostfwd=udp:127.0.0.1:{ctrl}-10.0.2.15:4240"] + [
-        f"hostfwd=udp:127.0.0.1:{hp}-10.0.2.15:{gp}"
-        for hp, gp in zip(QEMU_PORTS.values(), (4242, 4243, 4244), strict=True)]
+    ctrl = zephyr_run.free_udp_port()
     log_path = tmp_path / "console.log"
-    log_path.touch()
-    cmd = ["qemu-system-arm", "-M", "xilinx-zynq-a9", "-cpu", "cortex-a9", "-m", "64",
-           "-nographic", "-serial", "file:" + str(log_path), "-serial", "null",
-           "-monitor", "none", "-icount", "shift=3,align=off,sleep=on", "-rtc", "clock=vm",
-           "-kernel", str(build / "zephyr/zephyr.elf"),
-           "-nic", "user,model=cadence_gem,net=10.0.2.0/24," + ",".join(fwd)]
-    proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.STDOUT)
-    try:
-        text = _wait_for(log_path, lambda t: "latscope: ready" in t, 60)
+    with zephyr_run.qemu_zynq(build / "zephyr/zephyr.elf", log_path,
+                              _forwards(ctrl, QEMU_PORTS)):
+        text = zephyr_run.wait_for(log_path, lambda t: "latscope: ready" in t, 60)
         assert "latscope: ready" in text, text[-2000:]
         time.sleep(1)
         out = _drive([], "127.0.0.1", ctrl, QEMU_PORTS)
         want = expected_edges(["socket", "netctx", "fast"], PACKETS, isr=True, map_b=True,
                               isr_name="m0?")
-        text = _wait_for(log_path, lambda t: t.count("latscope-edge:") >= len(want), 10)
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
+        text = zephyr_run.wait_for(log_path, lambda t: t.count("latscope-edge:") >= len(want),
+                                   10)
     info = out["info"]
     assert info["board"].startswith("qemu_cortex_a9")
     assert_tx_thread(info, text)
@@ -437,23 +416,14 @@ def test_qemu_identity_markers_carry_each_probes_sequence_number(tmp_path):
     build = tmp_path / "build"
     _west_build("qemu_cortex_a9", build, "--", "-DCONFIG_LATSCOPE_MARKERS_IDENTITY=y",
                 "-DCONFIG_LATSCOPE_MARKERS_PULSE_NS=500")
-    ctrl = _free_tcp_port()
-    host_ports = {p: _free_tcp_port() for p in QEMU_PORTS}
-    fwd = [f"hostfwd=udp:127.0.0.1:{ctrl}-10.0.2.15:4240"] + [
-        f"hostfwd=udp:127.0.0.1:{hp}-10.0.2.15:{gp}"
-        for hp, gp in zip(host_ports.values(), (4242, 4243, 4244), strict=True)]
+    ctrl = zephyr_run.free_udp_port()
+    host_ports = {p: zephyr_run.free_udp_port() for p in QEMU_PORTS}
     log_path = tmp_path / "console.log"
-    log_path.touch()
-    cmd = ["qemu-system-arm", "-M", "xilinx-zynq-a9", "-cpu", "cortex-a9", "-m", "64",
-           "-nographic", "-serial", "file:" + str(log_path), "-serial", "null",
-           "-monitor", "none", "-icount", "shift=3,align=off,sleep=on", "-rtc", "clock=vm",
-           "-kernel", str(build / "zephyr/zephyr.elf"),
-           "-nic", "user,model=cadence_gem,net=10.0.2.0/24," + ",".join(fwd)]
     seqs = [0x1FE, 0x1FF, 0x200, 0x2A5, 7]            # low bytes FE FF 00 A5 07
-    proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.STDOUT)
-    try:
-        assert "latscope: ready" in _wait_for(log_path, lambda t: "latscope: ready" in t, 60)
+    with zephyr_run.qemu_zynq(build / "zephyr/zephyr.elf", log_path,
+                              _forwards(ctrl, host_ports)):
+        ready = zephyr_run.wait_for(log_path, lambda t: "latscope: ready" in t, 60)
+        assert "latscope: ready" in ready
         time.sleep(1)
         script = (f"HOST='127.0.0.1'; CTRL={ctrl}; PORTS={host_ports!r}; SEQS={seqs!r}\n"
                   + IDENTITY_DRIVE)
@@ -463,10 +433,7 @@ def test_qemu_identity_markers_carry_each_probes_sequence_number(tmp_path):
         out = json.loads(res.stdout)
         # 3 paths x 5 probes x 3 coded markers x 10 pulses x 2 edges, plus rx.isr pulses
         want = 3 * len(seqs) * 3 * 20
-        text = _wait_for(log_path, lambda t: t.count("latscope-edge:") >= want, 60)
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
+        text = zephyr_run.wait_for(log_path, lambda t: t.count("latscope-edge:") >= want, 60)
     assert out["info"]["marker_code"] == "lsid1"
     assert all(out[p] == len(seqs) for p in QEMU_PORTS), out
     rows = [EDGE_T.match(line) for line in text.splitlines() if line.startswith("latscope-edge:")]

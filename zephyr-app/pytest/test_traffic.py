@@ -8,11 +8,11 @@ in its own Python, without latscope installed.
   with host ports chosen free at run time; no shared state between runs.
 The twister `dut` fixture is not used: the test starts the image itself (namespace / QEMU).
 """
+import importlib.util
 import json
 import os
 import re
 import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -89,14 +89,16 @@ def _keep_frame_isr(edges):
     return out
 
 
-def _wait(path, pattern, seconds):
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        text = Path(path).read_text(errors="replace")
-        if pattern(text):
-            return text
-        time.sleep(0.2)
-    return Path(path).read_text(errors="replace")
+def _load_sibling(name):
+    """The helper module ``name`` beside this file, by path: twister's pytest may not put this
+    folder on sys.path."""
+    spec = importlib.util.spec_from_file_location(name, Path(__file__).with_name(f"{name}.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+zephyr_run = _load_sibling("zephyr_run")
 
 
 def _client(prefix, host, ctrl, ports):
@@ -107,64 +109,30 @@ def _client(prefix, host, ctrl, ports):
     return json.loads(res.stdout)
 
 
-def _free_port():
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _run_native_sim(build, log):
     if os.geteuid() != 0 or not shutil.which("ip"):
         pytest.skip("native_sim traffic needs root and iproute2 for its network namespace")
-    ns = f"lstw{os.getpid()}"
-    subprocess.run(["ip", "netns", "add", ns], check=True)
-    proc = None
-    try:
-        with open(log, "w") as f:
-            proc = subprocess.Popen(["ip", "netns", "exec", ns, str(build / "zephyr/zephyr.exe")],
-                                    stdout=f, stderr=subprocess.STDOUT)
-        for _ in range(50):
-            if subprocess.run(["ip", "netns", "exec", ns, "ip", "link", "show", "zeth"],
-                              capture_output=True).returncode == 0:
-                break
-            time.sleep(0.1)
-        pre = ["ip", "netns", "exec", ns]
-        subprocess.run([*pre, "ip", "addr", "add", "192.0.2.2/24", "dev", "zeth"], check=True)
-        subprocess.run([*pre, "ip", "link", "set", "zeth", "up"], check=True)
-        _wait(log, lambda t: "latscope: ready" in t, 20)
-        out = _client(pre, "192.0.2.1", 4240, {p: v for p, v in PATHS.items()})
-        text = _wait(log, lambda t: t.count("latscope-edge:") >= len(_expected(False)), 10)
-    finally:
-        if proc is not None:
-            proc.terminate()
-            proc.wait(timeout=10)
-        subprocess.run(["ip", "netns", "del", ns])
+    with zephyr_run.native_sim_in_netns(build / "zephyr/zephyr.exe", log,
+                                        f"lstw{os.getpid()}") as prefix:
+        zephyr_run.wait_for(log, lambda t: "latscope: ready" in t, 20)
+        out = _client(prefix, zephyr_run.NATIVE_SIM_GUEST, zephyr_run.CONTROL_PORT, PATHS)
+        text = zephyr_run.wait_for(
+            log, lambda t: t.count("latscope-edge:") >= len(_expected(False)), 10)
     return out, text
 
 
 def _run_qemu(build, log):
     if not shutil.which("qemu-system-arm"):
         pytest.skip("qemu-system-arm not installed")
-    ctrl = _free_port()
-    host = {p: _free_port() for p in PATHS}
-    fwd = [f"hostfwd=udp:127.0.0.1:{ctrl}-10.0.2.15:4240"] + [
-        f"hostfwd=udp:127.0.0.1:{host[p]}-10.0.2.15:{PATHS[p][1]}" for p in PATHS]
-    Path(log).touch()
-    proc = subprocess.Popen(
-        ["qemu-system-arm", "-M", "xilinx-zynq-a9", "-cpu", "cortex-a9", "-m", "64",
-         "-nographic", "-serial", f"file:{log}", "-serial", "null", "-monitor", "none",
-         "-icount", "shift=3,align=off,sleep=on", "-rtc", "clock=vm",
-         "-kernel", str(build / "zephyr/zephyr.elf"),
-         "-nic", "user,model=cadence_gem,net=10.0.2.0/24," + ",".join(fwd)],
-        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
-    try:
-        _wait(log, lambda t: "latscope: ready" in t, 60)
+    ctrl = zephyr_run.free_udp_port()
+    host = {p: zephyr_run.free_udp_port() for p in PATHS}
+    forwards = {ctrl: zephyr_run.CONTROL_PORT} | {host[p]: PATHS[p][1] for p in PATHS}
+    with zephyr_run.qemu_zynq(build / "zephyr/zephyr.elf", log, forwards):
+        zephyr_run.wait_for(log, lambda t: "latscope: ready" in t, 60)
         time.sleep(1)
         out = _client([], "127.0.0.1", ctrl, {p: (PATHS[p][0], host[p]) for p in PATHS})
-        text = _wait(log, lambda t: t.count("latscope-edge:") >= len(_expected(True)), 10)
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
+        text = zephyr_run.wait_for(
+            log, lambda t: t.count("latscope-edge:") >= len(_expected(True)), 10)
     return out, text
 
 
