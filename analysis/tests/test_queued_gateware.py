@@ -10,7 +10,6 @@ the instrument's (its lanes, filters and stream encoding). Expected values are t
 import dataclasses
 import importlib.util
 import re
-import shutil
 from pathlib import Path
 
 import numpy as np
@@ -21,6 +20,7 @@ from latscope.analysis.marker_identity import edges_of_schedule, schedule
 from latscope.capture.events import DecodeResult
 from latscope.capture.link.stream import StreamDecoder
 from latscope.capture.sim import simbench as sb
+from latscope.capture.sim.verilator_play import play, verilator_available
 
 _spec = importlib.util.spec_from_file_location("queued_cases",
                                                Path(__file__).with_name("queued_cases.py"))
@@ -31,17 +31,9 @@ _spec.loader.exec_module(cases)
 PACKETS = 48
 
 
-def _verilator_available():
-    try:
-        import latscope.gateware.top  # noqa: F401
-    except ImportError:
-        return False
-    return shutil.which("g++") is not None or shutil.which("c++") is not None
-
-
 pytestmark = [
     pytest.mark.slow,
-    pytest.mark.skipif(not _verilator_available(),
+    pytest.mark.skipif(not verilator_available(),
                        reason="needs latscope.gateware.top and a C++ compiler for Verilator"),
 ]
 
@@ -55,21 +47,9 @@ def run():
 def _through_gateware(run):
     """Arm the simulated instrument, play ``run``'s stimulus through the capture core (idle time
     fast-forwarded), drain, decode: ``(time, channel, rising)`` as the instrument reports them."""
-    # why: Verilator and the gateware's command codec are heavy, needed only here
-    from latscope.gateware.codec import encode_command
-    from latscope.gateware.protocol import Opcode
-    from latscope.gateware.verilator import Commands, VerilatorInstrument
-    timing = run.timing
-    inst = VerilatorInstrument(capture_hz=int(timing.capture_hz), lanes=timing.lanes,
-                               channel_names=sb.CHANNEL_ROLES, **sb.CORE_PARAMS)
-    cmds = Commands().fast_forward(True)
-    cmds.rx(encode_command(1, Opcode.SET_EDGES, b"\xff\xff\xff\xff")
-            + encode_command(2, Opcode.ARM, b"\x01")).run(sb.COMMAND_CYCLES)
-    for part in sb.harness_stimulus(run, timing.lanes, chunk=64):
-        cmds.raw(part)
-    cmds.drain()
+    data, _ = play(run)
     decoder = StreamDecoder()
-    result = DecodeResult.concat([decoder.feed(inst.run_commands(cmds)), decoder.finish()])
+    result = DecodeResult.concat([decoder.feed(data), decoder.finish()])
     return result.time, result.channel, result.rising
 
 

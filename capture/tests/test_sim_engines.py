@@ -2,7 +2,6 @@
 the bytes of a run that steps every cycle, for echo traffic (edges within packets) and under
 background load, and those bytes decode to the simulation's ground truth exactly."""
 
-import shutil
 
 import numpy as np
 import pytest
@@ -11,43 +10,16 @@ from latscope.capture.events import DecodeResult
 from latscope.capture.link.stream import StreamDecoder
 from latscope.capture.sim import simbench
 from latscope.capture.sim.sim_load import simulate_load
-
-
-def _verilator_available():
-    try:
-        import latscope.gateware.top  # noqa: F401
-    except ImportError:
-        return False
-    return shutil.which("g++") is not None or shutil.which("c++") is not None
-
+from latscope.capture.sim.verilator_play import play, verilator_available
 
 needs_verilator = pytest.mark.skipif(
-    not _verilator_available(),
+    not verilator_available(),
     reason="needs latscope.gateware.top and a C++ compiler for Verilator")
 
 
-def _play(run, *, fast):
-    """Arm the simulated instrument, play ``run`` as the engine does and drain; the bytes and the
-    harness statistics."""
-    from latscope.gateware.codec import encode_command
-    from latscope.gateware.protocol import Opcode
-    from latscope.gateware.verilator import Commands, VerilatorInstrument
-    timing = run.timing
-    inst = VerilatorInstrument(capture_hz=int(timing.capture_hz), lanes=timing.lanes,
-                               channel_names=simbench.CHANNEL_ROLES, **simbench.CORE_PARAMS)
-    cmds = Commands().fast_forward(fast)
-    cmds.rx(encode_command(1, Opcode.SET_EDGES, b"\xff\xff\xff\xff")
-            + encode_command(2, Opcode.ARM, b"\x01")).run(simbench.COMMAND_CYCLES)
-    for part in simbench.harness_stimulus(run, timing.lanes, chunk=64):
-        cmds.raw(part)
-    cmds.drain()
-    data = inst.run_commands(cmds)
-    return data, inst.last_stats
-
-
 def _check_same_and_true(run):
-    fast, fast_stats = _play(run, fast=True)
-    slow, slow_stats = _play(run, fast=False)
+    fast, fast_stats = play(run, fast=True)
+    slow, slow_stats = play(run, fast=False)
     assert fast == slow
     assert slow_stats["skipped"] == 0 and fast_stats["total_cycles"] == slow_stats["total_cycles"]
     decoder = StreamDecoder()
