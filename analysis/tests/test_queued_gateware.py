@@ -18,6 +18,7 @@ import pytest
 from latscope.analysis.engine import analyze_events
 from latscope.analysis.marker_identity import edges_of_schedule, schedule
 from latscope.capture.events import DecodeResult
+from latscope.capture.files.vcd import change_lines
 from latscope.capture.link.stream import StreamDecoder
 from latscope.capture.sim import simbench as sb
 from latscope.capture.sim.verilator_play import play, verilator_available
@@ -121,12 +122,7 @@ def _with_identity_codes(vcd, out, roles):
     keep.sort()
     lines = [head + "$enddefinitions $end", "#0", "$dumpvars"]
     lines += [f"0{c}" for c in ident.values()] + ["$end"]
-    last = None
-    for at, c, level in keep:
-        if at != last:
-            lines.append(f"#{at}")
-            last = at
-        lines.append(f"{level}{c}")
+    lines += change_lines(keep)
     out.write_text("\n".join(lines) + "\n")
     return out
 

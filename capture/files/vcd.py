@@ -24,7 +24,7 @@ from latscope.capture.files.outputs import open_output
 from latscope.capture.files.reimport import DESCRIPTOR_TAG, export_descriptor
 from latscope.capture.files.sigrok_write import ExportSummary
 
-__all__ = ["choose_timescale", "vcd_identifier", "export_vcd"]
+__all__ = ["choose_timescale", "vcd_identifier", "change_lines", "export_vcd"]
 
 _UNITS = [("s", Fraction(1)), ("ms", Fraction(1, 10**3)), ("us", Fraction(1, 10**6)),
           ("ns", Fraction(1, 10**9)), ("ps", Fraction(1, 10**12)), ("fs", Fraction(1, 10**15))]
@@ -73,6 +73,22 @@ def vcd_identifier(index):
         index, digit = divmod(index - 1, len(chars))
         code = chars[digit] + code
     return code
+
+
+def change_lines(changes):
+    """The value-change lines of ``changes``, ``(time, identifier, value)`` in time order of one-bit
+    wires: a ``#time`` line before the first change at each time.
+
+    >>> change_lines([(0, "!", 1), (5, "!", 0), (5, '"', 1)])
+    ['#0', '1!', '#5', '0!', '1"']
+    """
+    lines, last = [], None
+    for time, identifier, value in changes:
+        if time != last:
+            lines.append(f"#{time}")
+            last = time
+        lines.append(f"{value}{identifier}")
+    return lines
 
 
 def _reference(name, used):

@@ -45,6 +45,7 @@ import os
 import numpy as np
 
 from latscope import LatscopeError
+from latscope.capture.files.vcd import change_lines
 from latscope.capture.link.rules import rules_from_dict
 from latscope.capture.sim import sim_wire as wire
 from latscope.capture.sim.sim_dut import (
@@ -543,12 +544,7 @@ def write_pins_vcd(run, path, *, interface="mii", carrier_early=0):
     lines += ["$upscope $end", "$enddefinitions $end", "#0", "$dumpvars"]
     lines += [f"0{ident[n]}" for n in names]
     lines.append("$end")
-    last = None
-    for ps, name, level in changes:
-        if ps != last:
-            lines.append(f"#{ps}")
-            last = ps
-        lines.append(f"{level}{ident[name]}")
+    lines += change_lines((ps, ident[name], level) for ps, name, level in changes)
     with open(path, "w") as f:
         f.write("\n".join(lines) + "\n")
     return path

@@ -5,6 +5,7 @@ Expected values are computed here from the events written (times times the tick 
 Fractions); comparisons are exact.
 """
 
+import io
 import os
 import shutil
 import subprocess
@@ -16,7 +17,12 @@ from vcd.reader import TokenKind, tokenize
 
 from latscope.capture.files.capfile import CaptureWriter, open_capture
 from latscope.capture.files.interop import make_window
-from latscope.capture.files.vcd import choose_timescale, export_vcd, vcd_identifier
+from latscope.capture.files.vcd import (
+    change_lines,
+    choose_timescale,
+    export_vcd,
+    vcd_identifier,
+)
 
 needs_sigrok = pytest.mark.skipif(shutil.which("sigrok-cli") is None,
                                   reason="sigrok-cli is not installed (apt-get install sigrok-cli)")
@@ -160,3 +166,20 @@ def test_refuses_to_overwrite(tmp_path):
         with pytest.raises(Exception, match="exists; choose another name or use --force"):
             export_vcd(make_window(capture), tmp_path / "c.vcd")
     assert os.path.getsize(tmp_path / "c.vcd") == 4
+
+
+def test_change_lines_read_back_by_pyvcd():
+    """Changes written as VCD lines come back from pyvcd's tokenizer as the same (time, id,
+    value) triples, several changes at one time under one timestamp."""
+    changes = [(0, "!", 1), (40, "!", 0), (40, '"', 1), (41, "!", 1), (100, '"', 0)]
+    head = ["$timescale 1ps $end", "$scope module t $end", "$var wire 1 ! a $end",
+            '$var wire 1 " b $end', "$upscope $end", "$enddefinitions $end"]
+    lines = change_lines(changes)
+    assert lines.count("#40") == 1
+    got, time = [], None
+    for token in tokenize(io.BytesIO("\n".join(head + lines + [""]).encode())):
+        if token.kind is TokenKind.CHANGE_TIME:
+            time = token.time_change
+        elif token.kind is TokenKind.CHANGE_SCALAR:
+            got.append((time, token.scalar_change.id_code, int(token.scalar_change.value)))
+    assert got == changes
