@@ -75,6 +75,25 @@ def _netlist(stage0_attrs=None, config_attrs=None):
     }}}
 
 
+def _with_delay(net, delay_ns, shortest_ns=None):
+    """REPORT with the first endpoint of its ``net``-th detailed net timing ``delay_ns`` long
+    (nextpnr's [min, max] pair: ``shortest_ns``, default the same, and ``delay_ns``)."""
+    report = copy.deepcopy(REPORT)
+    report["detailed_net_timings"][net]["endpoints"][0]["delay"] = [
+        delay_ns if shortest_ns is None else shortest_ns, delay_ns]
+    return report
+
+
+def _declared(kind, late_ns):
+    """The crossing found when the Gray pointer's first stage is declared ``kind`` instead (the
+    check passes), and the errors when that path is ``late_ns`` long."""
+    netlist = _netlist(stage0_attrs={ATTR: kind})
+    check = check_crossings(REPORT, netlist)
+    assert check.ok
+    (crossing,) = [c for c in check.crossings if c.kind == kind]
+    return crossing, check_crossings(_with_delay(0, late_ns), netlist).errors()
+
+
 def test_declared_crossings_are_listed_with_delay_and_period():
     check = check_crossings(REPORT, _netlist())
     assert check.ok and check.undeclared == []
@@ -122,9 +141,7 @@ def test_register_loaded_by_a_declared_strobe_is_declared():
 
 
 def test_slow_crossing_fails():
-    report = copy.deepcopy(REPORT)
-    report["detailed_net_timings"][1]["endpoints"][0]["delay"] = [3.0, 21.0]   # > 20.833 ns
-    check = check_crossings(report, _netlist())
+    check = check_crossings(_with_delay(1, 21.0, shortest_ns=3.0), _netlist())   # > 20.833 ns
     assert not check.ok
     assert check.errors() == [
         "crossing core.crossing.o_config (toggle handshake, clk -> capture_clk) delay 21.00 ns "
@@ -228,9 +245,7 @@ def test_gray_pointer_is_bounded_by_the_source_period():
     """A Gray pointer may step every source cycle, so its bits must arrive within one source
     period: 25 ns from the 48 MHz capture clock (20.83 ns) into the 24 MHz link clock fails,
     although it is within the destination period (41.67 ns)."""
-    report = copy.deepcopy(REPORT)
-    report["detailed_net_timings"][0]["endpoints"][0]["delay"] = [25.0, 25.0]
-    check = check_crossings(report, _netlist())
+    check = check_crossings(_with_delay(0, 25.0), _netlist())
     assert not check.ok
     assert check.errors() == [
         "crossing core.fifo.w_ptr_sync.stage0 (Gray FIFO pointer, capture_clk -> clk) delay "
@@ -282,15 +297,9 @@ def test_multi_bit_ff_synchronizer_is_refused_when_declared():
 def test_fifo_data_is_declared_and_bounded_by_the_destination_period():
     """A FIFO's read register fed from its storage in the writing clock (storage in
     flip-flops) is a declared crossing bounded by the reading period; CaptureFIFO declares it."""
-    netlist = _netlist(stage0_attrs={ATTR: "fifo_data"})
-    check = check_crossings(REPORT, netlist)
-    assert check.ok
-    (data,) = [c for c in check.crossings if c.kind == "fifo_data"]
+    data, errors = _declared("fifo_data", 42.0)
     assert (data.bound, round(data.bound_ns, 3), data.delay_ns) == ("destination", 41.667, 4.078)
-    report = copy.deepcopy(REPORT)
-    report["detailed_net_timings"][0]["endpoints"][0]["delay"] = [42.0, 42.0]
-    assert "exceeds the destination (clk) period 41.67 ns" in check_crossings(
-        report, netlist).errors()[0]
+    assert "exceeds the destination (clk) period 41.67 ns" in errors[0]
     q = CaptureFIFO(width=8, depth=16, r_domain="sync", w_domain="capture")
     text = rtlil.convert(q, ports=[q.w_data, q.w_en, q.w_rdy, q.r_data, q.r_en, q.r_rdy])
     assert f'attribute \\{ATTR} "fifo_data"\n  wire width 8 \\r_port__data' in text
@@ -300,14 +309,9 @@ def test_forwarded_clock_data_is_bounded_by_the_source_period():
     """A register clocked by a clock the source domain makes (the bus samplers' regenerated
     bus clocks) gets its data one source cycle before that clock rises: bounded by the source
     period (the 48 MHz capture clock's 20.83 ns here), not the destination's."""
-    netlist = _netlist(stage0_attrs={ATTR: "forwarded_clock"})
-    check = check_crossings(REPORT, netlist)
-    assert check.ok
-    (fwd,) = [c for c in check.crossings if c.kind == "forwarded_clock"]
+    fwd, errors = _declared("forwarded_clock", 21.0)
     assert (fwd.bound, round(fwd.bound_ns, 3), fwd.delay_ns) == ("source", 20.833, 4.078)
-    report = copy.deepcopy(REPORT)
-    report["detailed_net_timings"][0]["endpoints"][0]["delay"] = [21.0, 21.0]
-    assert check_crossings(report, netlist).errors() == [
+    assert errors == [
         "crossing core.fifo.w_ptr_sync.stage0 (forwarded clock, capture_clk -> clk) delay "
         "21.00 ns exceeds the source (capture_clk) period 20.83 ns"]
     assert mark(Signal(6), "forwarded_clock").attrs == {ATTR: "forwarded_clock"}
