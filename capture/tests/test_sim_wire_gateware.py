@@ -13,9 +13,9 @@ from amaranth.sim import Simulator
 from latscope.capture.link.stream import StreamDecoder
 from latscope.capture.sim import sim_load, sim_wire
 from latscope.capture.sim.sim_engines import FrameRecords
-from latscope.gateware.codec import encode_command
 from latscope.gateware.model_stream import frame
 from latscope.gateware.protocol import Opcode
+from latscope.gateware.stream_bench import send_commands
 from latscope.gateware.top import LatscopeCore
 
 CAPTURE_PERIOD, LINK_PERIOD, MII_PERIOD = 10e-9, 13e-9, 40e-9
@@ -39,14 +39,7 @@ def _run_core(run, commands):
     pins = {d: _pins(run, d) for d in (0, 1)}
 
     async def host(ctx):
-        for n, (opcode, args) in enumerate(commands):
-            for byte in encode_command(n, opcode, args):
-                ctx.set(dut.rx.payload, byte)
-                ctx.set(dut.rx.valid, 1)
-                await ctx.tick("sync").until(dut.rx.ready)
-            ctx.set(dut.rx.valid, 0)
-            while state["replies"] <= n:
-                await ctx.tick("sync")
+        await send_commands(ctx, dut, commands, state)
         state["go"] = True
         while not all(state["done"]):
             await ctx.tick("sync")

@@ -11,20 +11,12 @@ from latscope.gateware.codec import encode_command, parse_identify, rule_command
 from latscope.gateware.control import ConfigCrossing, Control
 from latscope.gateware.model_stream import CommandModel, to_bytes
 from latscope.gateware.protocol import Heartbeat, Opcode, Status
+from latscope.gateware.stream_bench import until_high
 
 NAMES = ["rx_dv", "tx_en", "m_isr", "m_app"]
 STATUS = {"time": 123456789, "events": 42, "lost": 7, "fifo_high_water": 9,
           "status": {"armed": 1, "selftest": 0, "overflow_active": 1}, "epoch": 3}
 
-
-
-async def until_high(ctx, signal, domain="sync"):
-    """Tick until ``signal`` is 1 at a clock edge (like ``tick().until()``, but safe to abandon
-    when a background testbench is stopped at the end of a simulation)."""
-    while True:
-        *_, value = await ctx.tick(domain).sample(signal)
-        if value:
-            return
 
 def make(lanes=2):
     return Control(channels=4, lanes=lanes, capture_hz=48_000_000, board="icebreaker",

@@ -14,15 +14,11 @@ from latscope.gateware.eth.link import LinkMux
 from latscope.gateware.eth.rgmii import RgmiiRxFront
 from latscope.gateware.model_stream import CommandModel
 from latscope.gateware.protocol import FrameType, Opcode, Status
+from latscope.gateware.stream_bench import until_high
 
 NAMES = ["a", "b", "c", "d"]
 
 
-async def until_high(ctx, signal, domain="sync"):
-    while True:
-        *_, value = await ctx.tick(domain).sample(signal)
-        if value:
-            return
 
 
 def _commands_through_control(dut, commands):

@@ -11,19 +11,12 @@ from latscope.capture.link.transport import encode_frame
 from latscope.gateware.eth import model
 from latscope.gateware.eth.mac import EthReceiver, UdpStreamer
 from latscope.gateware.protocol import FrameType
+from latscope.gateware.stream_bench import until_high
 
 scapy_all = pytest.importorskip("scapy.all", reason="scapy (pip install scapy) checks the frames")
 
 NET = model.DEFAULT_NET
 HOST = dict(mac=0x0A0B0C0D0E0F, ip=model.parse_ipv4("192.168.1.10"), port=50123)
-
-
-async def until_high(ctx, signal, domain="eth"):
-    """Tick until ``signal`` is 1 at a clock edge (safe to abandon at the end of a run)."""
-    while True:
-        *_, value = await ctx.tick(domain).sample(signal)
-        if value:
-            return
 
 
 def _wrap(dut):
@@ -68,7 +61,7 @@ def test_streamer_datagrams_match_model_and_scapy():
             for byte in frame:
                 ctx.set(dut.stream_in.valid, 1)
                 ctx.set(dut.stream_in.payload, byte)
-                await until_high(ctx, dut.stream_in.ready)
+                await until_high(ctx, dut.stream_in.ready, "eth")
                 if rng.random() < 0.2:        # the framer's bytes arrive with gaps
                     ctx.set(dut.stream_in.valid, 0)
                     await ctx.tick("eth").repeat(rng.randrange(1, 4))
@@ -141,14 +134,14 @@ def test_streamer_drops_without_destination_and_answers_arp():
         for byte in frame:
             ctx.set(dut.stream_in.valid, 1)
             ctx.set(dut.stream_in.payload, byte)
-            await until_high(ctx, dut.stream_in.ready)
+            await until_high(ctx, dut.stream_in.ready, "eth")
         ctx.set(dut.stream_in.valid, 0)
         await ctx.tick("eth").repeat(40)
         assert ctx.get(dut.dropped) == 1 and ctx.get(dut.sent) == 0
         ctx.set(dut.arp.valid, 1)
         ctx.set(dut.arp.mac, HOST["mac"])
         ctx.set(dut.arp.ip, HOST["ip"])
-        await until_high(ctx, dut.arp_done)
+        await until_high(ctx, dut.arp_done, "eth")
         ctx.set(dut.arp.valid, 0)
         await ctx.tick("eth").repeat(120)
 

@@ -12,10 +12,11 @@ import pytest
 from amaranth.sim import Simulator
 
 from latscope.capture.link.stream import StreamDecoder
-from latscope.gateware.codec import FLAGS, encode_command, rule_command
+from latscope.gateware.codec import FLAGS, rule_command
 from latscope.gateware.frames import FrameCapture
 from latscope.gateware.model_sniffer import classify, mii_nibbles, parse_frame
 from latscope.gateware.protocol import TRAFFIC_SEQ_OFFSET, Opcode
+from latscope.gateware.stream_bench import send_commands
 from latscope.gateware.top import LatscopeCore
 
 scapy_all = pytest.importorskip("scapy.all", reason="scapy builds the test frames (pip: scapy)")
@@ -62,14 +63,7 @@ def run_core(frames_rx, frames_tx, *, extra_link_cycles=4000):
     cmds = commands()
 
     async def host(ctx):
-        for n, (opcode, args) in enumerate(cmds):
-            for byte in encode_command(n, opcode, args):
-                ctx.set(dut.rx.payload, byte)
-                ctx.set(dut.rx.valid, 1)
-                await ctx.tick("sync").until(dut.rx.ready)
-            ctx.set(dut.rx.valid, 0)
-            while state["replies"] <= n:
-                await ctx.tick("sync")
+        await send_commands(ctx, dut, cmds, state)
         state["go"] = True
         while not all(state["done"]):
             await ctx.tick("sync")

@@ -18,6 +18,7 @@ from latscope.gateware import protocol
 from latscope.gateware.codec import encode_command
 from latscope.gateware.model_stream import Entry, LinkModel, echo_traffic
 from latscope.gateware.protocol import EntryKind, Opcode
+from latscope.gateware.stream_bench import send_bytes
 from latscope.gateware.top import LatscopeCore
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "stream-format.md"
@@ -132,11 +133,7 @@ def test_simulated_core_decodes(lanes):
     done = []
 
     async def host(ctx):
-        for byte in encode_command(1, Opcode.ARM, b"\x01"):
-            ctx.set(dut.rx.payload, byte)
-            ctx.set(dut.rx.valid, 1)
-            await ctx.tick("sync").until(dut.rx.ready)
-        ctx.set(dut.rx.valid, 0)
+        await send_bytes(ctx, dut.rx, encode_command(1, Opcode.ARM, b"\x01"))
 
     async def sink(ctx):
         async for _, _, valid, ready, byte in ctx.tick("sync").sample(

@@ -12,9 +12,10 @@ from amaranth.hdl import ClockDomain, ClockSignal, Elaboratable, Module, ResetSi
 from amaranth.sim import Simulator
 
 from latscope.capture.link.stream import StreamDecoder
-from latscope.gateware.codec import encode_command, parse_identify
+from latscope.gateware.codec import parse_identify
 from latscope.gateware.eth.model import DEFAULT_NET
 from latscope.gateware.protocol import EthSpeed, Opcode, Status
+from latscope.gateware.stream_bench import send_commands
 from latscope.gateware.top import LatscopeCore
 
 CH, LANES = 3, 2
@@ -64,16 +65,7 @@ def run(dut, commands, *, edges=(), cycles, tx_stall=None, clocks=(10e-9, 13e-9)
     state = {"replies": 0, "go": False}
 
     async def host(ctx):
-        for n, (opcode, args) in enumerate(commands):
-            for byte in encode_command(n, opcode, args):
-                ctx.set(dut.rx.payload, byte)
-                ctx.set(dut.rx.valid, 1)
-                await ctx.tick("sync").until(dut.rx.ready)
-            ctx.set(dut.rx.valid, 0)
-            while state["replies"] <= n:
-                await ctx.tick("sync")
-            if after_command:
-                after_command(n, state)
+        await send_commands(ctx, dut, commands, state, after_command=after_command)
         state["go"] = True
 
     async def sink(ctx):
