@@ -1,16 +1,20 @@
 """A run under load as pins (``sim_load.write_pins_vcd``): read back by the VCD reader, the data
 pins sampled mid-bit inside each valid window reassemble every frame of the wire (preamble, SFD,
-frame with its FCS), and the capture channels hold exactly the truth's edges. Where
-``latscope replay-pins`` is present (``capture/sim/replay.py``), the same file played through the
-real gateware in Verilator with the MII sniffers gives the FRAME records the model engine sends."""
+frame with its FCS), and the capture channels hold exactly the truth's edges. Played through the
+real gateware in Verilator with the MII or RMII sniffers (``latscope replay-pins``,
+``capture/sim/replay.py``), the same file gives the FRAME records the model engine sends."""
 
 import zlib
 
 import numpy as np
 import pytest
 
+from latscope.capture.files.capfile import open_capture
 from latscope.capture.files.reimport import read_vcd
-from latscope.capture.sim import sim_load
+from latscope.capture.link.stream import StreamDecoder
+from latscope.capture.sim import replay, sim_load
+from latscope.capture.sim.sim_engines import FrameRecords
+from latscope.gateware import model_stream
 
 SCENARIO = sim_load.LoadScenario(name="short", load=0.6, probe_rate_pps=50_000.0,
                                  drop_probability=0.0)
@@ -63,17 +67,12 @@ def test_pins_vcd_reassembles_every_frame(tmp_path):
 
 
 @pytest.mark.slow
-def test_pins_through_replay_pins_give_the_model_engines_records(tmp_path):
-    replay = pytest.importorskip("latscope.capture.sim.replay",
-                                 reason="latscope replay-pins (issue 10 item 5) not present")
-    from latscope.capture.files.capfile import open_capture
-    from latscope.capture.link.stream import StreamDecoder
-    from latscope.capture.sim.sim_engines import FrameRecords
-    from latscope.gateware.model_stream import frame
+@pytest.mark.parametrize("interface, options", [("mii", {}), ("rmii", {"carrier_early": 2})])
+def test_pins_through_replay_pins_give_the_model_engines_records(tmp_path, interface, options):
     run = _run()
-    vcd = sim_load.write_pins_vcd(run, tmp_path / "pins.vcd")
+    vcd = sim_load.write_pins_vcd(run, tmp_path / "pins.vcd", interface=interface, **options)
     out = tmp_path / "replayed.lsc"
-    result = replay.replay_pins(str(vcd), str(out), frames="mii", board="ecpix5")
+    result = replay.replay_pins(str(vcd), str(out), frames=interface, board="ecpix5")
     assert result["exit_status"] == 0
     with open_capture(str(out)) as cap:
         got, _ = cap.frames()
@@ -81,7 +80,8 @@ def test_pins_through_replay_pins_give_the_model_engines_records(tmp_path):
     model.start(0)
     model.add(run)                  # the run is one block: its frames
     want = StreamDecoder().feed(b"".join(
-        frame(t, i, p) for i, (t, p) in enumerate(model.until(0, final=True)))).frames
+        model_stream.frame(t, i, p)
+        for i, (t, p) in enumerate(model.until(0, final=True)))).frames
     assert len(got) == len(want) == sum(len(run.wire[d]["frames"]) for d in (0, 1))
     # the two directions' records interleave by when each frame ended: compare per direction
     got = got[np.lexsort((got["frame_index"], got["direction"]))]
@@ -124,31 +124,3 @@ def test_rmii_pins_vcd_toggles_crs_dv_and_reassembles(tmp_path):
         assert raw == b"\x55" * 7 + b"\xd5" + frame
     with pytest.raises(Exception, match="mii or rmii"):
         sim_load.write_pins_vcd(run, tmp_path / "x.vcd", interface="gmii")
-
-
-@pytest.mark.slow
-def test_rmii_pins_through_replay_pins_give_the_model_engines_records(tmp_path):
-    replay = pytest.importorskip("latscope.capture.sim.replay",
-                                 reason="latscope replay-pins (issue 10 item 5) not present")
-    from latscope.capture.files.capfile import open_capture
-    from latscope.capture.link.stream import StreamDecoder
-    from latscope.capture.sim.sim_engines import FrameRecords
-    from latscope.gateware.model_stream import frame
-    run = _run()
-    vcd = sim_load.write_pins_vcd(run, tmp_path / "rmii.vcd", interface="rmii", carrier_early=2)
-    out = tmp_path / "replayed.lsc"
-    result = replay.replay_pins(str(vcd), str(out), frames="rmii", board="ecpix5")
-    assert result["exit_status"] == 0
-    with open_capture(str(out)) as cap:
-        got, _ = cap.frames()
-    model = FrameRecords(run, lanes=4)
-    model.start(0)
-    model.add(run)                  # the run is one block: its frames
-    want = StreamDecoder().feed(b"".join(
-        frame(t, i, p) for i, (t, p) in enumerate(model.until(0, final=True)))).frames
-    assert len(got) == len(want) == sum(len(run.wire[d]["frames"]) for d in (0, 1))
-    got = got[np.lexsort((got["frame_index"], got["direction"]))]
-    want = want[np.lexsort((want["frame_index"], want["direction"]))]
-    for field in ("direction", "frame_index", "cls", "length", "flags", "seq", "src_port",
-                  "dst_port", "ethertype"):
-        assert got[field].tolist() == want[field].tolist(), field
