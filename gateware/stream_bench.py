@@ -1,5 +1,6 @@
 """Amaranth testbench steps for the byte streams of the gateware's host side: wait for a signal,
-drive bytes into a stream sink, send commands to a core and wait for their replies.
+drive bytes into a stream sink, send commands to a core and wait for their replies, gather the
+records a stream of record bytes carries.
 
 Each is a coroutine for ``Simulator.add_testbench`` (``ctx`` is its context)::
 
@@ -9,7 +10,7 @@ Each is a coroutine for ``Simulator.add_testbench`` (``ctx`` is its context)::
 
 from latscope.gateware.codec import encode_command
 
-__all__ = ["until_high", "send_bytes", "send_commands"]
+__all__ = ["until_high", "send_bytes", "send_commands", "record_collector"]
 
 
 async def until_high(ctx, signal, domain="sync"):
@@ -41,3 +42,19 @@ async def send_commands(ctx, dut, commands, state, *, after_command=None, domain
             await ctx.tick(domain)
         if after_command:
             after_command(n, state)
+
+
+def record_collector(records, out, domain="sync"):
+    """A process for ``Simulator.add_process`` that appends every record ``records`` carries (a
+    stream of :class:`~latscope.gateware.framer.RecordByte`: ``type``, ``length``, ``data``,
+    one byte per transfer) to ``out`` as ``(type, payload bytes)``."""
+    async def collect(ctx):
+        current = bytearray()
+        async for _, _, valid, ready, payload in ctx.tick(domain).sample(
+                records.valid, records.ready, records.payload):
+            if valid and ready:
+                current.append(payload.data)
+                if len(current) == payload.length:
+                    out.append((payload.type, bytes(current)))
+                    current = bytearray()
+    return collect

@@ -20,6 +20,7 @@ from latscope.gateware.classify import FrameClassifier
 from latscope.gateware.model_sniffer import FLAG_FIELDS, FRAME_FIELDS, classify, parse_frame
 from latscope.gateware.protocol import CounterRecord, FrameRecord, FrameType, Opcode
 from latscope.gateware.sniffer import frame_entry_layout
+from latscope.gateware.stream_bench import record_collector
 
 CONFIG = textwrap.dedent("""\
     [dut]
@@ -77,7 +78,7 @@ def _classifier_run(commands, entries, *, shift):
     """The real classifier, configured by ``commands``, fed ``entries`` [(direction, record)]."""
     dut = FrameClassifier(classes=4, queue_depth=8)
     layout = frame_entry_layout(0)
-    out, current = [], bytearray()
+    out = []
 
     async def bench(ctx):
         ctx.set(dut.records.ready, 1)
@@ -97,20 +98,10 @@ def _classifier_run(commands, entries, *, shift):
             await ctx.tick().repeat(40)
         await ctx.tick().repeat(3 << shift)
 
-    async def collect(ctx):
-        nonlocal current
-        async for _, _, valid, payload in ctx.tick().sample(dut.records.valid,
-                                                             dut.records.payload):
-            if valid:
-                current.append(payload.data)
-                if len(current) == payload.length:
-                    out.append((payload.type, bytes(current)))
-                    current = bytearray()
-
     sim = Simulator(dut)
     sim.add_clock(1e-8)
     sim.add_testbench(bench)
-    sim.add_process(collect)
+    sim.add_process(record_collector(dut.records, out))
     sim.run()
     frames = [data.Const(FrameRecord, int.from_bytes(p, "little")) for t, p in out
               if t == FrameType.FRAME]

@@ -18,6 +18,7 @@ from latscope.gateware.protocol import (
     Opcode,
 )
 from latscope.gateware.sniffer import frame_entry_layout
+from latscope.gateware.stream_bench import record_collector
 
 RULES = [   # RX rules, TX rules: (ClassRule fields)
     [dict(enable=1, cls=1, match_port=1, port_dst=1, port_lo=4242, port_hi=4242),
@@ -72,7 +73,7 @@ def run(entries, *, ready_p, shift=11, classes=4, queue_depth=4, gap=(0, 6)):
     dut = FrameClassifier(classes=classes, queue_depth=queue_depth)
     layout = frame_entry_layout(0)
     rng = random.Random(5)
-    out, current = [], bytearray()
+    out = []
 
     async def bench(ctx):
         async def config(opcode, args):
@@ -107,20 +108,10 @@ def run(entries, *, ready_p, shift=11, classes=4, queue_depth=4, gap=(0, 6)):
         for _ in range(3 << shift):
             await step()
 
-    async def collect(ctx):
-        nonlocal current
-        async for _, _, valid, ready, payload in ctx.tick().sample(
-                dut.records.valid, dut.records.ready, dut.records.payload):
-            if valid and ready:
-                current.append(payload.data)
-                if len(current) == payload.length:
-                    out.append((payload.type, bytes(current)))
-                    current = bytearray()
-
     sim = Simulator(dut)
     sim.add_clock(1e-8)
     sim.add_testbench(bench)
-    sim.add_process(collect)
+    sim.add_process(record_collector(dut.records, out))
     sim.run()
     return out
 
