@@ -2,13 +2,13 @@
 
 import math
 import os
-import shutil
 
 import numpy as np
 import pytest
 
 from latscope import LatscopeError
 from latscope.capture.sim import simbench as sb
+from latscope.capture.sim.verilator_play import verilator_available
 
 # Table I of the origin paper (seed 002), mean and 3σ in µs, for the cells the profiles take from it
 # (Rx PBUF -> rx.copy, Rx UDP -> rx.udp, Tx PBUF -> tx.xmit, Tx UDP -> tx.wire). Retyped from the
@@ -331,17 +331,8 @@ def test_ground_truth_recovered_through_the_pty_model_engine():
     assert result["offset"] == engine.tick_offset     # the model knows where time zero was
 
 
-def _verilator_available():
-    try:
-        import latscope.gateware.top  # noqa: F401
-        import latscope.gateware.verilator  # noqa: F401
-    except ImportError:
-        return False
-    return shutil.which("g++") is not None or shutil.which("c++") is not None
-
-
 @pytest.mark.slow
-@pytest.mark.skipif(not _verilator_available(),
+@pytest.mark.skipif(not verilator_available(),
                     reason="needs latscope.gateware.top and a C++ compiler for Verilator")
 def test_ground_truth_recovered_through_the_pty_real_gateware():
     # The real gateware (Verilator) must report every expected edge within one tick of the truth.
