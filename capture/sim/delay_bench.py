@@ -71,10 +71,13 @@ class DelayBench(Transport):
         Of the jitter and of the pattern's phase against the time base.
     capture_hz, lanes : int
         The sampling (default: the ECPIX-5 default build, 1.25 ns ticks).
+    delay_lines : bool
+        False: a build without input delay lines (SET_DELAY is UNKNOWN_OPCODE, as on the
+        iCEBreaker and the x1 build).
     """
 
     def __init__(self, skew_ps, *, tap_ps=DELAY_TAP_PS, jitter_ps=0.0, seed=0,
-                 capture_hz=200_000_000, lanes=4):
+                 capture_hz=200_000_000, lanes=4, delay_lines=True):
         for ch, ps in skew_ps.items():
             if not 0 <= ch < _CHANNELS or not 0 <= ps <= 100_000:
                 raise ValueError(f"Cable delays must be 0..100000 ps on channels 0..7, "
@@ -87,7 +90,7 @@ class DelayBench(Transport):
             heartbeat_shift=HEARTBEAT_SHIFT, fifo_depth=1024, capture_hz=capture_hz,
             board="sim", channel_names=CHANNEL_ROLES)
         self.commands = CommandModel(channels=_CHANNELS, identify=identify, lanes=lanes,
-                                     input_delay=True)
+                                     input_delay=delay_lines)
         self.link = LinkModel(channels=_CHANNELS, lanes=lanes, counter_width=48)
         self.jitter_ps = jitter_ps
         self._rng, self._seed = random.Random(seed), seed
