@@ -248,7 +248,7 @@ def _sub_tick_lines(s):
                  f"(resolution one tap)")
     if "model" in s:
         lines.append(f"  simulated: fan-out cable {s['model']['cable_ps']} ps, delay cells "
-                     f"{s['model']['tap_ps']} ps per tap (gateware/model_delay.py)")
+                     f"{s['model']['tap_ps']:g} ps per tap (gateware/model_delay.py)")
     return lines
 
 
