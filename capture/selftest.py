@@ -659,7 +659,7 @@ def align_sub_tick(instrument, identity, channels, *, high_ticks, low_ticks,
 def calibrate(output, port=None, *, simulated=False, engine="auto", cable=None,
               baud=DEFAULT_BAUD, channels, high_ticks=DEFAULT_HIGH, low_ticks=DEFAULT_LOW,
               edges=DEFAULT_EDGES, duration=None, timeout=30.0, force=False, sub_tick=False,
-              cable_ps=None, sim_tap_ps=protocol.DELAY_TAP_PS):
+              cable_ps=None, sim_tap_ps=protocol.DELAY_TAP_PS, jitter_ps=0.0):
     """Measure per-channel timing offsets through a fan-out cable from the self-test output pin
     to every channel of ``channels`` and write them to ``output`` (for
     ``latscope capture --calibration``); returns a JSON-ready result dict.
@@ -675,13 +675,13 @@ def calibrate(output, port=None, *, simulated=False, engine="auto", cable=None,
     holds both. Simulated, this runs on the delay-line bench
     (:class:`~latscope.capture.sim.delay_bench.DelayBench`) with the fan-out cable's delays
     ``cable_ps`` (channel -> ps; default 0 on every channel of ``channels``) and delay cells of
-    ``sim_tap_ps`` per tap.
+    ``sim_tap_ps`` per tap, the self-test pin's edges jittering by ``jitter_ps`` (rms).
     """
     check_output(output, force=force)
     handle = None
     if simulated and sub_tick:
         transport = DelayBench(dict.fromkeys(channels, 0) if cable_ps is None else cable_ps,
-                               tap_ps=sim_tap_ps)
+                               tap_ps=sim_tap_ps, jitter_ps=jitter_ps)
         port = "delay-line bench"
     else:
         if simulated:   # the simulated instrument with a simulated fan-out cable on the channels

@@ -195,3 +195,17 @@ def test_delayed_inputs_checks_width():
     m._MustUse__silence = control._MustUse__silence = True     # never elaborated
     with pytest.raises(ValueError, match="Pad width must be the controller's 4 channels, not 3"):
         delayed_inputs(m, [0, 0, 0], control)
+
+
+def test_core_has_set_delay_registers_only_with_input_delay():
+    """LatscopeCore passes ``input_delay`` to its command handler and exposes the settings for
+    the board layer; without it neither exists."""
+    from latscope.gateware.top import LatscopeCore
+    params = dict(channels=8, lanes=4, capture_hz=200_000_000, channel_names=["c"] * 8)
+    core = LatscopeCore(input_delay=True, **params)
+    plain = LatscopeCore(**params)
+    core._MustUse__silence = plain._MustUse__silence = True         # never elaborated
+    assert core.signature.members["delay_taps"].shape.size == 8 * 7
+    assert core.control.input_delay is True
+    assert "delay_taps" not in plain.signature.members
+    assert plain.control.input_delay is False
