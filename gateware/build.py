@@ -98,7 +98,9 @@ def _clock_role(net, board):
             return role
     if "phy_" in name or "latscope_phy" in name or "_sampler.out_clk" in name:
         return "phy"            # the bus clocks bus_sampler regenerates for the sniffers
-    if name in ("clk", "sync_clk") or "sync" in name:
+    # an Amaranth module's "sync" clock is its port "clk": after flattening the link clock's
+    # net may carry a submodule's name for it (e.g. "ch_delay.clk")
+    if name in ("clk", "sync_clk") or name.endswith(".clk") or "sync" in name:
         return "link"
     return "other"
 
