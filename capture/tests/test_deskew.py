@@ -210,3 +210,28 @@ def test_sub_tick_calibration_with_jittered_edges(tmp_path):
                for c, off in zip(sub["channels"], result["calibration"]["offsets_ticks"],
                                  strict=True)]
     assert max(arrival) - min(arrival) < 25.0 + 2 * 12.0
+
+
+def test_capture_with_the_file_sets_the_delay_lines_and_records_them(tmp_path, monkeypatch):
+    """``latscope capture --calibration`` with a sub-tick file (``record.record``): the
+    instrument's delay lines are set to the file's settings before recording, and the capture's
+    metadata holds them with the measurement and the whole-tick offsets."""
+    from latscope.capture import record
+    from latscope.capture.files.capfile import open_capture
+    from latscope.capture.link.session import Limits
+
+    skew = {0: 10.0, 1: 900.0, 2: 1700.0}
+    cal = tmp_path / "cal.json"
+    result = st.calibrate(str(cal), simulated=True, sub_tick=True, cable_ps=skew,
+                          channels=list(skew), high_ticks=101, low_ticks=99, edges=40)
+    bench = DelayBench(skew)
+    monkeypatch.setattr(record, "open_port", lambda port, baud: bench)
+    out = tmp_path / "run.lsc"
+    record.record("bench", str(out), calibration=str(cal), limits=Limits(duration=0.2))
+    sub = result["sub_tick"]
+    want = [sub["taps"][sub["channels"].index(c)] if c in skew else 0 for c in range(8)]
+    assert bench.commands.delay_taps == want
+    meta = open_capture(out).metadata
+    assert meta[calibration.INPUT_DELAY_KEY] == want
+    assert meta[calibration.SUB_TICK_KEY]["taps"] == sub["taps"]
+    assert meta[calibration.METADATA_KEY][:3] == result["calibration"]["offsets_ticks"]
