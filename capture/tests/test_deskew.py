@@ -22,10 +22,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st_
 
 from latscope import LatscopeError
+from latscope.capture import record
 from latscope.capture import selftest as st
+from latscope.capture.files.capfile import open_capture
 from latscope.capture.link import calibration
 from latscope.capture.link.deskew import align, find_steps
-from latscope.capture.link.session import Instrument
+from latscope.capture.link.session import Instrument, Limits
 from latscope.capture.sim.delay_bench import DelayBench
 from latscope.gateware.model_delay import ChannelTiming
 
@@ -216,10 +218,6 @@ def test_capture_with_the_file_sets_the_delay_lines_and_records_them(tmp_path, m
     """``latscope capture --calibration`` with a sub-tick file (``record.record``): the
     instrument's delay lines are set to the file's settings before recording, and the capture's
     metadata holds them with the measurement and the whole-tick offsets."""
-    from latscope.capture import record
-    from latscope.capture.files.capfile import open_capture
-    from latscope.capture.link.session import Limits
-
     skew = {0: 10.0, 1: 900.0, 2: 1700.0}
     cal = tmp_path / "cal.json"
     result = st.calibrate(str(cal), simulated=True, sub_tick=True, cable_ps=skew,

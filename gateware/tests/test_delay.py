@@ -21,6 +21,7 @@ from latscope.gateware.delay import DelayControl, delayed_inputs
 from latscope.gateware.model_delay import ChannelTiming, DelayfModel, sampled_tick
 from latscope.gateware.model_stream import CommandModel
 from latscope.gateware.protocol import DELAY_TAP_PS, DELAY_TAPS, Opcode, Status
+from latscope.gateware.top import LatscopeCore
 
 CHANNELS = 4
 NAMES = ["rx_dv", "tx_en", "m0", "m1"]
@@ -200,7 +201,6 @@ def test_delayed_inputs_checks_width():
 def test_core_has_set_delay_registers_only_with_input_delay():
     """LatscopeCore passes ``input_delay`` to its command handler and exposes the settings for
     the board layer; without it neither exists."""
-    from latscope.gateware.top import LatscopeCore
     params = dict(channels=8, lanes=4, capture_hz=200_000_000, channel_names=["c"] * 8)
     core = LatscopeCore(input_delay=True, **params)
     plain = LatscopeCore(**params)
