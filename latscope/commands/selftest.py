@@ -51,7 +51,10 @@ def add_arguments(p):
                           "udp://HOST[:PORT] for the ECPIX-5's Ethernet link")
     src.add_argument("--sim", action="store_true",
                      help="the simulated instrument: the real gateware compiled by Verilator, "
-                          "with idle pins (no DUT traffic) and no loop-back cable")
+                          "with idle pins (no DUT traffic) and no loop-back cable; with "
+                          "--calibrate --sub-tick the delay-line bench instead (the gateware's "
+                          "command and link models with DELAYF and sampling timing models, "
+                          "docs/selftest.md)")
     p.add_argument("--sim-engine", choices=("auto", "verilator"), default="auto",
                    help="simulator for --sim (default auto = verilator; the reference-model "
                         "engine does not model the self-test generator)")
