@@ -627,6 +627,9 @@ def lag_measure(instrument, identity, channels, *, high_ticks, low_ticks, edges=
                 current[ch] = setting
         cap = run_selftest(instrument, identity, channels=[], high_ticks=high_ticks,
                            low_ticks=low_ticks, loopback=chans, edges=edges, timeout=timeout)
+        if cap.losses:          # edges are matched by order: a lost one would shift the lags
+            raise LatscopeError(f"the instrument lost {sum(x.lost for x in cap.losses)} events "
+                                f"during the sub-tick sweep; use longer --high/--low")
         up = cap.rising
         lag = calibration.measure_offsets(cap.time[up], cap.channel[up], up[up], channels=chans,
                                           min_edges=max(2, edges // 4))
