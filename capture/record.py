@@ -14,7 +14,7 @@ from latscope import LatscopeError, Terminated
 from latscope.capture.files import capfile
 from latscope.capture.files.outputs import check_output
 from latscope.capture.link import open_port, session
-from latscope.capture.link.calibration import load_calibration
+from latscope.capture.link.calibration import INPUT_DELAY_KEY, load_calibration
 from latscope.capture.link.transport import DEFAULT_BAUD
 from latscope.capture.sim.sim_port import SimulatedSource
 
@@ -164,6 +164,8 @@ def record(source, output, *, config=None, limits=None, baud=DEFAULT_BAUD, overw
         extra = dict(handle.metadata) if handle is not None else {}
         if calibration:
             extra.update(load_calibration(calibration, identity=identity))
+            for ch, taps in enumerate(extra.get(INPUT_DELAY_KEY) or ()):
+                instrument.set_delay(ch, taps)      # the settings the offsets belong to
         meta = session.capture_metadata(identity, config, port=port, extra=extra)
         # RX valid: rx_dv (MII) or crs_dv (RMII); only the tapped bus's channel has pulses
         rx_dv = [int(k) for k, role in meta["channels"].items() if role in ("rx_dv", "crs_dv")]

@@ -25,15 +25,17 @@ import numpy as np
 
 from latscope import LatscopeError
 from latscope.capture.files.outputs import check_output
-from latscope.capture.link import calibration, open_port, session
+from latscope.capture.link import calibration, deskew, open_port, session
 from latscope.capture.link.transport import DEFAULT_BAUD, TransportClosed
+from latscope.capture.sim.delay_bench import DelayBench
 from latscope.capture.sim.selftest_bench import open_simulated_instrument
 from latscope.gateware import lane_order, protocol
 
 __all__ = [
     "ChannelCheck", "PatternCheck", "LoopbackCheck", "check_pattern", "analyse_loopback",
     "trim_to_complete", "SelftestCapture", "run_selftest", "selftest", "calibrate",
-    "DEFAULT_HIGH", "DEFAULT_LOW", "DEFAULT_EDGES",
+    "lag_measure", "align_sub_tick", "DEFAULT_HIGH", "DEFAULT_LOW", "DEFAULT_EDGES",
+    "SUB_TICK_EDGES",
 ]
 
 #: Default pattern, ticks. Both odd, so rising and falling edges fall on different DDR lanes, and
@@ -43,6 +45,8 @@ DEFAULT_HIGH = 10001
 DEFAULT_LOW = 9999
 #: Edges per channel collected when neither ``--edges`` nor ``--duration`` is given.
 DEFAULT_EDGES = 200
+#: Edges per channel in each run of the sub-tick sweep (half of them rising, the ones compared).
+SUB_TICK_EDGES = 32
 #: Bytes per event the stream costs in the worst realistic case (docs/stream-format.md, "Size").
 BYTES_PER_EVENT = 2.2
 
@@ -603,11 +607,62 @@ def run_selftest(instrument, identity, *, channels, high_ticks, low_ticks, loopb
                            frames_bad=frames_bad, seconds=seconds, reason=reason)
 
 
+# --- sub-tick alignment ---------------------------------------------------------------------------
+
+def lag_measure(instrument, identity, channels, *, high_ticks, low_ticks, edges=SUB_TICK_EDGES,
+                timeout=30.0):
+    """The ``measure(taps, reference)`` of :mod:`latscope.capture.link.deskew` on an instrument
+    with the self-test output fanned out to ``channels``: sets each channel's delay line to
+    ``taps`` (0 where not given; only changed settings are sent), runs the pattern for ``edges``
+    edges per channel and returns each channel's lag behind ``reference`` in whole ticks (the
+    median over the rising edges, matched by order: :func:`calibration.measure_offsets`)."""
+    chans = sorted(set(channels))
+    current = {}
+
+    def measure(taps, reference):
+        for ch in chans:
+            setting = int(taps.get(ch, 0))
+            if current.get(ch) != setting:
+                instrument.set_delay(ch, setting)
+                current[ch] = setting
+        cap = run_selftest(instrument, identity, channels=[], high_ticks=high_ticks,
+                           low_ticks=low_ticks, loopback=chans, edges=edges, timeout=timeout)
+        if cap.losses:          # edges are matched by order: a lost one would shift the lags
+            raise LatscopeError(f"the instrument lost {sum(x.lost for x in cap.losses)} events "
+                                f"during the sub-tick sweep; use longer --high/--low")
+        up = cap.rising
+        lag = calibration.measure_offsets(cap.time[up], cap.channel[up], up[up], channels=chans,
+                                          min_edges=max(2, edges // 4))
+        offsets = dict(zip(lag.channels, lag.offsets, strict=True))
+        return {ch: offsets[ch] - offsets[reference] for ch in chans}
+
+    return measure
+
+
+def align_sub_tick(instrument, identity, channels, *, high_ticks, low_ticks,
+                   edges=SUB_TICK_EDGES, timeout=30.0):
+    """Align ``channels`` below one tick with the instrument's input delay lines
+    (:func:`latscope.capture.link.deskew.align` over :func:`lag_measure`) and leave the delay
+    lines at the settings found; returns the
+    :class:`~latscope.capture.link.deskew.SubTickAlignment`. Refused in one line
+    (:class:`LatscopeError`) by an instrument without delay lines."""
+    chans = sorted(set(channels))
+    for ch in chans:                # refused here, before any run, where there are none
+        instrument.set_delay(ch, 0)
+    measure = lag_measure(instrument, identity, chans, high_ticks=high_ticks,
+                          low_ticks=low_ticks, edges=edges, timeout=timeout)
+    result = deskew.align(measure, chans, tick_ps=1e12 / identity["tick_hz"])
+    for ch, taps in zip(result.channels, result.taps, strict=True):
+        instrument.set_delay(ch, taps)
+    return result
+
+
 # --- runs on an instrument ----------------------------------------------------------------------
 
 def calibrate(output, port=None, *, simulated=False, engine="auto", cable=None,
               baud=DEFAULT_BAUD, channels, high_ticks=DEFAULT_HIGH, low_ticks=DEFAULT_LOW,
-              edges=DEFAULT_EDGES, duration=None, timeout=30.0, force=False):
+              edges=DEFAULT_EDGES, duration=None, timeout=30.0, force=False, sub_tick=False,
+              cable_ps=None, sim_tap_ps=protocol.DELAY_TAP_PS, jitter_ps=0.0):
     """Measure per-channel timing offsets through a fan-out cable from the self-test output pin
     to every channel of ``channels`` and write them to ``output`` (for
     ``latscope capture --calibration``); returns a JSON-ready result dict.
@@ -617,21 +672,37 @@ def calibrate(output, port=None, *, simulated=False, engine="auto", cable=None,
     default: every channel of ``channels``, no extra delay). ``edges`` per channel, or run for
     ``duration`` seconds (``edges=None``); give up after ``timeout`` seconds. ``output`` is
     checked before the instrument starts; ``force`` replaces an existing file.
+
+    ``sub_tick``: first align the channels below one tick with the input delay lines
+    (:func:`align_sub_tick`); the offsets are then measured at those settings, and the file
+    holds both. Simulated, this runs on the delay-line bench
+    (:class:`~latscope.capture.sim.delay_bench.DelayBench`) with the fan-out cable's delays
+    ``cable_ps`` (channel -> ps; default 0 on every channel of ``channels``) and delay cells of
+    ``sim_tap_ps`` per tap, the self-test pin's edges jittering by ``jitter_ps`` (rms).
     """
     check_output(output, force=force)
     handle = None
-    if simulated:   # the simulated instrument with a simulated fan-out cable on the channels
-        port, handle = open_simulated_instrument(
-            engine, cable=dict.fromkeys(channels, 0) if cable is None else cable)
-    try:
-        transport = open_port(port, baud)
-    except BaseException:
-        if handle is not None:
-            handle.close()
-        raise
+    if simulated and sub_tick:
+        transport = DelayBench(dict.fromkeys(channels, 0) if cable_ps is None else cable_ps,
+                               tap_ps=sim_tap_ps, jitter_ps=jitter_ps)
+        port = "delay-line bench"
+    else:
+        if simulated:   # the simulated instrument with a simulated fan-out cable on the channels
+            port, handle = open_simulated_instrument(
+                engine, cable=dict.fromkeys(channels, 0) if cable is None else cable)
+        try:
+            transport = open_port(port, baud)
+        except BaseException:
+            if handle is not None:
+                handle.close()
+            raise
+    alignment = None
     try:
         instrument = session.Instrument(transport)
         identity = instrument.identify()
+        if sub_tick:
+            alignment = align_sub_tick(instrument, identity, channels, high_ticks=high_ticks,
+                                       low_ticks=low_ticks, timeout=timeout)
         cap = run_selftest(instrument, identity, channels=[], high_ticks=high_ticks,
                            low_ticks=low_ticks, loopback=channels, edges=edges,
                            duration=duration, timeout=timeout)
@@ -640,10 +711,18 @@ def calibrate(output, port=None, *, simulated=False, engine="auto", cable=None,
         if handle is not None:
             handle.close()
     measured = calibration.measure_offsets(cap.time, cap.channel, cap.rising, channels=channels)
-    calibration.write_calibration(output, measured, identity=identity, force=force)
-    return {"instrument": dict(identity), "simulated": bool(simulated), "port": port,
-            "stopped": cap.reason, "calibration": measured.to_dict(), "file": output,
-            "ok": True}
+    calibration.write_calibration(output, measured, identity=identity, force=force,
+                                  sub_tick=alignment)
+    result = {"instrument": dict(identity), "simulated": bool(simulated), "port": port,
+              "stopped": cap.reason, "calibration": measured.to_dict(), "file": output,
+              "ok": True}
+    if alignment is not None:
+        result["sub_tick"] = alignment.to_dict()
+        if simulated:
+            result["sub_tick"]["model"] = {
+                "cable_ps": {str(c): ps for c, ps in sorted(transport.timing.skew_ps.items())},
+                "tap_ps": sim_tap_ps}
+    return result
 
 
 def selftest(port=None, *, simulated=False, engine="auto", baud=DEFAULT_BAUD, channels,

@@ -33,6 +33,7 @@ from amaranth.lib.cdc import ResetSynchronizer
 from latscope import LatscopeError
 from latscope.gateware.bus_sampler import TIMINGS, BusSampler
 from latscope.gateware.crossings import mark
+from latscope.gateware.delay import DelayControl
 from latscope.gateware.eth.board import add_ethernet
 from latscope.gateware.eth.model import DEFAULT_NET
 from latscope.gateware.eth.simtop import max_frame_for
@@ -401,6 +402,9 @@ class BoardTop(Elaboratable):
             if board.ethernet:
                 core_overrides.setdefault("net", DEFAULT_NET)
             core = LatscopeCore(**board.core_params(**core_overrides))
+        if "delay_taps" in core.signature.members and board.gearing != "x2":
+            raise LatscopeError(f"Input delay lines need an ECP5 build with x2 gearing (DELAYF "
+                                f"before IDDRX2F), not board {board.name!r}")
         expected = board.lanes * len(CHANNEL_ROLES)
         if len(core.samples) != expected:
             raise ValueError(f"Core samples must be {expected} bits wide for board "
@@ -508,8 +512,13 @@ class BoardTop(Elaboratable):
         if board.gearing == "x2":
             # Channels through IDDRX2F: lane j is Q<j>, Q0 the earliest (docs/lane-order.md).
             ch_port = platform.request("latscope_ch", 0, dir="-")
+            delay = None
+            if "delay_taps" in core.signature.members:
+                # a DELAYF per channel pin, set by SET_DELAY (gateware/delay.py)
+                m.submodules.ch_delay = delay = DelayControl(channels=len(CHANNEL_ROLES))
+                m.d.comb += delay.taps.eq(core.delay_taps)
             m.submodules.ch_x2 = ch_x2 = GearedInput(ch_port, eclk=eclk, sclk=sclk,
-                                                     reset=gear_reset)
+                                                     reset=gear_reset, delay=delay)
             m.d.comb += core.samples.eq(ch_x2.i)
             st_port = platform.request("latscope_selftest", 0, dir="-")
             m.submodules.st_x2 = st_x2 = GearedOutput(st_port, eclk=eclk, sclk=sclk,

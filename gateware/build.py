@@ -98,7 +98,9 @@ def _clock_role(net, board):
             return role
     if "phy_" in name or "latscope_phy" in name or "_sampler.out_clk" in name:
         return "phy"            # the bus clocks bus_sampler regenerates for the sniffers
-    if name in ("clk", "sync_clk") or "sync" in name:
+    # an Amaranth module's "sync" clock is its port "clk": after flattening the link clock's
+    # net may carry a submodule's name for it (e.g. "ch_delay.clk")
+    if name in ("clk", "sync_clk") or name.endswith(".clk") or "sync" in name:
         return "link"
     return "other"
 
@@ -282,6 +284,7 @@ def build_bitstream(board, out_dir=None, *, core=None, timing_allow_fail=False, 
         "timing_allow_fail": bool(timing_allow_fail),
         "seed": seed,
         "frame_capture": frame_capture_summary(core_overrides),
+        "input_delay": bool(core_overrides.get("input_delay")),
         "tools": _tool_versions(),
     })
     (out_dir / SUMMARY_NAME).write_text(json.dumps(summary, indent=2) + "\n")

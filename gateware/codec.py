@@ -31,6 +31,8 @@ from latscope import LatscopeError
 
 from .protocol import (
     CRC_BYTES,
+    DELAY_TAPS,
+    NUM_CHANNELS,
     PROTOCOL_VERSION,
     SYNC,
     SYNC_WORD,
@@ -49,7 +51,7 @@ __all__ = [
     "layout_fields", "layout_bytes", "layout_dtype", "unpack", "unpack_records",
     "HEARTBEAT_DTYPE", "FRAME_DTYPE", "COUNTER_DTYPE", "FRAME_BYTES", "COUNTER_BYTES",
     "HEADER_MAX", "FLAGS",
-    "encode_command", "parse_identify", "rule_command",
+    "encode_command", "parse_identify", "rule_command", "delay_command",
     "decode_frame_records", "decode_counter_records", "empty_frames", "empty_counters",
 ]
 
@@ -235,6 +237,19 @@ def rule_command(direction, index, **rule):
     value = data.Layout.cast(ClassRule).const(rule).as_value().value
     return Opcode.SET_RULE, bytes([direction << 7 | index]) + value.to_bytes(
         layout_bytes(ClassRule), "little")
+
+
+def delay_command(channel, taps):
+    """Arguments of a SET_DELAY command: ``(opcode, args)`` for :func:`encode_command`.
+
+    >>> op, args = delay_command(3, 40)
+    >>> op == Opcode.SET_DELAY, args.hex()
+    (True, '0328')
+    """
+    if not 0 <= channel < NUM_CHANNELS or not 0 <= taps < DELAY_TAPS:
+        raise ValueError(f"channel must be 0..{NUM_CHANNELS - 1} and taps 0..{DELAY_TAPS - 1}, "
+                         f"not {channel}, {taps}")
+    return Opcode.SET_DELAY, bytes([channel, taps])
 
 
 def empty_frames():

@@ -30,6 +30,7 @@ from .framer import ReplyByte
 from .model_capture import selftest_min_ticks
 from .model_stream import MAX_COMMAND_PAYLOAD, check_names, identify_data
 from .protocol import (
+    DELAY_TAPS,
     PROTOCOL_VERSION,
     SYNC,
     ClassRule,
@@ -41,7 +42,7 @@ from .protocol import (
     Status,
 )
 
-__all__ = ["config_layout", "Control", "ConfigCrossing"]
+__all__ = ["config_layout", "delay_layout", "Control", "ConfigCrossing"]
 
 _RH_BYTES = ReplyHeader.as_shape().size // 8
 _HB_BYTES = Heartbeat.as_shape().size // 8
@@ -62,6 +63,11 @@ def config_layout(*, channels, max_glitch):
         "selftest_high": 16,
         "selftest_low": 16,
     })
+
+
+def delay_layout(*, channels):
+    """Layout of the input delay lines' settings (SET_DELAY): taps per channel."""
+    return data.ArrayLayout(bits_for(DELAY_TAPS - 1), channels)
 
 
 class Control(wiring.Component):
@@ -103,12 +109,15 @@ class Control(wiring.Component):
     frame_config : Out(stream.Signature(ConfigWrite))
         With ``frame_rules``: opcodes 0x10..0x13 after their arguments were checked, one cycle
         each, for the :class:`~latscope.gateware.classify.FrameClassifier` (always ready).
+    delay_taps : Out(delay_layout(...))
+        With ``input_delay``: the taps SET_DELAY set per channel (link clock domain), for the
+        board's delay lines (:class:`~latscope.gateware.delay.DelayControl`); 0 after reset.
     """
 
     def __init__(self, *, channels=8, lanes=2, counter_width=48, max_glitch=15,
                  heartbeat_shift=20, fifo_depth=1024, capture_hz, board="sim", channel_names,
                  source_hash=0, timeout=1 << 16, frame_rules=0,
-                 net=None):
+                 net=None, input_delay=False):
         with rejected(self):
             check("Channel count", channels, 1, 8)
             check("Lane count", lanes, 1, 255)
@@ -120,6 +129,8 @@ class Control(wiring.Component):
             check("Source hash", source_hash, 0, (1 << 64) - 1)
             check("Timeout", timeout, 16)
             check("Frame rule count", frame_rules, 0, 128)
+            if not isinstance(input_delay, bool):
+                raise TypeError(f"Input delay must be True or False, not {input_delay!r}")
             if not isinstance(board, str) or not board or any(c in board for c in ",;="):
                 raise TypeError(f"Board name must be non-empty text without ',', ';' or '=', "
                                 f"not {board!r}")
@@ -157,6 +168,11 @@ class Control(wiring.Component):
         }
         if frame_rules:
             members["frame_config"] = Out(stream.Signature(ConfigWrite))
+        # SET_DELAY exists only where the board has input delay lines.
+        self.input_delay = input_delay
+        if input_delay:
+            self._arg_lengths[Opcode.SET_DELAY] = 2
+            members["delay_taps"] = Out(delay_layout(channels=channels))
         super().__init__(members)
 
     def elaborate(self, platform):
@@ -358,6 +374,11 @@ class Control(wiring.Component):
             with m.Else():
                 m.d.sync += [status.eq(ok), self.net.mac.eq(mac), self.net.ip.eq(ip),
                              self.net.port.eq(port)]
+        elif opcode == Opcode.SET_DELAY:
+            with m.If((arg[1] >= self.channels) | (arg[2] >= DELAY_TAPS)):
+                m.d.sync += status.eq(bad)
+            with m.Else():
+                m.d.sync += [status.eq(ok), self.delay_taps[arg[1][:3]].eq(arg[2])]
         elif opcode == Opcode.SELFTEST:
             mask, high, low = u16[1], u16[3], u16[5]
             least = selftest_min_ticks(self.lanes)

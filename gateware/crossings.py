@@ -39,6 +39,12 @@ attribute :data:`ATTR` naming the kind of crossing it belongs to (:data:`KINDS`)
     synchroniser's flip-flops, the ECP5 I/O gearing's reset held by its start-up sequence). It is
     listed with its delay; it has no period to meet (its release is timed by the synchroniser or
     the sequence). A synchronous reset from another clock is an undeclared crossing.
+``delay_control``
+    Not declared but recognised in the netlist: the ``LOADN``/``MOVE``/``DIRECTION`` inputs of an
+    ECP5 I/O logic cell holding an input delay cell (``DELAYF``, :mod:`latscope.gateware.delay`),
+    driven from the link clock. nextpnr refers them to the I/O logic's capture clock, but they
+    drive the delay cell's counter, which ``MOVE``'s falling edge steps; the controller holds each
+    value for a whole link cycle, so each delay is checked against the *source* period.
 
 :class:`Synchronizer` is :class:`amaranth.lib.cdc.FFSynchronizer` with the attribute on its first
 stage; :func:`mark` puts it on a data register, or on the strobe that loads data registers (a
@@ -83,6 +89,7 @@ KINDS = {
     "fifo_data": "FIFO data",
     "forwarded_clock": "forwarded clock",
     "async_reset": "asynchronous reset",
+    "delay_control": "delay-line control",
 }
 
 #: Which clock's period bounds a crossing's delay, per kind (the module docstring says why);
@@ -94,6 +101,7 @@ BOUNDS = {
     "fifo_data": "destination",
     "forwarded_clock": "source",
     "async_reset": None,
+    "delay_control": "source",
 }
 
 #: iCE40 flip-flops whose set/reset input is asynchronous (the ``SR``/``SS`` ones are synchronous).
@@ -101,8 +109,9 @@ _ICE40_ASYNC_FF = {f"SB_DFF{n}{e}{rs}" for n in ("", "N") for e in ("", "E") for
 
 
 def _check_kind(kind, width=1):
-    # "async_reset" is recognised in the netlist (an asynchronous set/reset input), not declared
-    declarable = sorted(k for k in KINDS if k != "async_reset")
+    # "async_reset" and "delay_control" are recognised in the netlist (an asynchronous set/reset
+    # input; an ECP5 input delay cell's control input), not declared
+    declarable = sorted(k for k in KINDS if k not in ("async_reset", "delay_control"))
     if kind not in declarable:
         raise ValueError(f"Crossing kind must be one of {', '.join(declarable)}, not {kind!r}")
     if kind == "ff_synchronizer" and width != 1:
@@ -351,6 +360,17 @@ class _Netlist:
                 return ff
         return None
 
+    @staticmethod
+    def delay_control(sink_cell, port):
+        """The netlist name of the channel buffer whose ECP5 I/O logic ``sink_cell`` holds a
+        ``DELAYF`` when ``port`` is one of its control inputs (``LOADN``, ``MOVE``,
+        ``DIRECTION``), else None. nextpnr refers every I/O-logic port to the cell's clock, but
+        these drive the delay cell's own counter, which ``MOVE`` steps (Lattice's model of the
+        cell; ``gateware/delay.py``): no register of the destination clock receives them."""
+        if sink_cell.endswith("$IOL") and port in ("LOADN", "MOVE", "DIRECTION"):
+            return sink_cell[:-len("$IOL")]
+        return None
+
     def register(self, sink_cell):
         """``(name, kind, width)`` of the register that the nextpnr cell ``sink_cell`` holds
         (kind None when undeclared; width: bits of the declared net), or ``(None, None, 1)`` when
@@ -424,8 +444,11 @@ def check_crossings(report, netlist):
             delay = end.get("delay")
             delay = max(delay) if isinstance(delay, list) else float(delay)
             reset = nl.async_reset(end["cell"], end.get("port", ""))
+            control = nl.delay_control(end["cell"], end.get("port", ""))
             if reset is not None:
                 name, kind, width = reset, "async_reset", 1
+            elif control is not None:
+                name, kind, width = control, "delay_control", 1
             else:
                 name, kind, width = nl.register(end["cell"])
             if kind is None:

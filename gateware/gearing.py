@@ -25,6 +25,8 @@ from amaranth.hdl import Const, Instance, Module, Signal
 from amaranth.lib import io, wiring
 from amaranth.lib.wiring import In, Out
 
+from latscope.gateware.delay import delayed_inputs
+
 __all__ = ["LANES", "GearingStart", "GearedInput", "GearedOutput", "edge_clocks"]
 
 #: Samples per capture clock with X2 gearing.
@@ -77,22 +79,27 @@ class GearedInput(wiring.Component):
         The edge clock (after ``ECLKSYNCB``) and the capture clock (``CLKDIVF`` output).
     reset : Value
         ``IDDRX2F.RST``, from :class:`GearingStart` (released while the edge clock is stopped).
+    delay : DelayControl, optional
+        Put a ``DELAYF`` between each pin's input buffer and its ``IDDRX2F``, controlled by this
+        :class:`~latscope.gateware.delay.DelayControl` (:mod:`latscope.gateware.delay`).
     """
 
-    def __init__(self, port, *, eclk, sclk, reset):
+    def __init__(self, port, *, eclk, sclk, reset, delay=None):
         self.port, self.eclk, self.sclk, self.reset = port, eclk, sclk, reset
+        self.delay = delay
         self.width = len(port)
         super().__init__({"i": Out(LANES * self.width)})
 
     def elaborate(self, platform):
         m = Module()
         m.submodules.buf = buf = io.Buffer("i", self.port)
+        pins = buf.i if self.delay is None else delayed_inputs(m, buf.i, self.delay)
         for k in range(self.width):
             q = [Signal(name=f"q{j}_{k}") for j in range(LANES)]
             m.submodules[f"iddrx2f_{k}"] = Instance(
                 # ALIGNWD (word slip) stays unconnected: nextpnr has no route for a constant to
                 # the IOLOGIC's SLIP input on every pin, and the silicon ties it low.
-                "IDDRX2F", i_D=buf.i[k], i_ECLK=self.eclk, i_SCLK=self.sclk, i_RST=self.reset,
+                "IDDRX2F", i_D=pins[k], i_ECLK=self.eclk, i_SCLK=self.sclk, i_RST=self.reset,
                 o_Q0=q[0], o_Q1=q[1], o_Q2=q[2], o_Q3=q[3])
             for j in range(LANES):
                 m.d.comb += self.i[j * self.width + k].eq(q[j])

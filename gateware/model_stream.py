@@ -20,6 +20,7 @@ from .model_capture import (
 )
 from .protocol import (
     CONT_BITS,
+    DELAY_TAPS,
     EVENT_FIRST_BITS,
     EVENT_MAX_CONT,
     MAX_PAYLOAD,
@@ -272,7 +273,8 @@ class CommandModel:
     ``selftest_high``, ``selftest_low``; ``resets`` counts RESET_TIME commands.
     """
 
-    def __init__(self, *, channels=8, max_glitch=15, identify=b"", lanes=2, net=None):
+    def __init__(self, *, channels=8, max_glitch=15, identify=b"", lanes=2, net=None,
+                 input_delay=False):
         self.channels, self.max_glitch, self.identify = channels, max_glitch, identify
         # shortest self-test width: model_capture.selftest_min_ticks (not imported: no cycle)
         self.min_width = max(2, lanes)
@@ -283,6 +285,8 @@ class CommandModel:
                        "selftest_on": 0, "selftest_drive": 0, "selftest_mask": 0,
                        "selftest_high": self.min_width, "selftest_low": self.min_width}
         self.resets = 0
+        #: Taps per channel (SET_DELAY) on a design with input delay lines, else None.
+        self.delay_taps = [0] * channels if input_delay else None
 
     def handle(self, payload, *, status_data=b""):
         """Answer a COMMAND payload (opcode then arguments) with ``(opcode, status, data)``;
@@ -294,6 +298,8 @@ class CommandModel:
                    Opcode.RESET_TIME: 0, Opcode.SELFTEST: 7, Opcode.STATUS: 0}
         if self.net is not None:
             lengths[Opcode.SET_NET] = 12
+        if self.delay_taps is not None:
+            lengths[Opcode.SET_DELAY] = 2
         if opcode not in lengths:
             return opcode, Status.UNKNOWN_OPCODE, b""
         if len(args) != lengths[opcode]:
@@ -308,6 +314,10 @@ class CommandModel:
             if args[0] & 1 or net.port == 0:
                 return opcode, Status.BAD_ARGUMENT, b""
             self.net = net
+        elif opcode == Opcode.SET_DELAY:
+            if args[0] >= self.channels or args[1] >= DELAY_TAPS:
+                return opcode, Status.BAD_ARGUMENT, b""
+            self.delay_taps[args[0]] = args[1]
         elif opcode == Opcode.RESET_TIME:
             self.resets += 1
         elif opcode == Opcode.ARM:

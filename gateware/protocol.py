@@ -26,7 +26,7 @@ __all__ = [
     "FrameType", "FrameHeader", "EventsHeader", "Heartbeat", "HeartbeatStatus", "EthSpeed",
     "Opcode", "Status", "CommandHeader", "ReplyHeader", "IdentifyReply",
     "Token", "EVENT_FIRST_BITS", "CONT_BITS", "EVENT_MAX_CONT", "TIME_FIRST_BITS",
-    "TIME_MAX_CONT", "OVERFLOW_CONT", "Overflow",
+    "TIME_MAX_CONT", "OVERFLOW_CONT", "Overflow", "DELAY_TAPS", "DELAY_TAP_PS",
     "EntryKind", "capture_entry_layout", "NUM_CHANNELS",
     "FrameFlags", "FrameRecord", "CounterRecord", "ClassRule", "Direction", "NUM_CLASSES",
     "TRAFFIC_MAGIC", "TRAFFIC_HEADER_BYTES", "TRAFFIC_SEQ_OFFSET", "RUNT_BYTES", "OVERSIZE_BYTES",
@@ -52,6 +52,13 @@ CRC_BYTES = 4
 
 #: Channels the event token can name (3 bits). A design with more channels needs a new version.
 NUM_CHANNELS = 8
+
+#: Settings of a channel's input delay line (SET_DELAY): the ECP5 ``DELAYF``'s 7-bit tap counter.
+DELAY_TAPS = 128
+#: Nominal delay of one ``DELAYF`` tap, ps: Lattice's simulation model of the cell (``delta =
+#: 0.025`` ns per step of its 7-bit counter). The silicon's step varies with process, voltage and
+#: temperature, so the host measures it (``latscope selftest --calibrate --sub-tick``).
+DELAY_TAP_PS = 25
 
 
 class FrameType(enum.IntEnum):
@@ -121,6 +128,8 @@ class Opcode(enum.IntEnum):
     SELFTEST   = 0x06  # u8 flags (bit0 on, bit1 drive output pin), u16 channel mask,
                        # u16 high ticks, u16 low ticks (both >= 2 and >= lanes)
     STATUS     = 0x07  # no arguments; reply data: Heartbeat layout with current values
+    SET_DELAY  = 0x08  # u8 channel, u8 taps (0..DELAY_TAPS-1): the channel's input delay line;
+                       # builds with input delay lines only (ECP5 DELAYF), else UNKNOWN_OPCODE
     # frame-aware capture (gateware/sniffer.py); a design without sniffers answers UNKNOWN_OPCODE
     SET_RULE           = 0x10  # u8 direction << 7 | rule index, then ClassRule (9 bytes)
     SET_CLASS_MODE     = 0x11  # u8 direction, u8 record mask (bit c set: record every frame of

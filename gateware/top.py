@@ -83,13 +83,17 @@ class LatscopeCore(wiring.Component):
         ``net_busy`` members (to :class:`~latscope.gateware.eth.link.EthLink`), and ``eth_status``
         (link domain, :class:`~latscope.gateware.eth.inband.EthLinkStatus`: the PHY's link,
         speed and duplex, reported in every heartbeat and STATUS reply).
+    input_delay : bool
+        The board has an input delay line per channel (ECP5 ``DELAYF``): adds SET_DELAY and the
+        ``delay_taps`` member (link domain, taps per channel) for the board layer's
+        :class:`~latscope.gateware.delay.DelayControl`. The core itself delays nothing.
     """
 
     def __init__(self, *, channels=8, lanes=2, counter_width=48, max_glitch=15,
                  heartbeat_shift=20, fifo_depth=1024, async_fifo=True, capture_hz, board="sim",
                  channel_names, source_hash=0, fast_forward=False, max_payload=MAX_PAYLOAD,
                  command_timeout=1 << 16, time_width=64, sniffer=None, frame_options=None,
-                 net=None, pipelined_encoder=False):
+                 net=None, pipelined_encoder=False, input_delay=False):
         with rejected(self):
             if not isinstance(pipelined_encoder, bool):
                 raise TypeError(f"pipelined_encoder must be a bool, not {pipelined_encoder!r}")
@@ -116,7 +120,7 @@ class LatscopeCore(wiring.Component):
                                channel_names=self.channel_names, source_hash=source_hash,
                                timeout=command_timeout,
                                frame_rules=self.frames.rules if self.frames else 0,
-                               net=net)
+                               net=net, input_delay=input_delay)
         self.fifo_depth, self.async_fifo, self.fast_forward = fifo_depth, async_fifo, fast_forward
         self.identify = self.control.identify
         members = {
@@ -132,6 +136,8 @@ class LatscopeCore(wiring.Component):
             # (gateware/eth/link.py), whose busy flag holds commands like the config crossing's.
             members.update(net=Out(self.control.net.shape(), init=self.control.net_init),
                            net_write=Out(1), net_busy=In(1), eth_status=In(EthLinkStatus))
+        if input_delay:
+            members.update(delay_taps=Out(self.control.delay_taps.shape()))
         if fast_forward:
             members.update(ff_skip=In(counter_width), quiescent=Out(1),
                            ff_limit=Out(counter_width))
@@ -170,6 +176,8 @@ class LatscopeCore(wiring.Component):
             m.d.comb += [self.net.eq(ctl.net), self.net_write.eq(ctl.net_write)]
             busy = busy | self.net_busy
         m.d.comb += ctl.config_busy.eq(busy)
+        if ctl.input_delay:
+            m.d.comb += self.delay_taps.eq(ctl.delay_taps)
         fe = Signal(FrontEndConfig)
         m.d.comb += [fe.armed.eq(cfg.armed), fe.time_reset.eq(time_reset),
                      fe.selftest_on.eq(cfg.selftest_on), fe.rise_en.eq(cfg.rise_en),

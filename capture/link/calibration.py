@@ -9,8 +9,10 @@ the same edges; :func:`measure_offsets` (arrays in, :class:`ChannelOffsets` out)
 channel the constant number of ticks by which its edges lag the median channel.
 ``latscope selftest --calibrate FILE`` runs it on a board and writes FILE;
 ``latscope capture --calibration FILE`` stores the offsets in the capture's metadata under
-:data:`METADATA_KEY`, and :class:`latscope.analysis.engine.Engine` subtracts them from each
-channel's edge times before pairing, so every latency is corrected.
+:data:`METADATA_KEY` (a file from ``--calibrate --sub-tick`` also makes it set the input delay
+lines to the file's :data:`INPUT_DELAY_KEY` before recording, and record them), and
+:class:`latscope.analysis.engine.Engine` subtracts them from each channel's edge times before
+pairing, so every latency is corrected.
 """
 
 import json
@@ -21,12 +23,20 @@ import numpy as np
 from latscope import LatscopeError
 from latscope.capture.files.metadata import CHANNEL_OFFSETS_KEY, channel_offsets
 from latscope.capture.files.outputs import open_output
+from latscope.gateware.protocol import DELAY_TAPS
 
-__all__ = ["METADATA_KEY", "ChannelOffsets", "measure_offsets", "offsets_from_metadata",
-           "load_calibration", "write_calibration"]
+__all__ = ["METADATA_KEY", "INPUT_DELAY_KEY", "SUB_TICK_KEY", "ChannelOffsets", "measure_offsets",
+           "offsets_from_metadata", "load_calibration", "write_calibration"]
 
 #: Capture metadata key: a list, per channel index, of ticks to subtract from that channel's times.
 METADATA_KEY = CHANNEL_OFFSETS_KEY
+#: Calibration file and capture metadata key: the input delay line settings per channel index
+#: (``latscope selftest --calibrate --sub-tick``), which the capture sets before recording.
+INPUT_DELAY_KEY = "input_delay_taps"
+#: Calibration file and capture metadata key: the sub-tick alignment's measurement
+#: (:meth:`latscope.capture.link.deskew.SubTickAlignment.to_dict`: taps in ps, skew before and
+#: after in ps).
+SUB_TICK_KEY = "sub_tick"
 #: The offsets stored in capture metadata (:func:`latscope.capture.files.metadata.channel_offsets`).
 offsets_from_metadata = channel_offsets
 
@@ -137,15 +147,22 @@ def measure_offsets(time, channel, rising, *, channels, max_skew=64, min_edges=1
     return ChannelOffsets(channels=tuple(chans), offsets=offsets, spread=spread, edges=int(n))
 
 
-def write_calibration(path, result, *, identity, force=False):
+def write_calibration(path, result, *, identity, force=False, sub_tick=None):
     """Write a calibration file: offsets per channel index, with the instrument it belongs to,
     under :mod:`latscope.capture.files.outputs`'s policy (``force`` replaces an existing
-    file)."""
+    file). ``sub_tick`` (a :class:`~latscope.capture.link.deskew.SubTickAlignment`) adds the
+    delay line settings the offsets were measured at, and their measurement."""
     n = int(identity.get("channels") or max(result.channels) + 1)
     doc = {"format": "latscope-calibration", "version": 1,
            "board": identity.get("board"), "tick_hz": identity.get("tick_hz"),
            "source_hash": identity.get("source_hash"),
            METADATA_KEY: result.as_list(n), "measurement": result.to_dict()}
+    if sub_tick is not None:
+        taps = [0] * n
+        for ch, t in zip(sub_tick.channels, sub_tick.taps, strict=True):
+            taps[ch] = int(t)
+        doc[INPUT_DELAY_KEY] = taps
+        doc[SUB_TICK_KEY] = sub_tick.to_dict()
     with open_output(path, force=force) as f:
         json.dump(doc, f, indent=2, sort_keys=True)
         f.write("\n")
@@ -174,6 +191,15 @@ def load_calibration(path, *, identity=None):
                     and doc[key] != identity[key]:
                 raise LatscopeError(f"calibration file {path} was made with {key} "
                                     f"{doc[key]!r}, the instrument has {identity[key]!r}")
-    return {METADATA_KEY: [int(v) for v in offsets],
+    meta = {METADATA_KEY: [int(v) for v in offsets],
             "channel_offsets_source": {"file": str(path), "board": doc.get("board"),
                                        "tick_hz": doc.get("tick_hz")}}
+    taps = doc.get(INPUT_DELAY_KEY)
+    if taps is not None:
+        if not isinstance(taps, list) or len(taps) != len(offsets) or not all(
+                isinstance(t, int) and 0 <= t < DELAY_TAPS for t in taps):
+            raise LatscopeError(f"calibration file {path}: {INPUT_DELAY_KEY} must be one setting "
+                                f"0..{DELAY_TAPS - 1} per channel, not {taps!r}")
+        meta[INPUT_DELAY_KEY] = taps
+        meta[SUB_TICK_KEY] = doc.get(SUB_TICK_KEY)
+    return meta

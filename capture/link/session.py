@@ -25,7 +25,13 @@ from latscope.capture.link.rules import rules_from_dict
 from latscope.capture.link.stream import StreamDecoder
 from latscope.capture.link.transport import TransportClosed
 from latscope.gateware import protocol
-from latscope.gateware.codec import HEARTBEAT_DTYPE, encode_command, parse_identify, unpack
+from latscope.gateware.codec import (
+    HEARTBEAT_DTYPE,
+    delay_command,
+    encode_command,
+    parse_identify,
+    unpack,
+)
 from latscope.userio import read_toml
 
 __all__ = [
@@ -196,6 +202,22 @@ class Instrument:
             raise ValueError(f"Glitch width must be an integer in [0, 255] capture cycles, "
                              f"not {width!r}")
         self.command(protocol.Opcode.SET_GLITCH, bytes([channel, width]))
+
+    def set_delay(self, channel, taps):
+        """Set ``channel``'s input delay line to ``taps`` (``Opcode.SET_DELAY``, 0..127 taps of
+        ``protocol.DELAY_TAP_PS`` nominal). Raises :class:`LatscopeError` in one line when the
+        instrument has no input delay lines (it answers UNKNOWN_OPCODE)."""
+        opcode, args = delay_command(channel, taps)
+        try:
+            self.command(opcode, args)
+        except LatscopeError as error:
+            if str(error).endswith(protocol.Status.UNKNOWN_OPCODE.name):
+                board = (self.identity or {}).get("board", "?")
+                raise LatscopeError(f"this instrument (board {board}) has no input delay lines: "
+                                    f"sub-tick alignment needs an ECPIX-5 build with them "
+                                    f"(`latscope gateware build --board ecpix5 --input-delay`)"
+                                    ) from None
+            raise
 
     def reset_time(self):
         """Zero the timestamp counter, event index and lost count."""

@@ -11,18 +11,24 @@ from amaranth.lib.wiring import In, Out
 from latscope import LatscopeError
 from latscope.gateware import boards
 from latscope.gateware.boards import BOARDS, CHANNEL_ROLES, BoardTop, get_board
+from latscope.gateware.control import delay_layout
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "boards.md"
 
 
 class PinProbeCore(wiring.Component):
     """A stand-in with LatscopeCore's port signature for elaborating the board wrapper without the
-    real core (which has its own tests): registers the samples and sends them on ``tx``."""
+    real core (which has its own tests): registers the samples and sends them on ``tx``. With
+    ``delay_taps`` it also has the member of a core built with ``input_delay`` (a constant
+    setting per channel)."""
 
-    def __init__(self, width=16, lanes=2):
-        self.width, self.lanes = width, lanes
-        super().__init__({"samples": In(width), "selftest_out": Out(lanes),
-                          "tx": Out(stream.Signature(8)), "rx": In(stream.Signature(8))})
+    def __init__(self, width=16, lanes=2, *, delay_taps=False):
+        self.width, self.lanes, self.has_delay = width, lanes, delay_taps
+        members = {"samples": In(width), "selftest_out": Out(lanes),
+                   "tx": Out(stream.Signature(8)), "rx": In(stream.Signature(8))}
+        if delay_taps:
+            members["delay_taps"] = Out(delay_layout(channels=8))
+        super().__init__(members)
 
     def elaborate(self, platform):
         m = Module()
@@ -34,6 +40,8 @@ class PinProbeCore(wiring.Component):
         m.d.comb += [self.tx.payload.eq(folded), self.tx.valid.eq(1),
                      self.rx.ready.eq(1),
                      self.selftest_out.eq(Cat(*[r[8 * j] for j in range(self.lanes)]))]
+        if self.has_delay:
+            m.d.comb += [self.delay_taps[k].eq(5 * k) for k in range(8)]
         return m
 
 
@@ -194,6 +202,39 @@ def test_ecpix5_x2_top_level_primitives():
         assert re.search(rf"parameter \\{param} {value}\b", il), param
     for _, _, _, _, fpga in boards.board_pin_table("ecpix5"):
         assert re.search(rf'LOCATE COMP "[^"]+" SITE "{fpga}";', lpf), fpga
+
+
+def test_ecpix5_input_delay_puts_a_delayf_before_each_iddrx2f():
+    """With a core that has SET_DELAY's registers: one DELAYF per channel (user-defined delay,
+    counter loaded with 0), between the pin's buffer and its IDDRX2F; none without."""
+    from latscope.gateware.verilator import YowaspEnv
+    platform = boards.make_platform("ecpix5")
+    with YowaspEnv():
+        top = BoardTop("ecpix5", core=PinProbeCore(32, 4, delay_taps=True))
+        plan = platform.prepare(top, name="t")
+    il = plan.files["t.il"] if isinstance(plan.files["t.il"], str) else \
+        plan.files["t.il"].decode()
+    assert il.count("cell \\DELAYF ") == 8 and il.count("cell \\IDDRX2F ") == 8
+    assert il.count('parameter \\DEL_MODE "USER_DEFINED"') == 8
+    assert len(re.findall(r"parameter \\DEL_VALUE 0\b", il)) == 8
+    cells = re.findall(r"cell \\(?:DELAYF|IDDRX2F) .*?\n *end", il, re.S)
+
+    def net(cell, port):             # a one-bit net, with or without its bit index
+        return re.search(rf"connect \\{port} (\S+)", cell).group(1)
+    z = sorted(net(c, "Z") for c in cells if "DEL_MODE" in c)
+    d = sorted(net(c, "D") for c in cells if "ECLK" in c)
+    assert z == d and len(set(z)) == 8               # each cell drives one IDDRX2F's D
+    default = _prepare("ecpix5")["t.il"]
+    default = default if isinstance(default, str) else default.decode()
+    assert "DELAYF" not in default
+    for name in ("ecpix5-x1", "icebreaker"):
+        lanes = get_board(name).lanes
+        core = PinProbeCore(8 * lanes, lanes, delay_taps=True)
+        core._MustUse__silence = True
+        with pytest.raises(LatscopeError, match=rf"Input delay lines need an ECP5 build with x2 "
+                                                rf"gearing \(DELAYF before IDDRX2F\), not board "
+                                                rf"'{name}'"):
+            BoardTop(name, core=core)
 
 
 def test_gearing_start_sequence():

@@ -30,6 +30,7 @@ from latscope.gateware.codec import (
     HEARTBEAT_DTYPE,
     decode_counter_records,
     decode_frame_records,
+    delay_command,
     encode_command,
     layout_dtype,
     parse_identify,
@@ -215,6 +216,23 @@ def test_parse_identify_reads_the_documented_reply():
         assert {k: info[k] for k in values} == values
         assert info["board"] == f"b{values['lanes']}" and info["channel_names"] == names
         assert info["tick_hz"] == values["capture_hz"] * values["lanes"]
+
+
+# --- SET_DELAY arguments --------------------------------------------------------------------------
+
+def test_delay_command_is_the_documented_argument():
+    """SET_DELAY: "u8 channel, u8 taps (0..127)", taps below the DELAY_TAPS constant."""
+    row = next(r for r in TABLES["Opcode"] if r["name"] == "SET_DELAY")
+    assert row["arguments (bytes)"].startswith("u8 channel, u8 taps (0..127): ")
+    constants = {r["name"]: int(r["value"], 0) for r in TABLES["Constants"]}
+    assert constants["DELAY_TAPS"] == 128
+    for channel, taps in [(0, 0), (5, 100), (7, constants["DELAY_TAPS"] - 1)]:
+        opcode, args = delay_command(channel, taps)
+        assert opcode == int(row["value"], 0) and args == bytes([channel, taps])
+    with pytest.raises(ValueError, match="channel must be 0..7 and taps 0..127, not 0, 128"):
+        delay_command(0, 128)
+    with pytest.raises(ValueError, match="channel must be 0..7 and taps 0..127, not 8, 0"):
+        delay_command(8, 0)
 
 
 # --- SET_RULE arguments ---------------------------------------------------------------------------

@@ -322,3 +322,20 @@ def test_asynchronous_reset_has_no_bound():
     (reset,) = [c for c in check.as_dict()["crossings"] if c["kind"] == "async_reset"]
     assert check.ok and (reset["bound"], reset["bound_ns"]) == (None, None)
     assert any("(no bound) ok" in line for line in format_crossings(check.as_dict()))
+
+
+def test_delay_cell_controls_are_their_own_kind():
+    """Arcs from the link clock into an I/O logic cell's LOADN/MOVE/DIRECTION (the shape of the
+    ECPIX-5 build with input delay lines, 2026-11-27: nextpnr refers them to the capture clock)
+    are delay-line controls, bounded by the source (link) period; any other I/O logic port from
+    another clock is still undeclared."""
+    netlist = _netlist()
+    for port, ok in (("MOVE", True), ("LOADN", True), ("DIRECTION", True), ("CE", False)):
+        check = check_crossings(_reset_report("ch_x2.buf.buf.buf3$IOL", port, 2.5), netlist)
+        assert check.ok is ok, port
+        if ok:
+            (c,) = [c for c in check.crossings if c.kind == "delay_control"]
+            assert (c.name, c.source, c.dest, c.delay_ns) == ("ch_x2.buf.buf.buf3", "clk",
+                                                              "capture_clk", 2.5)
+    with pytest.raises(ValueError, match="Crossing kind must be one of"):
+        mark(Signal(), "delay_control")

@@ -51,7 +51,10 @@ def add_arguments(p):
                           "udp://HOST[:PORT] for the ECPIX-5's Ethernet link")
     src.add_argument("--sim", action="store_true",
                      help="the simulated instrument: the real gateware compiled by Verilator, "
-                          "with idle pins (no DUT traffic) and no loop-back cable")
+                          "with idle pins (no DUT traffic) and no loop-back cable; with "
+                          "--calibrate --sub-tick the delay-line bench instead (the gateware's "
+                          "command and link models with DELAYF and sampling timing models, "
+                          "docs/selftest.md)")
     p.add_argument("--sim-engine", choices=("auto", "verilator"), default="auto",
                    help="simulator for --sim (default auto = verilator; the reference-model "
                         "engine does not model the self-test generator)")
@@ -86,6 +89,19 @@ def add_arguments(p):
                    help="with --sim --calibrate: the simulated fan-out cable's extra delay per "
                         "channel of --channels, in ticks (0..1000, default all 0), to emulate "
                         "channel skew")
+    p.add_argument("--sub-tick", action="store_true",
+                   help="with --calibrate: first align the channels below one tick with the input "
+                        "delay lines (ECPIX-5 builds with --input-delay; 128 taps of ~25 ps, "
+                        "measured against the tick) and report each channel's skew before and "
+                        "after in ps; the file holds the settings, which `latscope capture "
+                        "--calibration` sets again")
+    p.add_argument("--sim-skew-ps", metavar="PS,...",
+                   help="with --sim --calibrate --sub-tick: the simulated fan-out cable's delay "
+                        "per channel of --channels, in ps (0..100000, default all 0)")
+    p.add_argument("--sim-tap-ps", type=float, default=protocol.DELAY_TAP_PS, metavar="PS",
+                   help="with --sim --calibrate --sub-tick: the simulated delay cells' step, ps "
+                        f"(5..60, default {protocol.DELAY_TAP_PS}, Lattice's model; the "
+                        "calibration measures it)")
     p.add_argument("--force", action="store_true",
                    help="with --calibrate: replace an existing calibration file")
     p.add_argument("--json", action="store_true", help="print the result as JSON on stdout")
@@ -144,6 +160,23 @@ def _sim_cable(text, chans):
     return dict(zip(chans, delays, strict=True))
 
 
+def _sim_cable_ps(text, chans):
+    """The simulated cable for ``--sim-skew-ps``: channel -> delay ps over ``chans``."""
+    if text is None:
+        return dict.fromkeys(chans, 0.0)
+    try:
+        delays = [float(part) for part in text.split(",")]
+    except ValueError:
+        raise LatscopeError(f"--sim-skew-ps must be comma-separated delays in ps, not {text!r}") \
+            from None
+    if len(delays) != len(chans):
+        raise LatscopeError(f"--sim-skew-ps lists {len(delays)} delays for {len(chans)} channels "
+                            f"{chans}")
+    if any(not 0 <= d <= 100_000 for d in delays):
+        raise LatscopeError(f"--sim-skew-ps delays must be 0..100000 ps, not {text!r}")
+    return dict(zip(chans, delays, strict=True))
+
+
 def _edges(args):
     """Edges per channel: ``--edges``, the default, or ``None`` with ``--duration``."""
     if args.duration is not None:
@@ -165,13 +198,27 @@ def run_selftest_command(args):
             list(range(protocol.NUM_CHANNELS))
         if args.sim_skew is not None and not args.sim:
             raise LatscopeError("--sim-skew needs --sim")
-        cable = _sim_cable(args.sim_skew, chans) if args.sim else None
+        if (args.sim_skew_ps is not None or args.sim_tap_ps != protocol.DELAY_TAP_PS) and not (
+                args.sim and args.sub_tick):
+            raise LatscopeError("--sim-skew-ps and --sim-tap-ps need --sim --calibrate --sub-tick")
+        if args.sub_tick and args.sim_skew is not None:
+            raise LatscopeError("--sub-tick simulates the cable in ps: use --sim-skew-ps, not "
+                                "--sim-skew")
+        if not 5 <= args.sim_tap_ps <= 60:
+            raise LatscopeError(f"--sim-tap-ps must be 5..60 ps, not {args.sim_tap_ps!r}")
+        if args.sub_tick and len(chans) < 2:
+            raise LatscopeError(f"--sub-tick needs at least 2 channels, not {chans}")
+        cable = _sim_cable(args.sim_skew, chans) if args.sim and not args.sub_tick else None
+        cable_ps = _sim_cable_ps(args.sim_skew_ps, chans) if args.sim and args.sub_tick else None
         return calibrate(args.calibrate, args.port, simulated=args.sim, engine=args.sim_engine,
                          cable=cable, baud=args.baud, channels=chans, high_ticks=args.high,
                          low_ticks=args.low, edges=_edges(args), duration=args.duration,
-                         timeout=args.timeout, force=args.force)
+                         timeout=args.timeout, force=args.force, sub_tick=args.sub_tick,
+                         cable_ps=cable_ps, sim_tap_ps=args.sim_tap_ps)
     if args.sim_skew is not None:
         raise LatscopeError("--sim-skew needs --sim --calibrate")
+    if args.sub_tick or args.sim_skew_ps is not None:
+        raise LatscopeError("--sub-tick and --sim-skew-ps need --calibrate")
     chans, loop, reference = _plan(args)
     return selftest(args.port, simulated=args.sim, engine=args.sim_engine, baud=args.baud,
                     channels=chans, high_ticks=args.high, low_ticks=args.low, loopback=loop,
@@ -183,6 +230,29 @@ def _range(lo, hi):
     if lo is None:
         return "-"
     return f"{lo}" if lo == hi else f"{lo}..{hi}"
+
+
+def _sub_tick_lines(s):
+    """The sub-tick alignment's part of the calibration report."""
+    bound = max(s["tap_ps"])
+    lines = ["sub-tick alignment (input delay lines; skew against the median channel, ps; "
+             "whole ticks included before, removed by the offsets after):",
+             f"  {'channel':>7}  {'tap ps':>7}  {'taps':>4}  {'before ps':>10}  {'after ps':>9}"]
+    for ch, tap, measured, taps, before, after in zip(
+            s["channels"], s["tap_ps"], s["tap_measured"], s["taps"], s["skew_before_ps"],
+            s["skew_after_ps"], strict=True):
+        lines.append(f"  {ch:>7}  {tap:>6.1f}{' ' if measured else '*'}  {taps:>4}  "
+                     f"{before:>+10.1f}  {after:>+9.1f}")
+    if not all(s["tap_measured"]):
+        lines.append("  * tap not measured on this channel (second step out of reach): the "
+                     "others' mean")
+    lines.append(f"  channel-to-channel skew: {s['spread_before_ps']:.0f} ps before, below "
+                 f"{bound:.0f} ps (one tap) after; measured {s['spread_after_ps']:.0f} ps "
+                 f"(resolution one tap)")
+    if "model" in s:
+        lines.append(f"  simulated: fan-out cable {s['model']['cable_ps']} ps, delay cells "
+                     f"{s['model']['tap_ps']:g} ps per tap (gateware/model_delay.py)")
+    return lines
 
 
 def format_report(result):
@@ -197,6 +267,8 @@ def format_report(result):
         for ch, off, spread in zip(c["channels"], c["offsets_ticks"], c["spread_ticks"],
                                    strict=True):
             lines.append(f"  channel {ch}: {off:+d} ticks (spread {spread})")
+        if "sub_tick" in result:
+            lines += _sub_tick_lines(result["sub_tick"])
         lines.append(f"written to {result['file']}")
         return "\n".join(lines)
     pat = result["pattern"]
