@@ -194,7 +194,8 @@ def _verilator_binary():
         return None, str(error).splitlines()[0]
 
 
-def _run_all(profiles, each, out_dir, engine, jobs, seed, log, binary=None, stream=None):
+def _run_all(profiles, each, out_dir, engine, jobs, seed, log, binary=None, stream=None,
+             on_result=None):
     results = {}
     if jobs <= 1:
         board = ProgressBoard({}, stream)
@@ -203,6 +204,8 @@ def _run_all(profiles, each, out_dir, engine, jobs, seed, log, binary=None, stre
                                             binary=binary, board=_Drawing(board))
             board.finished(name)
             log(_progress_line(results[name], len(results), len(profiles)))
+            if on_result is not None:
+                on_result(results[name])
         return [results[name] for name in profiles]
     context = multiprocessing.get_context("spawn")
     # the workers post progress into a queue (its feeder thread writes the pipe, so a Ctrl-C
@@ -226,6 +229,8 @@ def _run_all(profiles, each, out_dir, engine, jobs, seed, log, binary=None, stre
                     results[name] = future.result()
                     board.finished(name)
                     log(_progress_line(results[name], len(results), len(profiles)))
+                    if on_result is not None:       # while the other captures run
+                        on_result(results[name])
                 if pending:
                     board.show()
         except KeyboardInterrupt:
@@ -292,20 +297,24 @@ def choose_engine(engine, log=_log):
     return "model", None
 
 
-def run_demo(profiles, packets_total, out_dir, *, engine="auto", jobs=2, seed=0, log=_log):
+def run_demo(profiles, packets_total, out_dir, *, engine="auto", jobs=2, seed=0, log=_log,
+             on_result=None):
     """Capture every profile (``packets_total`` spread evenly) on one engine.
 
     ``engine="auto"`` runs every packet through the real gateware compiled by Verilator when it
     can be built, else on the gateware's reference models (see :func:`choose_engine`);
     ``"verilator"``, ``"model"`` or ``"amaranth"`` run everything on that engine. Every capture
     is compared with its ground truth (``result["check"]``); ``latscope demo`` fails on a mismatch.
+    ``on_result``: called in this process with each capture's dict as it finishes, while the
+    other captures run (``latscope demo`` analyses each there).
 
     Returns the per-capture dicts of :func:`capture_profile`, in the order of ``profiles``.
     """
     os.makedirs(out_dir, exist_ok=True)
     each = max(1, math.ceil(packets_total / len(profiles)))
     engine, binary = choose_engine(engine, log)
-    return _run_all(profiles, each, out_dir, engine, jobs, seed, log, binary)
+    return _run_all(profiles, each, out_dir, engine, jobs, seed, log, binary,
+                    on_result=on_result)
 
 
 def _progress_line(r, done, total):
