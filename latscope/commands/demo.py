@@ -201,8 +201,14 @@ def under_load_rows(out_dir, analyses=None, **options):
     options), each analysed per class (:func:`analyse_under_load`; ``analyses`` as
     :func:`comparison_rows`); the fast track's row also holds ``lead``, its lead over the stack
     per stage (:func:`fast_track_lead`)."""
+    return with_lead(demo_load.run_under_load(out_dir, **options), analyses)
+
+
+def with_lead(rows, analyses=None):
+    """Rows of :func:`~latscope.capture.sim.demo_load.capture_under_load` analysed as
+    :func:`under_load_rows` has them (each per class, the fast track's with its ``lead``)."""
     analyses = Analyses() if analyses is None else analyses
-    analysed = [_analyse(r, analyses) for r in demo_load.run_under_load(out_dir, **options)]
+    analysed = [_analyse(r, analyses) for r in rows]
     rows = [row for row, _ in analysed]
     samples = {row["profile"]: s for row, s in analysed}
     stack_name, fast_name = demo_load.PROFILES
@@ -368,19 +374,22 @@ def run(args):
         raise LatscopeError(f"--packets must be at least {len(profiles)} (one per profile)")
     _log(f"latscope demo: {len(profiles)} configurations, {packets:,} packets in all, "
          f"{args.jobs} at a time, into {args.out}/")
+    under_load = None
+    if not args.no_load and args.profiles is None:
+        # the fast track against the stack under load, per class (with the default profiles),
+        # in the same workers after the configurations' captures
+        under_load = {"out_dir": os.path.join(args.out, "under-load"), "seed": args.seed,
+                      "packets": 200 if args.quick else demo_load.PACKETS}
+        _log(f"latscope demo: then {len(demo_load.PROFILES)} captures under "
+             f"{demo_load.SCENARIO} background load on the simulated wire (reference models)")
     analyses = Analyses()           # each capture analysed once, as it finishes
-    results = run_demo(profiles, packets, args.out, engine=args.engine, jobs=args.jobs,
-                       seed=args.seed, on_result=lambda r: analyses[r["path"]])
+    outcome = run_demo(profiles, packets, args.out, engine=args.engine, jobs=args.jobs,
+                       seed=args.seed, on_result=lambda r: analyses[r["path"]],
+                       under_load=under_load)
+    results, load_rows = outcome if under_load is not None else (outcome, [])
     capture_s = sum(r["seconds"] for r in results) / max(1, min(args.jobs, len(results)))
     rows = comparison_rows(results, analyses)
-    load_rows = []
-    if not args.no_load and args.profiles is None:
-        # the fast track against the stack under load, per class (with the default profiles)
-        _log(f"latscope demo: {len(demo_load.PROFILES)} captures under "
-             f"{demo_load.SCENARIO} background load on the simulated wire (reference models)")
-        load_rows = under_load_rows(
-            os.path.join(args.out, "under-load"), analyses, seed=args.seed, jobs=args.jobs,
-            packets=200 if args.quick else demo_load.PACKETS)
+    load_rows = with_lead(load_rows, analyses)
     report = None
     if not args.no_report:
         # the under-load pair is in the report too: its verdicts lead the first screen; the
