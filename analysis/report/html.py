@@ -245,7 +245,8 @@ def write_report(analyses, out_dir, *, warnings=None, workers=None, command=None
         slowest packets of each and the window before each, shown in their own section.
     figure_set : {"all", "headline"}
         Draw every measurement's figures, or only those of the headline measurements (the
-        others keep their tables, and their sections say how to draw them).
+        others keep their tables, and their sections say how to draw them), whose p50 and p99
+        dots are then the summary figure's alone.
 
     Returns
     -------
@@ -286,6 +287,9 @@ def write_report(analyses, out_dir, *, warnings=None, workers=None, command=None
 
     drawn = names if figure_set == "all" else lead_names
     jobs = figures.figure_jobs(analyses, labels, drawn, groups, simulated)
+    if figure_set == "headline" and lead_names:
+        # their p50 and p99 dots are the summary figure's, which draws them all at once
+        jobs = [job for job in jobs if job[1] != "dots"]
     # the answer first: the headline measurements' p50 and p99 per capture, in one figure (a
     # frame capture by its per-class measurements only)
     lead_rows = [(labels[i], a.stats[n], n) for n in lead_names

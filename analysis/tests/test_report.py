@@ -420,6 +420,8 @@ def test_headline_figure_set_draws_the_headline_measurements_only(tmp_path):
     assert lead and "rx.isr" not in lead
     drawn = {p.rsplit("-", 1)[0] for p in pngs if p.rsplit("-", 1)[0] in a.stats}
     assert drawn == set(lead)
+    # the headline measurements' p50 and p99 dots: the summary figure's, drawn once
+    assert "summary.png" in pngs and not any(p.endswith("-percentiles.png") for p in pngs)
     page = _page(tmp_path / "report.html")
     assert {t["caption"].split(":")[0] for t in page.tables
             if "percentiles (" in t["caption"]} >= {"rx.isr"} | set(lead)
