@@ -25,7 +25,7 @@ from latscope import LatscopeError
 from latscope.analysis.forensics import frames_summary
 from latscope.analysis.grouping import display_labels, family, is_simulated, load_condition
 from latscope.analysis.report import figures, summary
-from latscope.analysis.report.labels import integrity_note
+from latscope.analysis.report.labels import has_classes, integrity_note, on_first_screen
 from latscope.analysis.report.tables import (
     Table,
     class_comparison_table,
@@ -294,7 +294,7 @@ def write_report(analyses, out_dir, *, warnings=None, workers=None, command=None
     # frame capture by its per-class measurements only)
     lead_rows = [(labels[i], a.stats[n], n) for n in lead_names
                  for i, a in enumerate(analyses) if n in a.stats and summary.bounded(a.stats[n])
-                 and summary.on_first_screen(a, n)]
+                 and on_first_screen(a, n)]
     if lead_rows:
         jobs.append(("summary", "dots", figures.dots_data(lead_rows, ", ".join(lead_names),
                                                           any_sim),
@@ -304,7 +304,7 @@ def write_report(analyses, out_dir, *, warnings=None, workers=None, command=None
                  if all(simulated) else f" ({sum(simulated)} SIMULATED: the simulated bench's "
                  f"model of the DUT, not hardware)") if any_sim else "")
     n_lead = sum(a.stats[n].n for a in analyses for n in lead_names if n in a.stats
-                 and summary.on_first_screen(a, n))
+                 and on_first_screen(a, n))
     n_loaded = sum(1 for a in analyses if load_condition(a.metadata))
     if n_loaded:
         sim_text += f", {n_loaded} of them under background load"
@@ -314,7 +314,7 @@ def write_report(analyses, out_dir, *, warnings=None, workers=None, command=None
     # the first screen: p50 verdicts on the application's delivery, where the sample bounds it
     delivery = [n for n in lead_names if not n.startswith("tx.wire")] or lead_names
     # a frame capture's plain stages (paired by order across classes) stay in the detail
-    with_classes = {labels[i] for i, a in enumerate(analyses) if summary.has_classes(a)}
+    with_classes = {labels[i] for i, a in enumerate(analyses) if has_classes(a)}
 
     def first_screen(v):
         name = v.measurement.split(" ")[0]

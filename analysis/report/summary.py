@@ -18,6 +18,7 @@ from latscope.analysis.definitions import (
 )
 from latscope.analysis.grouping import FAST_DELIVERY, STACK_DELIVERY, load_condition
 from latscope.analysis.report.figures import bounded
+from latscope.analysis.report.labels import on_first_screen
 from latscope.analysis.report.tables import Table
 from latscope.analysis.stats import n_required
 from latscope.analysis.units import time_unit
@@ -26,7 +27,7 @@ from latscope.capture.files.provenance import provenance
 
 __all__ = ["Verdict", "HEADLINE_PERCENTS", "headline_table", "verdicts", "ranking_sentences",
            "headline_names", "measured_sentence", "bounded", "unbounded_note",
-           "has_classes", "on_first_screen", "glossary", "error_budget",
+           "glossary", "error_budget",
            "provenance_rows", "window_text", "EDGE_WORDS", "MEASUREMENT_VERBS"]
 
 #: The percentiles the first screen states (p99.9 and beyond stay in the detail tables, where
@@ -112,19 +113,6 @@ def headline_names(names):
     """
     lead = [n for n in names if n.split("[")[0] in (STACK_DELIVERY, FAST_DELIVERY, "tx.wire")]
     return lead or list(names)
-
-
-def has_classes(analysis):
-    """Whether a capture has per-class stages (a frame capture: ``rx.udp[hp]``, ...)."""
-    return any("[" in name and s.n for name, s in analysis.stats.items())
-
-
-def on_first_screen(analysis, name):
-    """Whether measurement ``name`` of ``analysis`` belongs on the first screen: every one of a
-    capture without per-class stages; of a frame capture (:func:`has_classes`) only the
-    per-class ones, since its plain stages pair markers with frames by order across every class
-    and stay in the detail sections."""
-    return "[" in name or not has_classes(analysis)
 
 
 def unbounded_note(analyses, labels, names):

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from latscope.analysis import api, grouping, report
-from latscope.analysis.report import figures, summary
+from latscope.analysis.report import figures, labels, summary
 
 ROOT = api.repository_root()
 BENCH = os.path.join(ROOT, "fixtures", "bench") if ROOT else None
@@ -377,14 +377,20 @@ def test_the_under_load_verdicts_lead_the_first_screen(under_load_report):
     assert all(re.fullmatch(r"none|(rx|tx) [^;]+×\d+.*", r[others]) for r in slow["rows"])
     assert any("unrecorded (other/bg)" in r[others] for t in page.tables
                if "bg60" in t["caption"] and "slowest" in t["caption"] for r in t["rows"])
-    # a capture too small to bound rx.udp's median (the loaded captures' plain, by-order rx.udp
-    # can pair only a few packets: the background frames' RX_DV falls come between) is drawn
-    # in no rx.udp figure, and each figure says so; the others are drawn
+    # the loaded captures' plain, by-order rx.udp (it can pair only a few packets: the
+    # background frames' RX_DV falls come between) is drawn in no rx.udp figure, and each
+    # figure says why; a capture too small to bound rx.udp's median is left off too, and
+    # named; the others are drawn
     rx_udp = [img["alt"] for img in page.images if img["alt"].startswith("rx.udp:")]
     assert rx_udp
     for a in _analyses:
         s = a.stats.get("rx.udp")
         if s is None or not s.n:
+            continue
+        if labels.has_classes(a):
+            assert all(re.search(r"left off, paired by order across classes \(frame captures, "
+                                 r"see their per-class rx\.udp\[\.\.\.\]\): .*"
+                                 + re.escape(a.label), alt) for alt in rx_udp), a.label
             continue
         left_off = s.quantiles[50.0].upper_ns is None
         named = [f"left off, too few packets to bound the median: {a.label} (" in alt

@@ -1,10 +1,11 @@
-"""The report's first screen (analysis/report/summary.py): which captures and measurements it
-ranks. The captures are stand-ins holding only what the summary reads (counts and percentiles
-with their intervals, in ns, chosen by hand), so every expected row follows from them exactly."""
+"""The report's first screen (analysis/report/summary.py, labels.py): which captures and
+measurements it ranks. The captures are stand-ins holding only what the summary reads (counts
+and percentiles with their intervals, in ns, chosen by hand), so every expected row follows from
+them exactly."""
 
 from types import SimpleNamespace
 
-from latscope.analysis.report import summary
+from latscope.analysis.report import labels, summary
 
 
 def _stats(n, p50, lower=None, upper=None):
@@ -31,10 +32,10 @@ def _captures():
 
 def test_a_frame_capture_shows_only_its_per_class_stages_first():
     idle, stack, other = _captures()
-    assert not summary.has_classes(idle) and summary.has_classes(stack)
-    assert summary.on_first_screen(idle, "rx.udp")
-    assert not summary.on_first_screen(stack, "rx.udp")
-    assert summary.on_first_screen(stack, "rx.udp[hp]")
+    assert not labels.has_classes(idle) and labels.has_classes(stack)
+    assert labels.on_first_screen(idle, "rx.udp")
+    assert not labels.on_first_screen(stack, "rx.udp")
+    assert labels.on_first_screen(stack, "rx.udp[hp]")
 
 
 def test_the_at_a_glance_table_leaves_a_frame_captures_plain_rows_out():
