@@ -158,9 +158,8 @@ def figure_jobs(analyses, labels, names, groups, simulated):
         left_text = (f"; left off, too few packets to bound the median: {', '.join(left)}"
                      if left else "")
         if by_order:
-            left_text += (f"; left off, paired by order across classes (frame captures, see "
-                          f"their per-class {name}[...]): "
-                          f"{', '.join(labels[i] for i in by_order)}")
+            left_text += (f"; left off, paired by order across classes (frame captures: see "
+                          f"their per-class stages): {', '.join(labels[i] for i in by_order)}")
         sim = any(simulated[i] for i in members)
         base = {"name": name, "labels": [labels[i] for i in members],
                 "panels": [groups[i] for i in members], "simulated": sim}

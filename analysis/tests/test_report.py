@@ -388,9 +388,9 @@ def test_the_under_load_verdicts_lead_the_first_screen(under_load_report):
         if s is None or not s.n:
             continue
         if labels.has_classes(a):
-            assert all(re.search(r"left off, paired by order across classes \(frame captures, "
-                                 r"see their per-class rx\.udp\[\.\.\.\]\): .*"
-                                 + re.escape(a.label), alt) for alt in rx_udp), a.label
+            assert all(re.search(r"left off, paired by order across classes \(frame captures: "
+                                 r"see their per-class stages\): .*" + re.escape(a.label), alt)
+                       for alt in rx_udp), a.label
             continue
         left_off = s.quantiles[50.0].upper_ns is None
         named = [f"left off, too few packets to bound the median: {a.label} (" in alt

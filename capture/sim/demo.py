@@ -7,8 +7,9 @@ Verilator, idle time skipped by the core's fast-forward port), the bytes are ser
 pseudo-terminal and recorded by :func:`~latscope.capture.record.record`, as ``latscope capture
 --sim`` records them: through the same session code as a board on a serial port
 (:mod:`latscope.capture.link.session`), the ground truth written beside the capture as the
-simulation produces it. Captures run two at a time (one per core). Every capture is compared with
-the ground truth of the simulation it recorded
+simulation produces it. Captures run two at a time (one per core), the two under load
+(:mod:`latscope.capture.sim.demo_load`) in the same workers after them. Every capture is
+compared with the ground truth of the simulation it recorded
 (:func:`~latscope.capture.sim.simbench.compare_to_truth`: no missing, extra or mis-timed event), and
 any mismatch fails the command. ``latscope demo`` (``latscope/commands/demo.py``) then analyses the
 captures, prints a comparison table next to the paper's Table I and writes the report.

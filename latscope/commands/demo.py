@@ -325,7 +325,8 @@ def add_arguments(parser):
                           "simulation, capture its bytes through a pseudo-terminal exactly as "
                           "from a board, then print a comparison table (latencies in µs; the "
                           "instrument resolution is one tick, 1.25 ns) beside the paper's Table I "
-                          "and write the report.")
+                          "and write the report (the headline measurements' figures; `latscope "
+                          "report` of its captures draws every measurement's).")
     parser.add_argument("--packets", type=int, default=None,
                         help=f"packets over all configurations (default {DEFAULT_PACKETS:,}; "
                              f"--quick: {QUICK_PACKETS:,})")
