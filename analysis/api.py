@@ -47,6 +47,7 @@ from latscope.capture.files.provenance import provenance
 
 __all__ = ["Analysis", "integrity_note", "load", "analyze_file", "from_events", "summary_frame",
            "packets_frame", "capture_label", "capture_size", "summarize_captures", "write_report",
+           "write_analyses_report",
            "repository_root", "class_label", "counted_only_classes", "explain", "window_of",
            "explain_headlines"]
 
@@ -583,7 +584,16 @@ def write_report(paths, out_dir, *, definitions=None, explain_top=3):
     ``explain_top`` slowest packets of each capture's headline measurements explained
     (:func:`explain_headlines`; 0: none); returns the paths written (for ``latscope demo``)."""
     analyses = [analyze_file(p, definitions=definitions, packets=True) for p in paths]
-    return write_report_page(analyses, out_dir,
+    return write_analyses_report(analyses, out_dir, explain_top=explain_top)
+
+
+def write_analyses_report(analyses, out_dir, *, explain_top=3, figure_set="all", command=None):
+    """:func:`write_report` of analyses already made (each with its per-packet records,
+    ``analyze_file(..., packets=True)``), so a caller that analysed its captures does not read
+    them again. ``figure_set``: ``"all"`` draws every measurement's figures, ``"headline"`` only
+    those of the measurements the first screen leads with (the others keep their tables and say
+    how to draw them)."""
+    return write_report_page(analyses, out_dir, figure_set=figure_set, command=command,
                              forensics=explain_headlines(analyses, top=explain_top))
 
 

@@ -12,9 +12,11 @@ Analysis` objects; ``draw(kind, data)`` returns PNG bytes.
 """
 
 import io
+import textwrap
 
 import numpy as np
 
+from latscope.analysis.report.labels import on_first_screen
 from latscope.analysis.stats import n_required
 from latscope.analysis.units import time_unit
 
@@ -143,14 +145,21 @@ def figure_jobs(analyses, labels, names, groups, simulated):
     jobs = []
     for name in names:
         measured = [i for i, a in enumerate(analyses) if name in a.stats and a.stats[name].n]
+        # a frame capture's plain stage pairs by order across classes: its table row stays,
+        # its per-class stage is drawn instead
+        by_order = [i for i in measured if not on_first_screen(analyses[i], name)]
         # a sample too small to bound its median has no shape to draw (its table row stays)
-        members = [i for i in measured if bounded(analyses[i].stats[name])]
+        members = [i for i in measured if bounded(analyses[i].stats[name]) and
+                   i not in by_order]
         if not members:
             continue
         left = [f"{labels[i]} ({analyses[i].stats[name].n:,} packets)" for i in measured
-                if i not in members]
+                if i not in members and i not in by_order]
         left_text = (f"; left off, too few packets to bound the median: {', '.join(left)}"
                      if left else "")
+        if by_order:
+            left_text += (f"; left off, paired by order across classes (frame captures: see "
+                          f"their per-class stages): {', '.join(labels[i] for i in by_order)}")
         sim = any(simulated[i] for i in members)
         base = {"name": name, "labels": [labels[i] for i in members],
                 "panels": [groups[i] for i in members], "simulated": sim}
@@ -338,7 +347,9 @@ def _draw_histogram(data, per_decade=100):
         _xlabel(panels, label)
         for (ax, _t, _i), note in zip(panels, notes, strict=True):
             if note:
-                ax.set_xlabel(f"beyond the range: {note}", fontsize=6.5, color="0.25")
+                # wrapped: a note stays within its panel's width
+                ax.set_xlabel("\n".join(textwrap.wrap(f"beyond the range: {note}", 90)),
+                              fontsize=6.5, color="0.25")
     fig.suptitle(f"{data['name']}: histogram (empty bins not drawn)", fontsize=10, x=0.01,
                  ha="left")
     _mark_simulated(fig, data["simulated"])

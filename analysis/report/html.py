@@ -25,7 +25,7 @@ from latscope import LatscopeError
 from latscope.analysis.forensics import frames_summary
 from latscope.analysis.grouping import display_labels, family, is_simulated, load_condition
 from latscope.analysis.report import figures, summary
-from latscope.analysis.report.labels import integrity_note
+from latscope.analysis.report.labels import has_classes, integrity_note, on_first_screen
 from latscope.analysis.report.tables import (
     Table,
     class_comparison_table,
@@ -220,8 +220,13 @@ def forensics_table(label, f):
                                 or f.unrecorded is not None))
 
 
+#: What ``write_report(figure_set=...)`` draws: every measurement's figures, or only those of
+#: the measurements the first screen leads with.
+FIGURE_SETS = ("all", "headline")
+
+
 def write_report(analyses, out_dir, *, warnings=None, workers=None, command=None,
-                 forensics=None):
+                 forensics=None, figure_set="all"):
     """Write ``report.html`` (self-contained) and ``report.md`` (+ PNGs) into ``out_dir``.
 
     Parameters
@@ -238,6 +243,10 @@ def write_report(analyses, out_dir, *, warnings=None, workers=None, command=None
     forensics : dict, optional
         ``{capture label: [Forensics]}`` (:func:`latscope.analysis.forensics.explain`): the
         slowest packets of each and the window before each, shown in their own section.
+    figure_set : {"all", "headline"}
+        Draw every measurement's figures, or only those of the headline measurements (the
+        others keep their tables, and their sections say how to draw them), whose p50 and p99
+        dots are then the summary figure's alone.
 
     Returns
     -------
@@ -246,6 +255,9 @@ def write_report(analyses, out_dir, *, warnings=None, workers=None, command=None
     """
     if not analyses:
         raise LatscopeError("no captures to report on")
+    if figure_set not in FIGURE_SETS:
+        raise LatscopeError(f"Figure set must be one of {', '.join(FIGURE_SETS)}, not "
+                            f"{figure_set!r}")
     os.makedirs(out_dir, exist_ok=True)
     # each file appears complete or not at all, and never in place of a capture reported on
     inputs = [a.path for a in analyses if a.path]
@@ -273,10 +285,16 @@ def write_report(analyses, out_dir, *, warnings=None, workers=None, command=None
         return (f"Made from capture(s) with warnings: {', '.join(hit)} (see Inputs)."
                 if hit else None)
 
-    jobs = figures.figure_jobs(analyses, labels, names, groups, simulated)
-    # the answer first: the headline measurements' p50 and p99 per capture, in one figure
+    drawn = names if figure_set == "all" else lead_names
+    jobs = figures.figure_jobs(analyses, labels, drawn, groups, simulated)
+    if figure_set == "headline" and lead_names:
+        # their p50 and p99 dots are the summary figure's, which draws them all at once
+        jobs = [job for job in jobs if job[1] != "dots"]
+    # the answer first: the headline measurements' p50 and p99 per capture, in one figure (a
+    # frame capture by its per-class measurements only)
     lead_rows = [(labels[i], a.stats[n], n) for n in lead_names
-                 for i, a in enumerate(analyses) if n in a.stats and summary.bounded(a.stats[n])]
+                 for i, a in enumerate(analyses) if n in a.stats and summary.bounded(a.stats[n])
+                 and on_first_screen(a, n)]
     if lead_rows:
         jobs.append(("summary", "dots", figures.dots_data(lead_rows, ", ".join(lead_names),
                                                           any_sim),
@@ -285,7 +303,8 @@ def write_report(analyses, out_dir, *, warnings=None, workers=None, command=None
     sim_text = ((" (SIMULATED: the simulated bench's model of the DUT, not hardware)"
                  if all(simulated) else f" ({sum(simulated)} SIMULATED: the simulated bench's "
                  f"model of the DUT, not hardware)") if any_sim else "")
-    n_lead = sum(a.stats[n].n for a in analyses for n in lead_names if n in a.stats)
+    n_lead = sum(a.stats[n].n for a in analyses for n in lead_names if n in a.stats
+                 and on_first_screen(a, n))
     n_loaded = sum(1 for a in analyses if load_condition(a.metadata))
     if n_loaded:
         sim_text += f", {n_loaded} of them under background load"
@@ -294,13 +313,18 @@ def write_report(analyses, out_dir, *, warnings=None, workers=None, command=None
               f"Every measurement is defined in the Glossary."]
     # the first screen: p50 verdicts on the application's delivery, where the sample bounds it
     delivery = [n for n in lead_names if not n.startswith("tx.wire")] or lead_names
+    # a frame capture's plain stages (paired by order across classes) stay in the detail
+    with_classes = {labels[i] for i, a in enumerate(analyses) if has_classes(a)}
+
+    def first_screen(v):
+        name = v.measurement.split(" ")[0]
+        return name in delivery and ("[" in name or not {v.base, v.other} & with_classes)
     order = {"fast": 0, "mac": 1, "repeat": 2, "size": 3}
     lead_verdicts = [v.sentence for v in sorted(verdicts, key=lambda v: order.get(v.kind, 4))
                      if v.percent == 50.0 and v.lower_ns is not None and v.upper_ns is not None
-                     and v.measurement.split(" ")[0] in delivery and not v.condition]
+                     and first_screen(v) and not v.condition]
     # the fast track against the stack under background load: its own verdicts, p50 and p99
-    loaded = [v for v in verdicts if v.condition and v.kind == "fast"
-              and v.measurement.split(" ")[0] in delivery]
+    loaded = [v for v in verdicts if v.condition and v.kind == "fast" and first_screen(v)]
     parts = answer
     window = summary.window_text(analyses)
     if window:
@@ -358,8 +382,11 @@ def write_report(analyses, out_dir, *, warnings=None, workers=None, command=None
             by_name.setdefault(data["name"], []).append((stem, alt))
     for name in names:
         members = [i for i, a in enumerate(analyses) if name in a.stats and a.stats[name].n]
-        sections.append((name, [make_percentile_table(analyses, name, labels)],
-                         by_name.get(name, []), warn_for(members), False))
+        parts = [make_percentile_table(analyses, name, labels)]
+        if name not in drawn:
+            parts.append(f"This report draws the figures of the headline measurements only; "
+                         f"`latscope report` of these captures draws {name}'s too.")
+        sections.append((name, parts, by_name.get(name, []), warn_for(members), False))
     frames = make_frames_table(analyses, labels)
     if frames is not None:
         within = [t for t in (class_comparison_table(a) for a in analyses) if t is not None]

@@ -7,7 +7,21 @@ classes the FPGA only counted, and the note every figure from a damaged capture 
 
 from latscope.capture.files.metadata import class_names
 
-__all__ = ["class_label", "counted_only_classes", "integrity_note"]
+__all__ = ["class_label", "counted_only_classes", "integrity_note", "has_classes",
+           "on_first_screen"]
+
+
+def has_classes(analysis):
+    """Whether a capture has per-class stages (a frame capture: ``rx.udp[hp]``, ...)."""
+    return any("[" in name and s.n for name, s in analysis.stats.items())
+
+
+def on_first_screen(analysis, name):
+    """Whether measurement ``name`` of ``analysis`` belongs on the report's first screen and in
+    its figures: every one of a capture without per-class stages; of a frame capture
+    (:func:`has_classes`) only the per-class ones, since its plain stages pair markers with
+    frames by order across every class (their tables stay in the detail sections)."""
+    return "[" in name or not has_classes(analysis)
 
 
 def integrity_note(analysis):

@@ -18,6 +18,7 @@ from latscope.analysis.definitions import (
 )
 from latscope.analysis.grouping import FAST_DELIVERY, STACK_DELIVERY, load_condition
 from latscope.analysis.report.figures import bounded
+from latscope.analysis.report.labels import on_first_screen
 from latscope.analysis.report.tables import Table
 from latscope.analysis.stats import n_required
 from latscope.analysis.units import time_unit
@@ -25,8 +26,8 @@ from latscope.capture.files.metadata import channel_offsets
 from latscope.capture.files.provenance import provenance
 
 __all__ = ["Verdict", "HEADLINE_PERCENTS", "headline_table", "verdicts", "ranking_sentences",
-           "headline_names", "measured_sentence", "bounded", "unbounded_note", "glossary",
-           "error_budget",
+           "headline_names", "measured_sentence", "bounded", "unbounded_note",
+           "glossary", "error_budget",
            "provenance_rows", "window_text", "EDGE_WORDS", "MEASUREMENT_VERBS"]
 
 #: The percentiles the first screen states (p99.9 and beyond stay in the detail tables, where
@@ -122,7 +123,7 @@ def unbounded_note(analyses, labels, names):
     left = [f"{lab} {n} ({a.stats[n].n:,} packet{'s' if a.stats[n].n != 1 else ''})"
             for n in names for a, lab in zip(analyses, labels, strict=True)
             if n in a.stats and a.stats[n].n and not bounded(a.stats[n])
-            and not by_class(a, n)]
+            and not by_class(a, n) and on_first_screen(a, n)]
     if not left:
         return None
     return ("Left off this summary because the sample does not bound even the median (see "
@@ -140,7 +141,8 @@ def _fmt_q(unit, q):
 def headline_table(analyses, labels, names, confidence=0.95):
     """One :class:`Table`, one unit: per capture and measurement the packet count, p50 and p99
     with their distribution-free intervals ("no bound" where the sample has none); captures
-    whose sample does not bound p50 are left out (:func:`unbounded_note` names them).
+    whose sample does not bound p50 are left out (:func:`unbounded_note` names them), and so
+    are a frame capture's plain stages (:func:`on_first_screen`).
 
     Rows are sorted by measurement and load condition, then by p50 (fastest first), so the table
     is the ranking."""
@@ -153,7 +155,8 @@ def headline_table(analyses, labels, names, confidence=0.95):
         for cond in dict.fromkeys(conditions):     # ranked within one load condition
             members = [(a.stats[name], lab) for a, lab, c
                        in zip(analyses, labels, conditions, strict=True)
-                       if c == cond and name in a.stats and bounded(a.stats[name])]
+                       if c == cond and name in a.stats and bounded(a.stats[name])
+                       and on_first_screen(a, name)]
             members.sort(key=lambda m: m[0].quantiles[50.0].value_ns if 50.0 in m[0].quantiles
                          else float("inf"))
             for rank, (s, lab) in enumerate(members, 1):
@@ -185,7 +188,7 @@ def _ranking(analyses, labels, names, under):
     for name in names:
         members = [(a.stats[name].quantiles[50.0], lab)
                    for a, lab in zip(analyses, labels, strict=True)
-                   if name in a.stats and bounded(a.stats[name])]
+                   if name in a.stats and bounded(a.stats[name]) and on_first_screen(a, name)]
         if len(members) < 2:
             continue
         members.sort(key=lambda m: m[0].value_ns)

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from latscope.analysis import api, grouping, report
-from latscope.analysis.report import figures
+from latscope.analysis.report import figures, labels, summary
 
 ROOT = api.repository_root()
 BENCH = os.path.join(ROOT, "fixtures", "bench") if ROOT else None
@@ -349,9 +349,16 @@ def test_the_under_load_verdicts_lead_the_first_screen(under_load_report):
     # the idle pair keeps its own verdict, and the rankings never mix load conditions
     assert re.search(r"fast-track-64 delivers to the app \d+\.\d+ µs \[\d+\.\d+, \d+\.\d+\] "
                      r"sooner than el-dm-64 at p50 \(SIMULATED\)\.", first)
-    assert "tx.wire at p50 under 60 % background load (IMIX) (µs), fastest first" in first
     idle = re.search(r"tx\.wire at p50 \(µs\), fastest first: ([^<]+)<", first).group(1)
     assert "bg60" not in idle
+    # the loaded captures are frame captures: the first screen shows their per-class stages
+    # only, their plain by-order ones (rx.udp, rx.fast, tx.wire) stay in the detail
+    assert not re.search(r"(rx\.udp|rx\.fast|tx\.wire)( \(vs rx\.udp\))? at p\d+ under", first)
+    glance = next(t for t in page.tables if t["caption"].startswith("at a glance"))
+    loaded = [r for r in glance["rows"] if "bg60" in r[2]]
+    assert sorted(r[0] for r in loaded) == ["rx.fast[hp]", "rx.udp[hp]"]
+    assert any(t["caption"].startswith("rx.udp:") and any("bg60" in c for r in t["rows"]
+                                                          for c in r) for t in page.tables)
     captions = [t["caption"] for t in page.tables]
     assert any(c.startswith("fast track against the stack at 64 B frames under 60 % background "
                             "load (IMIX): differences against el-dm-64-bg60-burst")
@@ -370,14 +377,20 @@ def test_the_under_load_verdicts_lead_the_first_screen(under_load_report):
     assert all(re.fullmatch(r"none|(rx|tx) [^;]+×\d+.*", r[others]) for r in slow["rows"])
     assert any("unrecorded (other/bg)" in r[others] for t in page.tables
                if "bg60" in t["caption"] and "slowest" in t["caption"] for r in t["rows"])
-    # a capture too small to bound rx.udp's median (the loaded captures' plain, by-order rx.udp
-    # can pair only a few packets: the background frames' RX_DV falls come between) is drawn
-    # in no rx.udp figure, and each figure says so; the others are drawn
+    # the loaded captures' plain, by-order rx.udp (it can pair only a few packets: the
+    # background frames' RX_DV falls come between) is drawn in no rx.udp figure, and each
+    # figure says why; a capture too small to bound rx.udp's median is left off too, and
+    # named; the others are drawn
     rx_udp = [img["alt"] for img in page.images if img["alt"].startswith("rx.udp:")]
     assert rx_udp
     for a in _analyses:
         s = a.stats.get("rx.udp")
         if s is None or not s.n:
+            continue
+        if labels.has_classes(a):
+            assert all(re.search(r"left off, paired by order across classes \(frame captures: "
+                                 r"see their per-class stages\): .*" + re.escape(a.label), alt)
+                       for alt in rx_udp), a.label
             continue
         left_off = s.quantiles[50.0].upper_ns is None
         named = [f"left off, too few packets to bound the median: {a.label} (" in alt
@@ -396,3 +409,29 @@ def test_a_windowed_single_capture_report_says_its_window(tmp_path):
     said = ("Window: only the events from 0.01 s to 0.05 s of each capture (--from/--to), "
             "applied before every statistic on this page.")
     assert said in first and f"window</dt><dd>{said}" in text
+
+
+def test_headline_figure_set_draws_the_headline_measurements_only(tmp_path):
+    """``figure_set="headline"`` (what ``latscope demo`` writes) draws the figures of the
+    measurements the first screen leads with; every other measurement keeps its table and says
+    how to draw its figures; an unknown set is refused."""
+    from latscope import LatscopeError
+    from latscope.analysis.synth import synthetic_chunks
+    t, c, r = next(iter(synthetic_chunks(20_000, chunk_events=1 << 20, seed=4)))
+    a = api.from_events(t, c, r, tick_hz=320_000_000, label="x",
+                        markers={"m0": "rx.isr", "m2": "rx.udp", "m4": "tx.send"})
+    written = report.write_report([a], str(tmp_path), workers=1, figure_set="headline")
+    pngs = sorted(os.path.basename(p) for p in written if p.endswith(".png"))
+    lead = summary.headline_names([n for n in a.stats if a.stats[n].n])
+    assert lead and "rx.isr" not in lead
+    drawn = {p.rsplit("-", 1)[0] for p in pngs if p.rsplit("-", 1)[0] in a.stats}
+    assert drawn == set(lead)
+    # the headline measurements' p50 and p99 dots: the summary figure's, drawn once
+    assert "summary.png" in pngs and not any(p.endswith("-percentiles.png") for p in pngs)
+    page = _page(tmp_path / "report.html")
+    assert {t["caption"].split(":")[0] for t in page.tables
+            if "percentiles (" in t["caption"]} >= {"rx.isr"} | set(lead)
+    assert "`latscope report` of these captures draws rx.isr's too" in (
+        tmp_path / "report.md").read_text()
+    with pytest.raises(LatscopeError, match="Figure set must be one of all, headline, not 'x'"):
+        report.write_report([a], str(tmp_path / "bad"), figure_set="x")

@@ -7,8 +7,9 @@ Verilator, idle time skipped by the core's fast-forward port), the bytes are ser
 pseudo-terminal and recorded by :func:`~latscope.capture.record.record`, as ``latscope capture
 --sim`` records them: through the same session code as a board on a serial port
 (:mod:`latscope.capture.link.session`), the ground truth written beside the capture as the
-simulation produces it. Captures run two at a time (one per core). Every capture is compared with
-the ground truth of the simulation it recorded
+simulation produces it. Captures run two at a time (one per core), the two under load
+(:mod:`latscope.capture.sim.demo_load`) in the same workers after them. Every capture is
+compared with the ground truth of the simulation it recorded
 (:func:`~latscope.capture.sim.simbench.compare_to_truth`: no missing, extra or mis-timed event), and
 any mismatch fails the command. ``latscope demo`` (``latscope/commands/demo.py``) then analyses the
 captures, prints a comparison table next to the paper's Table I and writes the report.
@@ -31,7 +32,7 @@ from latscope import LatscopeError
 from latscope.capture.files import capfile
 from latscope.capture.link import session
 from latscope.capture.record import record
-from latscope.capture.sim import simbench
+from latscope.capture.sim import demo_load, simbench
 from latscope.capture.sim.sim_port import SimulatedSource
 from latscope.gateware import verilator
 
@@ -194,16 +195,40 @@ def _verilator_binary():
         return None, str(error).splitlines()[0]
 
 
-def _run_all(profiles, each, out_dir, engine, jobs, seed, log, binary=None, stream=None):
-    results = {}
+def _run_all(profiles, each, out_dir, engine, jobs, seed, log, binary=None, stream=None,
+             on_result=None):
+    return _run_tasks(profiles, each, out_dir, engine, jobs, seed, log, binary, stream,
+                      on_result)[0]
+
+
+def _run_tasks(profiles, each, out_dir, engine, jobs, seed, log, binary=None, stream=None,
+               on_result=None, under_load=None):
+    """``(results of profiles, rows under load)``: the profiles' captures, then, with
+    ``under_load`` (keyword arguments of :func:`~latscope.capture.sim.demo_load.
+    capture_under_load`), the captures under load in the same workers, so that they fill a
+    core the last profiles leave idle."""
+    results, loaded = {}, {}
+    load_profiles = demo_load.PROFILES if under_load is not None else ()
+    if under_load is not None:
+        os.makedirs(under_load["out_dir"], exist_ok=True)
+
+    def finish(row, done):
+        log(_progress_line(row, done, len(profiles)) if "scenario" not in row else
+            _load_line(row))
+        if on_result is not None:       # while the other captures run
+            on_result(row)
+
     if jobs <= 1:
         board = ProgressBoard({}, stream)
         for k, name in enumerate(profiles):
             results[name] = capture_profile(name, each, out_dir, seed=seed + k, engine=engine,
                                             binary=binary, board=_Drawing(board))
             board.finished(name)
-            log(_progress_line(results[name], len(results), len(profiles)))
-        return [results[name] for name in profiles]
+            finish(results[name], len(results))
+        for name in load_profiles:
+            loaded[name] = demo_load.capture_under_load(name, **under_load)
+            finish(loaded[name], None)
+        return [results[name] for name in profiles], [loaded[n] for n in load_profiles]
     context = multiprocessing.get_context("spawn")
     # the workers post progress into a queue (its feeder thread writes the pipe, so a Ctrl-C
     # in either process cannot leave it half-written)
@@ -215,6 +240,9 @@ def _run_all(profiles, each, out_dir, engine, jobs, seed, log, binary=None, stre
         futures = {pool.submit(capture_profile, name, each, out_dir, seed=seed + k,
                                engine=engine, binary=binary, board=_QUEUE): name
                    for k, name in enumerate(profiles)}
+        for name in load_profiles:          # queued after the profiles
+            futures[pool.submit(demo_load.capture_under_load, name, **under_load)] = \
+                (_LOAD, name)
         pending = set(futures)
         try:
             while pending:
@@ -223,17 +251,24 @@ def _run_all(profiles, each, out_dir, engine, jobs, seed, log, binary=None, stre
                 _drain(posts, board.shared)
                 for future in done:
                     name = futures[future]
+                    if isinstance(name, tuple):
+                        loaded[name[1]] = row = future.result()
+                        finish(row, None)
+                        continue
                     results[name] = future.result()
                     board.finished(name)
-                    log(_progress_line(results[name], len(results), len(profiles)))
+                    finish(results[name], len(results))
                 if pending:
                     board.show()
         except KeyboardInterrupt:
             # the captures running stop on the same Ctrl-C; the queued ones never start
             pool.shutdown(wait=True, cancel_futures=True)
             raise
-    return [results[name] for name in profiles]
+    return [results[name] for name in profiles], [loaded[n] for n in load_profiles]
 
+
+#: A future's key for a capture under load (``(_LOAD, profile)``).
+_LOAD = "load"
 
 #: ``board`` argument of :func:`capture_profile` in a demo worker: post to the worker's queue.
 _QUEUE = "queue"
@@ -292,20 +327,35 @@ def choose_engine(engine, log=_log):
     return "model", None
 
 
-def run_demo(profiles, packets_total, out_dir, *, engine="auto", jobs=2, seed=0, log=_log):
+def run_demo(profiles, packets_total, out_dir, *, engine="auto", jobs=2, seed=0, log=_log,
+             on_result=None, under_load=None):
     """Capture every profile (``packets_total`` spread evenly) on one engine.
 
     ``engine="auto"`` runs every packet through the real gateware compiled by Verilator when it
     can be built, else on the gateware's reference models (see :func:`choose_engine`);
     ``"verilator"``, ``"model"`` or ``"amaranth"`` run everything on that engine. Every capture
     is compared with its ground truth (``result["check"]``); ``latscope demo`` fails on a mismatch.
+    ``on_result``: called in this process with each capture's dict as it finishes, while the
+    other captures run (``latscope demo`` analyses each there). ``under_load``: keyword
+    arguments of :func:`~latscope.capture.sim.demo_load.capture_under_load` (``out_dir``,
+    ``packets``, ``seed``, ...): the captures under load (:data:`~latscope.capture.sim.
+    demo_load.PROFILES`) then run in the same workers after the profiles' captures.
 
-    Returns the per-capture dicts of :func:`capture_profile`, in the order of ``profiles``.
+    Returns the per-capture dicts of :func:`capture_profile`, in the order of ``profiles``; with
+    ``under_load``, ``(those, the rows under load in PROFILES order)``.
     """
     os.makedirs(out_dir, exist_ok=True)
     each = max(1, math.ceil(packets_total / len(profiles)))
     engine, binary = choose_engine(engine, log)
-    return _run_all(profiles, each, out_dir, engine, jobs, seed, log, binary)
+    results, loaded = _run_tasks(profiles, each, out_dir, engine, jobs, seed, log, binary,
+                                 on_result=on_result, under_load=under_load)
+    return results if under_load is None else (results, loaded)
+
+
+def _load_line(row):
+    status = "ok" if row["check"]["ok"] else f"MISMATCH ({row['check']})"
+    return (f"  [load]  {row['profile']:<16} under {row['scenario']}, "
+            f"{row['counted_bg']:,} background frames counted  model     truth {status}")
 
 
 def _progress_line(r, done, total):

@@ -356,3 +356,19 @@ def test_demo_shows_live_progress_of_its_captures(tmp_path):
                             lambda message: None, stream=term)
     assert all(r["check"]["ok"] for r in results)
     assert "packets" in term.getvalue() and "ETA" in term.getvalue()
+
+
+def test_the_captures_under_load_run_in_the_demos_workers(tmp_path):
+    """``run_demo(under_load=...)``: the two captures under load run in the same workers after
+    the configurations' captures, each checked against its truth, each finish logged and
+    handed to ``on_result`` in the main process as it comes."""
+    from latscope.capture.sim import demo_load
+    lines, finished = [], []
+    results, loaded = demo.run_demo(
+        ["el-so-64"], 100, str(tmp_path), engine="model", jobs=2, log=lines.append,
+        on_result=lambda r: finished.append(r["path"]),
+        under_load={"out_dir": str(tmp_path / "under-load"), "packets": 150, "seed": 0})
+    assert [r["profile"] for r in loaded] == list(demo_load.PROFILES)
+    assert all(r["check"]["ok"] for r in results + loaded)
+    assert sorted(finished) == sorted(r["path"] for r in results + loaded)
+    assert sum(line.startswith("  [load]") for line in lines) == 2

@@ -34,9 +34,17 @@ def _paper(profile, stage):
     return f"{spec.mean_us:.2f} ± {spec.three_sigma_us:.2f}"
 
 
-def _stats_from_analysis(path):
+class Analyses(dict):
+    """Each capture analysed once, on first use, with its per-packet records (the report's
+    comparisons need them): ``{path: Analysis}``."""
+
+    def __missing__(self, path):
+        self[path] = analysis = api.analyze_file(path, packets=True)
+        return analysis
+
+
+def _stats_of(analysis):
     """Per-stage statistics from :mod:`latscope.analysis` (ns)."""
-    analysis = api.analyze_file(path)
     out = {}
     for name, s in analysis.stats.items():
         if not s.n:
@@ -49,13 +57,15 @@ def _stats_from_analysis(path):
     return out
 
 
-def comparison_rows(results):
+def comparison_rows(results, analyses=None):
     """Rows (dicts) of the comparison table: per capture and stage, the measured statistics in µs
-    and the paper's Table I value where the profile takes one from it."""
+    and the paper's Table I value where the profile takes one from it. ``analyses``: an
+    :class:`Analyses` to take the captures' analyses from (and keep them in)."""
+    analyses = Analyses() if analyses is None else analyses
     rows = []
     for r in results:
         profile = simbench.load_profile(r["profile"])
-        stats = _stats_from_analysis(r["path"])
+        stats = _stats_of(analyses[r["path"]])
         for stage in profile.stages:
             s = stats.get(stage)
             if s is None:
@@ -108,9 +118,9 @@ LEAD_STAGES = (("rx.isr", "rx.isr"), ("rx.udp", "rx.fast"), ("tx.send", "tx.send
 LEAD_CONFIDENCE = 0.95
 
 
-def _analyse(row):
+def _analyse(row, analyses):
     """``(row with its per-class figures, {(class, stage): latencies ns})``."""
-    analysis = api.analyze_file(row["path"])
+    analysis = analyses[row["path"]]
     fa = analysis.result.frames
     hp = fa.classes.get(1)
     row = dict(row, requests=hp.requests if hp else 0, replied=hp.replied if hp else 0,
@@ -148,12 +158,12 @@ def _analyse(row):
     return row, samples
 
 
-def analyse_under_load(row):
+def analyse_under_load(row, analyses=None):
     """A capture of :func:`latscope.capture.sim.demo_load.run_under_load` with its per-class
     figures: requests, replies and drops of class ``hp``, the delivery and end-to-end stages
     (µs), and ``classes``: per class (by name) its counts and every stage's n, p50, p99 and max
-    (µs) with its ambiguous and coalesced requests."""
-    return _analyse(row)[0]
+    (µs) with its ambiguous and coalesced requests. ``analyses``: as :func:`comparison_rows`."""
+    return _analyse(row, Analyses() if analyses is None else analyses)[0]
 
 
 def fast_track_lead(stack, fast, *, cls="hp", confidence=LEAD_CONFIDENCE):
@@ -186,11 +196,19 @@ def fast_track_lead(stack, fast, *, cls="hp", confidence=LEAD_CONFIDENCE):
     return out
 
 
-def under_load_rows(out_dir, **options):
+def under_load_rows(out_dir, analyses=None, **options):
     """The two captures under load (:func:`~latscope.capture.sim.demo_load.run_under_load`, same
-    options), each analysed per class (:func:`analyse_under_load`); the fast track's row also
-    holds ``lead``, its lead over the stack per stage (:func:`fast_track_lead`)."""
-    analysed = [_analyse(r) for r in demo_load.run_under_load(out_dir, **options)]
+    options), each analysed per class (:func:`analyse_under_load`; ``analyses`` as
+    :func:`comparison_rows`); the fast track's row also holds ``lead``, its lead over the stack
+    per stage (:func:`fast_track_lead`)."""
+    return with_lead(demo_load.run_under_load(out_dir, **options), analyses)
+
+
+def with_lead(rows, analyses=None):
+    """Rows of :func:`~latscope.capture.sim.demo_load.capture_under_load` analysed as
+    :func:`under_load_rows` has them (each per class, the fast track's with its ``lead``)."""
+    analyses = Analyses() if analyses is None else analyses
+    analysed = [_analyse(r, analyses) for r in rows]
     rows = [row for row, _ in analysed]
     samples = {row["profile"]: s for row, s in analysed}
     stack_name, fast_name = demo_load.PROFILES
@@ -267,11 +285,13 @@ def format_load_table(rows, idle=None, verdicts=None):
     return "\n".join(lines)
 
 
-def load_verdicts(rows):
+def load_verdicts(rows, analyses=None):
     """The fast track against the stack under load, on the delivery of the measured requests
     (class ``hp``) at p50 and p99: one sentence each with its 95 % interval, or saying the
-    sample cannot tell (:func:`latscope.analysis.report.summary.verdicts`)."""
-    analyses = [api.analyze_file(r["path"], packets=True) for r in rows]
+    sample cannot tell (:func:`latscope.analysis.report.summary.verdicts`). ``analyses``: as
+    :func:`comparison_rows`."""
+    cache = Analyses() if analyses is None else analyses
+    analyses = [cache[r["path"]] for r in rows]
     if len(analyses) < 2:
         return []
     grouped = compare_grouped(analyses)
@@ -280,14 +300,16 @@ def load_verdicts(rows):
             {r["deliver_stage"] for r in rows}]
 
 
-def idle_figures(results):
-    """``{profile: {"p50", "p99"} µs}`` of the delivery stage from the main demo's captures."""
+def idle_figures(results, analyses=None):
+    """``{profile: {"p50", "p99"} µs}`` of the delivery stage from the main demo's captures
+    (``analyses`` as :func:`comparison_rows`)."""
+    analyses = Analyses() if analyses is None else analyses
     out = {}
     for r in results:
         if r["profile"] not in demo_load.PROFILES:
             continue
         stage = "rx.fast" if r["profile"].startswith("fast-track") else "rx.udp"
-        s = api.analyze_file(r["path"]).stats.get(stage)
+        s = analyses[r["path"]].stats.get(stage)
         if s is not None and s.n:
             out[r["profile"]] = {"p50": s.p50_ns / 1e3, "p99": s.p99_ns / 1e3,
                                  "max": float(np.nan),
@@ -303,7 +325,8 @@ def add_arguments(parser):
                           "simulation, capture its bytes through a pseudo-terminal exactly as "
                           "from a board, then print a comparison table (latencies in µs; the "
                           "instrument resolution is one tick, 1.25 ns) beside the paper's Table I "
-                          "and write the report.")
+                          "and write the report (the headline measurements' figures; `latscope "
+                          "report` of its captures draws every measurement's).")
     parser.add_argument("--packets", type=int, default=None,
                         help=f"packets over all configurations (default {DEFAULT_PACKETS:,}; "
                              f"--quick: {QUICK_PACKETS:,})")
@@ -352,28 +375,35 @@ def run(args):
         raise LatscopeError(f"--packets must be at least {len(profiles)} (one per profile)")
     _log(f"latscope demo: {len(profiles)} configurations, {packets:,} packets in all, "
          f"{args.jobs} at a time, into {args.out}/")
-    results = run_demo(profiles, packets, args.out, engine=args.engine, jobs=args.jobs,
-                       seed=args.seed)
-    capture_s = sum(r["seconds"] for r in results) / max(1, min(args.jobs, len(results)))
-    rows = comparison_rows(results)
-    load_rows = []
+    under_load = None
     if not args.no_load and args.profiles is None:
-        # the fast track against the stack under load, per class (with the default profiles)
-        _log(f"latscope demo: {len(demo_load.PROFILES)} captures under "
+        # the fast track against the stack under load, per class (with the default profiles),
+        # in the same workers after the configurations' captures
+        under_load = {"out_dir": os.path.join(args.out, "under-load"), "seed": args.seed,
+                      "packets": 200 if args.quick else demo_load.PACKETS}
+        _log(f"latscope demo: then {len(demo_load.PROFILES)} captures under "
              f"{demo_load.SCENARIO} background load on the simulated wire (reference models)")
-        load_rows = under_load_rows(
-            os.path.join(args.out, "under-load"), seed=args.seed, jobs=args.jobs,
-            packets=200 if args.quick else demo_load.PACKETS)
+    analyses = Analyses()           # each capture analysed once, as it finishes
+    outcome = run_demo(profiles, packets, args.out, engine=args.engine, jobs=args.jobs,
+                       seed=args.seed, on_result=lambda r: analyses[r["path"]],
+                       under_load=under_load)
+    results, load_rows = outcome if under_load is not None else (outcome, [])
+    capture_s = sum(r["seconds"] for r in results) / max(1, min(args.jobs, len(results)))
+    rows = comparison_rows(results, analyses)
+    load_rows = with_lead(load_rows, analyses)
     report = None
     if not args.no_report:
-        # the under-load pair is in the report too: its verdicts lead the first screen
-        written = api.write_report([r["path"] for r in results + load_rows], args.out)
+        # the under-load pair is in the report too: its verdicts lead the first screen; the
+        # figures of the headline measurements only (`latscope report` draws every one)
+        _log(f"latscope demo: writing the report of {len(results) + len(load_rows)} captures")
+        written = api.write_analyses_report([analyses[r["path"]] for r in results + load_rows],
+                                            args.out, figure_set="headline")
         report = [str(p) for p in (written if isinstance(written, (list, tuple))
                                    else [written])]
     total = time.monotonic() - started
     bad = [r["profile"] for r in results if not r["check"]["ok"]]
     bad += [f"{r['profile']} under {r['scenario']}" for r in load_rows if not r["check"]["ok"]]
-    verdicts = load_verdicts(load_rows) if load_rows else []
+    verdicts = load_verdicts(load_rows, analyses) if load_rows else []
     outcome = {"captures": results, "engine": results[0]["engine"], "table": rows,
                "report": report, "under_load": load_rows, "under_load_verdicts": verdicts,
                "capture_seconds": round(capture_s, 1), "seconds": round(total, 1)}
@@ -408,7 +438,7 @@ def run(args):
                   f"class bg), measured stream{bursts} recorded as class hp; frames paired by "
                   f"sequence number, markers in order: a request whose marker the edges cannot "
                   f"decide is counted ambiguous and left out of its stage")
-            print(format_load_table(load_rows, idle_figures(results), verdicts))
+            print(format_load_table(load_rows, idle_figures(results, analyses), verdicts))
         exact = sum(r["check"]["ok"] for r in results)
         print(f"{exact}/{len(results)} captures reproduce the simulation's ground truth exactly "
               f"(every event, within one tick)")
