@@ -32,7 +32,7 @@ from .protocol import (
     capture_entry_layout,
 )
 
-__all__ = ["LinkItem", "Encoder", "MAX_UNIT_BYTES"]
+__all__ = ["LinkItem", "LinkItemPair", "unit_layout", "Encoder", "MAX_UNIT_BYTES"]
 
 #: Longest unit the encoder emits: an OVERFLOW token (1 + 28 bytes).
 MAX_UNIT_BYTES = 1 + OVERFLOW_CONT
@@ -49,6 +49,27 @@ class LinkItem(data.Struct):
     length:      5    # bytes in the unit (valid with ``first``)
     base_time:   64   # time of the last event before this unit (EventsHeader.base_time)
     event_index: 32   # events emitted before this unit, mod 2**32 (EventsHeader.event_index)
+
+
+class LinkItemPair(data.Struct):
+    """One or two bytes of a unit from the encoder to the framer (the two-byte link path,
+    :mod:`~latscope.gateware.linkword`): :class:`LinkItem`'s fields, ``data[:8]`` the first byte,
+    ``data[8:]`` the second when ``two``; ``first`` and ``last`` mark the word holding the unit's
+    first and last byte (a word never holds bytes of two units)."""
+    data:        16
+    two:         1
+    first:       1
+    last:        1
+    flush:       1
+    heartbeat:   1
+    length:      5
+    base_time:   64
+    event_index: 32
+
+
+def unit_layout(link_bytes):
+    """The encoder-to-framer payload for ``link_bytes`` bytes per link cycle (1 or 2)."""
+    return LinkItem if link_bytes == 1 else LinkItemPair
 
 
 class Encoder(wiring.Component):

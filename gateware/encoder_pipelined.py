@@ -22,7 +22,8 @@ from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from .checks import check, rejected
-from .encoder import MAX_UNIT_BYTES, LinkItem
+from .encoder import MAX_UNIT_BYTES, unit_layout
+from .linkword import check_link_bytes
 from .model_stream import ENTRY_RESET
 from .protocol import (
     CONT_BITS,
@@ -47,22 +48,29 @@ _HB_BYTES = Heartbeat.as_shape().size // 8
 class PipelinedEncoder(wiring.Component):
     """Turns capture entries into token units, one unit formed per link cycle.
 
-    Parameters and attributes as :class:`~latscope.gateware.encoder.Encoder`'s.
+    Parameters and attributes as :class:`~latscope.gateware.encoder.Encoder`'s, and
+
+    link_bytes : int
+        Bytes of a unit given to the framer per cycle: 1 (``units`` carries
+        :class:`~latscope.gateware.encoder.LinkItem`) or 2 (the two-byte link path of the
+        Ethernet build, :class:`~latscope.gateware.encoder.LinkItemPair`; a word holds one byte
+        only at the end of an odd-length unit).
     """
 
-    def __init__(self, *, channels=8, lanes=2, counter_width=48, time_width=64):
+    def __init__(self, *, channels=8, lanes=2, counter_width=48, time_width=64, link_bytes=1):
         with rejected(self):
             check("Channel count", channels, 1, 8)
             check("Lane count", lanes, 1, 8)
             check("Counter width", counter_width, 8, 63)
             check("Time width", time_width, 48, 64)
+            check_link_bytes(link_bytes)
         self.channels, self.lanes, self.counter_width = channels, lanes, counter_width
-        self.time_width = time_width
+        self.time_width, self.link_bytes = time_width, link_bytes
         self.entry_layout = capture_entry_layout(channels=channels, lanes=lanes,
                                                  counter_width=counter_width)
         super().__init__({
             "entries": In(stream.Signature(self.entry_layout)),
-            "units": Out(stream.Signature(LinkItem)),
+            "units": Out(stream.Signature(unit_layout(link_bytes))),
             "hb_high_water": In(16),
             "hb_status": In(HeartbeatStatus),
             "hb_sent": Out(1),
@@ -77,8 +85,9 @@ class PipelinedEncoder(wiring.Component):
         units = self.units
         tw = self.time_width
 
-        # --- sender: one unit, a byte per cycle ---------------------------------------------------
+        # --- sender: one unit, `link_bytes` bytes per cycle ---------------------------------------
         nbytes = MAX_UNIT_BYTES
+        width = self.link_bytes
         buf = Signal(8 * nbytes)
         left = Signal(range(nbytes + 1))          # bytes of the unit not yet sent
         s_first = Signal()
@@ -86,17 +95,24 @@ class PipelinedEncoder(wiring.Component):
         s_len = Signal(5)
         s_base = Signal(64)
         s_index = Signal(32)
-        m.d.comb += [units.valid.eq(left != 0), units.payload.data.eq(buf[:8]),
-                     units.payload.first.eq(s_first), units.payload.last.eq(left == 1),
-                     units.payload.flush.eq(s_hb & (left == 1)),
+        ending = Signal()                         # this word holds the unit's last byte
+        step = Signal(range(width + 1))           # bytes this word holds
+        if width == 1:
+            m.d.comb += [ending.eq(left == 1), step.eq(1)]
+        else:
+            m.d.comb += [ending.eq(left <= 2), step.eq(Mux(left >= 2, 2, 1)),
+                         units.payload.two.eq(left >= 2)]
+        m.d.comb += [units.valid.eq(left != 0), units.payload.data.eq(buf[:8 * width]),
+                     units.payload.first.eq(s_first), units.payload.last.eq(ending),
+                     units.payload.flush.eq(s_hb & ending),
                      units.payload.heartbeat.eq(s_hb), units.payload.length.eq(s_len),
                      units.payload.base_time.eq(s_base), units.payload.event_index.eq(s_index)]
         sent = Signal()
         m.d.comb += sent.eq(units.valid & units.ready)
         with m.If(sent):
-            m.d.sync += [buf.eq(buf >> 8), left.eq(left - 1), s_first.eq(0)]
+            m.d.sync += [buf.eq(buf >> 8 * width), left.eq(left - step), s_first.eq(0)]
         free = Signal()                           # a unit loaded now follows without a gap
-        m.d.comb += free.eq((left == 0) | ((left == 1) & units.ready))
+        m.d.comb += free.eq((left == 0) | (ending & units.ready))
         load = Signal()
         u_bytes = Signal(8 * nbytes)
         u_len = Signal(5)
