@@ -18,7 +18,8 @@ from amaranth.hdl import Cat, Const, Module, Mux, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-__all__ = ["LINK_BYTES", "LinkWord", "WordToBytes", "crc32_step", "check_link_bytes"]
+__all__ = ["LINK_BYTES", "LinkWord", "WordToBytes", "crc32_step", "check_link_bytes",
+           "word_bytes", "link_bytes_of"]
 
 #: Bytes per link cycle a link path may carry: the byte path, or words of two.
 LINK_BYTES = (1, 2)
@@ -37,6 +38,19 @@ def check_link_bytes(value):
     """Raise ``TypeError`` unless ``value`` is one of :data:`LINK_BYTES`."""
     if value not in LINK_BYTES or not isinstance(value, int):
         raise TypeError(f"Link bytes must be 1 or 2, not {value!r}")
+
+
+def link_bytes_of(signature):
+    """Bytes per transfer of a stream ``signature``: 2 for :class:`LinkWord`, else 1."""
+    return 2 if signature.members["payload"].shape is LinkWord else 1
+
+
+def word_bytes(raw, link_bytes):
+    """The stream bytes of one transfer on a ``link_bytes``-wide path, from the payload's bits
+    (a byte, or a :class:`LinkWord`'s ``data`` and ``two``)."""
+    if link_bytes == 1:
+        return bytes([raw])
+    return raw.to_bytes(3, "little")[:2] if raw >> 16 & 1 else bytes([raw & 0xFF])
 
 
 def _byte_step(state):

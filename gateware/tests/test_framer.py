@@ -5,7 +5,7 @@ decoder."""
 import random
 
 import pytest
-from amaranth.hdl import Module
+from amaranth.hdl import Module, Value
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 from amaranth.sim import Simulator
@@ -14,6 +14,7 @@ from latscope.capture.link.stream import StreamDecoder
 from latscope.gateware.encoder import Encoder
 from latscope.gateware.encoder_pipelined import PipelinedEncoder
 from latscope.gateware.framer import Framer, ReplyByte
+from latscope.gateware.linkword import word_bytes
 from latscope.gateware.model_stream import ENTRY_RESET, Entry, LinkModel, pack_entry
 from latscope.gateware.protocol import EntryKind
 
@@ -70,13 +71,6 @@ def random_entries(rng, n):
     return entries
 
 
-def word_bytes(word, link_bytes):
-    """The stream bytes of one transfer of a ``link_bytes``-wide path."""
-    if link_bytes == 1:
-        return [word]
-    return [word.data & 0xFF, word.data >> 8] if word.two else [word.data & 0xFF]
-
-
 def simulate(entries, *, max_payload, seed, replies=(), expect, link_bytes=1):
     dut = LinkSide(max_payload, link_bytes)
     rng = random.Random(seed)
@@ -105,7 +99,7 @@ def simulate(entries, *, max_payload, seed, replies=(), expect, link_bytes=1):
         while len(got) < expect:
             ctx.set(dut.tx.ready, rng.random() < 0.7)
             _, _, valid, ready, word = await ctx.tick().sample(dut.tx.valid, dut.tx.ready,
-                                                               dut.tx.payload)
+                                                               Value.cast(dut.tx.payload))
             if valid and ready:
                 got.extend(word_bytes(word, link_bytes))
 
