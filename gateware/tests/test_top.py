@@ -129,6 +129,16 @@ def expected_events(edges, rise_en=0b111, fall_en=0b111):
     return [t for t, _, _ in keep], [ch for _, ch, _ in keep], [bool(lv) for _, _, lv in keep]
 
 
+def assert_all_events(result, edges):
+    """Both set-up commands accepted and every edge decoded at its tick, none lost."""
+    assert [r.status for r in result.replies] == [Status.OK, Status.OK]
+    times, channels, rising = expected_events(edges)
+    assert result.time.tolist() == times
+    assert result.channel.tolist() == channels
+    assert result.rising.tolist() == rising
+    assert result.losses == [] and result.frames_bad == result.frames_missing == 0
+
+
 def test_commands_and_events_two_clocks():
     dut = core(fifo_depth=32)   # the bursts below need more than 16 entries
     edges = stimulus(random.Random(1), 120, start_cycle=600)
@@ -187,12 +197,7 @@ def test_pipelined_core_carries_30m_events_per_s_at_the_boards_clocks():
     result, _ = run(dut, commands, edges=edges,
                     cycles=((last_cycle >> shift) + 1 << shift) + 10_000,
                     clocks=(5e-9, 1 / 48e6))
-    assert [r.status for r in result.replies] == [Status.OK, Status.OK]
-    times, channels, rising = expected_events(edges)
-    assert result.time.tolist() == times
-    assert result.channel.tolist() == channels
-    assert result.rising.tolist() == rising
-    assert result.losses == [] and result.frames_bad == result.frames_missing == 0
+    assert_all_events(result, edges)
 
 
 @pytest.mark.slow
@@ -221,12 +226,7 @@ def test_two_byte_path_carries_30m_events_per_s_worst_case_at_the_boards_clocks(
     result, data = run(dut, commands, edges=edges, lanes=lanes,
                        cycles=((last_cycle >> shift) + 1 << shift) + 10_000,
                        clocks=(5e-9, 1 / 48e6))
-    assert [r.status for r in result.replies] == [Status.OK, Status.OK]
-    times, channels, rising = expected_events(edges)
-    assert result.time.tolist() == times
-    assert result.channel.tolist() == channels
-    assert result.rising.tolist() == rising
-    assert result.losses == [] and result.frames_bad == result.frames_missing == 0
+    assert_all_events(result, edges)
     # the stream the run needed: more than the byte path's 48 MB/s (2 B/event of tokens plus
     # the frames' headers and CRCs)
     assert len(data) / n * (n / span_s) > 1.25 * 48e6
