@@ -4,11 +4,12 @@ with one unit formed while the previous one is sent (link clock domain).
 Two stages. The *former* takes a capture entry, advancing the time base as it takes it, and
 forms one whole unit per cycle: an event's delta (one 64-bit subtraction), its token length and
 all its bytes side by side, or an OVERFLOW token, or a heartbeat. The *sender* holds one unit and
-gives it to the framer a byte per cycle. The former loads the sender in the cycle the sender
-gives its last byte, and takes the next entry in the cycle it forms the last event of the current
-one, so an event costs one link cycle whether it is alone in its entry or not (the two-stage
-encoder: eight for an isolated event, two or more for each further edge), and the link's rate
-is set by the bytes: one per link cycle. The bytes are the reference's
+gives it to the framer a byte per cycle, or two with ``link_bytes=2`` (the Ethernet build). The
+former loads the sender in the cycle the sender gives its last byte, and takes the next entry in
+the cycle it forms the last event of the current one, so an event costs one link cycle whether
+it is alone in its entry or not (the two-stage encoder: eight for an isolated event, two or more
+for each further edge), and the link's rate is set by the bytes, one or two per link cycle, and
+at most one event per link cycle. The bytes are the reference's
 (:class:`~latscope.gateware.model_stream.LinkModel`), unit for unit, as the two-stage encoder's:
 only the cycles differ.
 

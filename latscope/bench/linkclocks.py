@@ -5,10 +5,12 @@ A board's :class:`~latscope.gateware.top.LatscopeCore` (its own parameters: asyn
 FIFO, lanes, FIFO depth) is exported to Verilog and compiled with the harness
 ``latscope/bench/linkclocks.cpp``, which clocks the ``capture`` domain at the board's capture
 clock and the ``sync`` domain (encoder, framer, command handler) at its link clock, each edge
-of each domain evaluated. The link is modelled by the rate its transmitter accepts the framer's
-bytes: the UART one byte per ``sync_hz / (baud / 10)`` link cycles, the Ethernet streamer one
-per link cycle (the streamer's side of its FIFO runs at 125 MHz and puts ~117 MB/s on the
-wire, more than the 48 MB/s the link clock offers).
+of each domain evaluated (the shared harness, :mod:`latscope.bench.twoclock`). The link is
+modelled by the rate its transmitter accepts the framer's bytes: the UART one byte per
+``sync_hz / (baud / 10)`` link cycles, the Ethernet streamer's FIFO one transfer per link cycle,
+a word of two bytes on the ECPIX-5's two-byte link path (the streamer's side of its FIFO runs at
+125 MHz, a byte per cycle, and puts ~117 MB/s on the wire, more than the 96 MB/s the words
+bring).
 
 :func:`play` arms the core, plays a stimulus (channel levels at ticks), decodes the output with
 the host decoder and checks every event against the stimulus.
