@@ -38,6 +38,7 @@ from latscope.gateware.eth.board import add_ethernet
 from latscope.gateware.eth.model import DEFAULT_NET
 from latscope.gateware.eth.simtop import max_frame_for
 from latscope.gateware.gearing import GearedInput, GearedOutput, GearingStart, edge_clocks
+from latscope.gateware.linkword import WordToBytes, link_bytes_of
 from latscope.gateware.pll import EhxplllPlan, ehxplll
 from latscope.gateware.protocol import EthSpeed
 from latscope.gateware.top import LatscopeCore
@@ -238,8 +239,9 @@ BOARDS = {
         eclk_pll=dict(CLKI_DIV=1, CLKFB_DIV=4, CLKOP_DIV=2),
         frame_pins=_ECPIX5_FRAME_PINS,
         ethernet=True,
-        # One unit formed per 48 MHz link cycle: what the Ethernet link needs (docs/ethernet.md).
-        core_overrides=dict(pipelined_encoder=True),
+        # One unit formed per 48 MHz link cycle and two stream bytes per link cycle from the
+        # encoder to the Ethernet streamer: what the Ethernet link needs (docs/ethernet.md).
+        core_overrides=dict(pipelined_encoder=True, link_bytes=2),
     ),
     # The 3.125 ns build: IDDRX1F (amaranth DDRBuffer), 2 samples per 160 MHz capture clock.
     "ecpix5-x1": Board(
@@ -256,8 +258,9 @@ BOARDS = {
         pll=dict(CLKI_DIV=5, CLKFB_DIV=8, CLKOP_DIV=3, CLKOS_DIV=10),
         frame_pins=_ECPIX5_FRAME_PINS,
         ethernet=True,
-        # One unit formed per 48 MHz link cycle: what the Ethernet link needs (docs/ethernet.md).
-        core_overrides=dict(pipelined_encoder=True),
+        # One unit formed per 48 MHz link cycle and two stream bytes per link cycle from the
+        # encoder to the Ethernet streamer: what the Ethernet link needs (docs/ethernet.md).
+        core_overrides=dict(pipelined_encoder=True, link_bytes=2),
     ),
     "icebreaker": Board(
         name="icebreaker", title="1BitSquared iCEBreaker (iCE40UP5K-SG48)", family="ice40",
@@ -557,6 +560,10 @@ class BoardTop(Elaboratable):
         if board.ethernet and "net" in core.signature.members:   # a core with SET_NET
             tx_src, rx_dst = add_ethernet(m, platform, board, core, clk_in=self._clk_in,
                                           arst=self._arst, max_frame=max_frame_for(core))
+        elif link_bytes_of(core.tx.signature) == 2:       # a two-byte core on the UART alone
+            m.submodules.uart_bytes = split = WordToBytes()
+            wiring.connect(m, core.tx, split.i)
+            tx_src = split.o
         wiring.connect(m, tx_src, uart.tx_data)
         wiring.connect(m, uart.rx_data, rx_dst)
         self._status_leds(m, platform, ~uart.tx)

@@ -16,6 +16,7 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from .checks import check, rejected
+from .linkword import check_link_bytes
 from .model_stream import ENTRY_RESET
 from .protocol import (
     CONT_BITS,
@@ -32,7 +33,7 @@ from .protocol import (
     capture_entry_layout,
 )
 
-__all__ = ["LinkItem", "Encoder", "MAX_UNIT_BYTES"]
+__all__ = ["LinkItem", "LinkItemPair", "unit_layout", "Encoder", "MAX_UNIT_BYTES"]
 
 #: Longest unit the encoder emits: an OVERFLOW token (1 + 28 bytes).
 MAX_UNIT_BYTES = 1 + OVERFLOW_CONT
@@ -51,7 +52,138 @@ class LinkItem(data.Struct):
     event_index: 32   # events emitted before this unit, mod 2**32 (EventsHeader.event_index)
 
 
-class Encoder(wiring.Component):
+class LinkItemPair(data.Struct):
+    """One or two bytes of a unit from the encoder to the framer (the two-byte link path,
+    :mod:`~latscope.gateware.linkword`): :class:`LinkItem`'s fields, ``data[:8]`` the first byte,
+    ``data[8:]`` the second when ``two``; ``first`` and ``last`` mark the word holding the unit's
+    first and last byte (a word never holds bytes of two units)."""
+    data:        16
+    two:         1
+    first:       1
+    last:        1
+    flush:       1
+    heartbeat:   1
+    length:      5
+    base_time:   64
+    event_index: 32
+
+
+def unit_layout(link_bytes):
+    """The encoder-to-framer payload for ``link_bytes`` bytes per link cycle (1 or 2)."""
+    return LinkItem if link_bytes == 1 else LinkItemPair
+
+
+class EncoderBase(wiring.Component):
+    """What both encoders are: their parameters, checked, and their signature (``link_bytes``
+    only the pipelined encoder offers)."""
+
+    def __init__(self, *, channels, lanes, counter_width, time_width, link_bytes=1):
+        with rejected(self):
+            check("Channel count", channels, 1, 8)
+            check("Lane count", lanes, 1, 8)
+            check("Counter width", counter_width, 8, 63)
+            check("Time width", time_width, 48, 64)
+            check_link_bytes(link_bytes)
+        self.channels, self.lanes, self.counter_width = channels, lanes, counter_width
+        self.time_width, self.link_bytes = time_width, link_bytes
+        self.entry_layout = capture_entry_layout(channels=channels, lanes=lanes,
+                                                 counter_width=counter_width)
+        super().__init__({
+            "entries": In(stream.Signature(self.entry_layout)),
+            "units": Out(stream.Signature(unit_layout(link_bytes))),
+            "hb_high_water": In(16),
+            "hb_status": In(HeartbeatStatus),
+            "hb_sent": Out(1),
+            "time": Out(64), "events": Out(64), "lost": Out(64), "epoch": Out(8),
+            "idle": Out(1),
+        })
+
+
+class EncoderState:
+    """The registers both encoders keep and the logic on them that both elaborate the same way:
+    the time base and counts (reported on the encoder's status outputs), the current entry's
+    pending edges, the lowest pending edge, an event's time, and the OVERFLOW and heartbeat
+    payloads. Each encoder decides when they change.
+
+    Attributes
+    ----------
+    prev_cycle, ext, last_time, events, lost, epoch : Signal
+        The last entry's capture cycle; its time (ticks, lane 0); the last event's time; events
+        emitted and lost since the last reset; resets since power-on.
+    pend, levels, ovf_count, ovf_span : Signal
+        The current entry's edges not yet encoded, its levels, and its OVERFLOW fields.
+    """
+
+    def __init__(self, m, encoder):
+        tw = encoder.time_width
+        self.encoder, self.nbits = encoder, encoder.lanes * encoder.channels
+        self.prev_cycle = Signal(encoder.counter_width, name="prev_cycle")
+        self.ext = Signal(tw, name="ext")
+        self.last_time = Signal(tw, name="last_time")
+        self.events = Signal(tw, name="events")
+        self.lost = Signal(tw, name="lost")
+        self.epoch = Signal(8, name="epoch")
+        m.d.comb += [encoder.time.eq(self.ext), encoder.events.eq(self.events),
+                     encoder.lost.eq(self.lost), encoder.epoch.eq(self.epoch)]
+        self.pend = Signal(self.nbits, name="pend")
+        self.levels = Signal(self.nbits, name="levels")
+        self.ovf_count = Signal(40, name="ovf_count")
+        self.ovf_span = Signal(encoder.counter_width, name="ovf_span")
+
+    def lowest_edge(self, m, pending):
+        """``(lane, channel, rising, onehot)`` of the lowest set bit of ``pending`` (lane-major
+        order is bit order)."""
+        enc = self.encoder
+        sel_lane = Signal(range(enc.lanes), name="sel_lane")
+        sel_ch = Signal(3, name="sel_ch")
+        sel_rise = Signal(name="sel_rise")
+        sel_onehot = Signal(self.nbits, name="sel_onehot")
+        for bit in reversed(range(self.nbits)):
+            with m.If(pending[bit]):
+                m.d.comb += [sel_lane.eq(bit // enc.channels), sel_ch.eq(bit % enc.channels),
+                             sel_rise.eq(self.levels[bit]), sel_onehot.eq(1 << bit)]
+        return sel_lane, sel_ch, sel_rise, sel_onehot
+
+    def event_time(self, m, lane):
+        """The time in ticks of an event in ``lane`` of the current entry."""
+        t = Signal(self.encoder.time_width, name="t")
+        if self.encoder.lanes & (self.encoder.lanes - 1):
+            m.d.comb += t.eq(self.ext + lane)
+        else:   # ext is a multiple of lanes: the lane fills its low bits, no adder needed
+            m.d.comb += t.eq(self.ext | lane)
+        return t
+
+    def overflow_bits(self, m):
+        """The OVERFLOW token's payload (its CONT bits, the first first) of the current entry."""
+        ovf = Signal(Overflow, name="ovf")
+        m.d.comb += [ovf.lost.eq(self.ovf_count), ovf.first_time.eq(self.ext),
+                     ovf.span.eq((self.ovf_span + 1) * self.encoder.lanes)]
+        return Cat(ovf.as_value(), C(0, CONT_BITS * OVERFLOW_CONT - len(ovf.as_value())))
+
+    def heartbeat(self, m, high_water, status):
+        """The heartbeat payload now, with ``high_water`` and ``status``."""
+        hb = Signal(Heartbeat, name="hb")
+        m.d.comb += [hb.time.eq(self.ext), hb.events.eq(self.events), hb.lost.eq(self.lost),
+                     hb.fifo_high_water.eq(high_water), hb.status.eq(status),
+                     hb.epoch.eq(self.epoch)]
+        return hb
+
+
+def token_sizes(m, delta):
+    """``(ev_conts, time_conts, big)`` of an event ``delta`` ticks after the last: the CONT bytes
+    an EVENT token needs, those a TIME token needs, and whether it needs the TIME token."""
+    ev_conts = Signal(range(EVENT_MAX_CONT + 1), name="ev_conts")
+    for n in reversed(range(EVENT_MAX_CONT + 1)):
+        with m.If(delta[EVENT_FIRST_BITS + CONT_BITS * n:] == 0):
+            m.d.comb += ev_conts.eq(n)
+    time_conts = Signal(range(TIME_MAX_CONT + 1), name="time_conts")
+    for n in reversed(range(1, TIME_MAX_CONT + 1)):
+        with m.If(delta[TIME_FIRST_BITS + CONT_BITS * n:] == 0):
+            m.d.comb += time_conts.eq(n)
+    return ev_conts, time_conts, delta[EVENT_FIRST_BITS + EVENT_MAX_CONT * CONT_BITS:] != 0
+
+
+class Encoder(EncoderBase):
     """Turns capture entries into token units.
 
     Parameters
@@ -86,24 +218,8 @@ class Encoder(wiring.Component):
     """
 
     def __init__(self, *, channels=8, lanes=2, counter_width=48, time_width=64):
-        with rejected(self):
-            check("Channel count", channels, 1, 8)
-            check("Lane count", lanes, 1, 8)
-            check("Counter width", counter_width, 8, 63)
-            check("Time width", time_width, 48, 64)
-        self.channels, self.lanes, self.counter_width = channels, lanes, counter_width
-        self.time_width = time_width
-        self.entry_layout = capture_entry_layout(channels=channels, lanes=lanes,
-                                                 counter_width=counter_width)
-        super().__init__({
-            "entries": In(stream.Signature(self.entry_layout)),
-            "units": Out(stream.Signature(LinkItem)),
-            "hb_high_water": In(16),
-            "hb_status": In(HeartbeatStatus),
-            "hb_sent": Out(1),
-            "time": Out(64), "events": Out(64), "lost": Out(64), "epoch": Out(8),
-            "idle": Out(1),
-        })
+        super().__init__(channels=channels, lanes=lanes, counter_width=counter_width,
+                         time_width=time_width)
 
     def elaborate(self, platform):
         m = Module()
@@ -111,25 +227,16 @@ class Encoder(wiring.Component):
         entry = self.entries.payload
         units = self.units
 
-        prev_cycle = Signal(self.counter_width)
-        tw = self.time_width
-        ext = Signal(tw)          # ticks of the last entry's cycle, lane 0
-        last_time = Signal(tw)    # ticks of the last event
-        events = Signal(tw)
-        lost = Signal(tw)
-        epoch = Signal(8)
-        m.d.comb += [self.time.eq(ext), self.events.eq(events), self.lost.eq(lost),
-                     self.epoch.eq(epoch)]
-
-        pend = Signal(nbits)      # edges of the current entry not yet encoded
-        levels = Signal(nbits)
-        ovf_count = Signal(40)
-        ovf_span = Signal(self.counter_width)
+        state = EncoderState(m, self)
+        prev_cycle, ext, last_time = state.prev_cycle, state.ext, state.last_time
+        events, lost, epoch = state.events, state.lost, state.epoch
+        pend, levels = state.pend, state.levels
+        ovf_count, ovf_span = state.ovf_count, state.ovf_span
         # The delta of the event being sent, shifted out. OVERFLOW and heartbeat payloads are not
         # shifted: their fields are registers that hold still while they are sent, and `pos`
         # selects the next 6-bit (OVERFLOW) or 8-bit (heartbeat) slice, which is far smaller than
         # a 224-bit shift register with four sources.
-        sh = Signal(tw)
+        sh = Signal(self.time_width)
         pos = Signal(range(max(_HB_BYTES, OVERFLOW_CONT) + 1))
         hb_hw = Signal(16)        # high-water mark and status, taken when the heartbeat starts
         hb_st = Signal(HeartbeatStatus)
@@ -145,17 +252,9 @@ class Encoder(wiring.Component):
             units.payload.length.eq(length),
         ]
 
-        # the lowest pending edge bit: lane-major order is bit order
-        sel_lane = Signal(range(self.lanes))
-        sel_ch = Signal(3)
-        sel_rise = Signal()
-        sel_onehot = Signal(nbits)
         sel_src = Signal(nbits)   # the pending edges to choose from (pend, or less the one sent)
         m.d.comb += sel_src.eq(pend)
-        for bit in reversed(range(nbits)):
-            with m.If(sel_src[bit]):
-                m.d.comb += [sel_lane.eq(bit // self.channels), sel_ch.eq(bit % self.channels),
-                             sel_rise.eq(levels[bit]), sel_onehot.eq(1 << bit)]
+        sel_lane, sel_ch, sel_rise, sel_onehot = state.lowest_edge(m, sel_src)
         # Timing (48 MHz on iCE40, where a 64-bit carry chain alone takes ~18 ns): the edge is
         # picked and registered one state ahead (in ADVANCE or in DONE of the previous edge),
         # the 64-bit delta is subtracted in two 32-bit halves (DELTA, DELTA_HI), its length is
@@ -163,35 +262,18 @@ class Encoder(wiring.Component):
         # counts) are formed in two halves on consecutive cycles.
         sel_lane_r = Signal(range(self.lanes))
         sel_onehot_r = Signal(nbits)
-        t = Signal(tw)            # time of the selected event, ticks
-        if self.lanes & (self.lanes - 1):
-            m.d.comb += t.eq(ext + sel_lane_r)
-        else:   # ext is a multiple of lanes: the lane fills its low bits, no adder needed
-            m.d.comb += t.eq(ext | sel_lane_r)
-        max_ev = EVENT_FIRST_BITS + EVENT_MAX_CONT * CONT_BITS
-        ev_conts = Signal(range(EVENT_MAX_CONT + 1))     # from the registered delta in `sh`
-        for n in reversed(range(EVENT_MAX_CONT + 1)):
-            with m.If(sh[EVENT_FIRST_BITS + CONT_BITS * n:] == 0):
-                m.d.comb += ev_conts.eq(n)
-        time_conts = Signal(range(TIME_MAX_CONT + 1))
-        for n in reversed(range(1, TIME_MAX_CONT + 1)):
-            with m.If(sh[TIME_FIRST_BITS + CONT_BITS * n:] == 0):
-                m.d.comb += time_conts.eq(n)
+        t = state.event_time(m, sel_lane_r)      # time of the selected event, ticks
+        # the token's size from the registered delta in `sh`
+        ev_conts, time_conts, big_delta = token_sizes(m, sh)
         is_big = Signal()
-        m.d.comb += is_big.eq(sh[max_ev:] != 0)
+        m.d.comb += is_big.eq(big_delta)
         # The entry's advance in ticks is registered in IDLE and added in ADVANCE.
         step = Signal(self.counter_width + (self.lanes - 1).bit_length())
         kind = Signal(2)
 
         # OVERFLOW and heartbeat payloads, from registers that hold still while they are sent
-        ovf = Signal(Overflow)
-        m.d.comb += [ovf.lost.eq(ovf_count), ovf.first_time.eq(ext),
-                     ovf.span.eq((ovf_span + 1) * self.lanes)]
-        ovf_bits = Cat(ovf.as_value(), C(0, CONT_BITS * OVERFLOW_CONT - len(ovf.as_value())))
-        hb = Signal(Heartbeat)
-        m.d.comb += [hb.time.eq(ext), hb.events.eq(events), hb.lost.eq(lost),
-                     hb.fifo_high_water.eq(hb_hw), hb.status.eq(hb_st), hb.epoch.eq(epoch)]
-        hb_bits = hb.as_value()
+        ovf_bits = state.overflow_bits(m)
+        hb_bits = state.heartbeat(m, hb_hw, hb_st).as_value()
 
         half = 32
         ext_c = Signal()          # carries out of low halves, added to the high half next cycle

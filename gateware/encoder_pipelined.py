@@ -4,11 +4,12 @@ with one unit formed while the previous one is sent (link clock domain).
 Two stages. The *former* takes a capture entry, advancing the time base as it takes it, and
 forms one whole unit per cycle: an event's delta (one 64-bit subtraction), its token length and
 all its bytes side by side, or an OVERFLOW token, or a heartbeat. The *sender* holds one unit and
-gives it to the framer a byte per cycle. The former loads the sender in the cycle the sender
-gives its last byte, and takes the next entry in the cycle it forms the last event of the current
-one, so an event costs one link cycle whether it is alone in its entry or not (the two-stage
-encoder: eight for an isolated event, two or more for each further edge), and the link's rate
-is set by the bytes: one per link cycle. The bytes are the reference's
+gives it to the framer a byte per cycle, or two with ``link_bytes=2`` (the Ethernet build). The
+former loads the sender in the cycle the sender gives its last byte, and takes the next entry in
+the cycle it forms the last event of the current one, so an event costs one link cycle whether
+it is alone in its entry or not (the two-stage encoder: eight for an isolated event, two or more
+for each further edge), and the link's rate is set by the bytes, one or two per link cycle, and
+at most one event per link cycle. The bytes are the reference's
 (:class:`~latscope.gateware.model_stream.LinkModel`), unit for unit, as the two-stage encoder's:
 only the cycles differ.
 
@@ -18,11 +19,8 @@ keeps the two-stage encoder, which splits every 64-bit sum in two halves.
 """
 
 from amaranth.hdl import C, Cat, Const, Module, Mux, Signal
-from amaranth.lib import stream, wiring
-from amaranth.lib.wiring import In, Out
 
-from .checks import check, rejected
-from .encoder import MAX_UNIT_BYTES, LinkItem
+from .encoder import MAX_UNIT_BYTES, EncoderBase, EncoderState, token_sizes
 from .model_stream import ENTRY_RESET
 from .protocol import (
     CONT_BITS,
@@ -33,10 +31,7 @@ from .protocol import (
     TIME_MAX_CONT,
     EntryKind,
     Heartbeat,
-    HeartbeatStatus,
-    Overflow,
     Token,
-    capture_entry_layout,
 )
 
 __all__ = ["PipelinedEncoder"]
@@ -44,41 +39,31 @@ __all__ = ["PipelinedEncoder"]
 _HB_BYTES = Heartbeat.as_shape().size // 8
 
 
-class PipelinedEncoder(wiring.Component):
+class PipelinedEncoder(EncoderBase):
     """Turns capture entries into token units, one unit formed per link cycle.
 
-    Parameters and attributes as :class:`~latscope.gateware.encoder.Encoder`'s.
+    Parameters and attributes as :class:`~latscope.gateware.encoder.Encoder`'s, and
+
+    link_bytes : int
+        Bytes of a unit given to the framer per cycle: 1 (``units`` carries
+        :class:`~latscope.gateware.encoder.LinkItem`) or 2 (the two-byte link path of the
+        Ethernet build, :class:`~latscope.gateware.encoder.LinkItemPair`; a word holds one byte
+        only at the end of an odd-length unit).
     """
 
-    def __init__(self, *, channels=8, lanes=2, counter_width=48, time_width=64):
-        with rejected(self):
-            check("Channel count", channels, 1, 8)
-            check("Lane count", lanes, 1, 8)
-            check("Counter width", counter_width, 8, 63)
-            check("Time width", time_width, 48, 64)
-        self.channels, self.lanes, self.counter_width = channels, lanes, counter_width
-        self.time_width = time_width
-        self.entry_layout = capture_entry_layout(channels=channels, lanes=lanes,
-                                                 counter_width=counter_width)
-        super().__init__({
-            "entries": In(stream.Signature(self.entry_layout)),
-            "units": Out(stream.Signature(LinkItem)),
-            "hb_high_water": In(16),
-            "hb_status": In(HeartbeatStatus),
-            "hb_sent": Out(1),
-            "time": Out(64), "events": Out(64), "lost": Out(64), "epoch": Out(8),
-            "idle": Out(1),
-        })
+    def __init__(self, *, channels=8, lanes=2, counter_width=48, time_width=64, link_bytes=1):
+        super().__init__(channels=channels, lanes=lanes, counter_width=counter_width,
+                         time_width=time_width, link_bytes=link_bytes)
 
     def elaborate(self, platform):
         m = Module()
-        nbits = self.lanes * self.channels
         entry = self.entries.payload
         units = self.units
         tw = self.time_width
 
-        # --- sender: one unit, a byte per cycle ---------------------------------------------------
+        # --- sender: one unit, `link_bytes` bytes per cycle ---------------------------------------
         nbytes = MAX_UNIT_BYTES
+        width = self.link_bytes
         buf = Signal(8 * nbytes)
         left = Signal(range(nbytes + 1))          # bytes of the unit not yet sent
         s_first = Signal()
@@ -86,67 +71,47 @@ class PipelinedEncoder(wiring.Component):
         s_len = Signal(5)
         s_base = Signal(64)
         s_index = Signal(32)
-        m.d.comb += [units.valid.eq(left != 0), units.payload.data.eq(buf[:8]),
-                     units.payload.first.eq(s_first), units.payload.last.eq(left == 1),
-                     units.payload.flush.eq(s_hb & (left == 1)),
+        ending = Signal()                         # this word holds the unit's last byte
+        step = Signal(range(width + 1))           # bytes this word holds
+        if width == 1:
+            m.d.comb += [ending.eq(left == 1), step.eq(1)]
+        else:
+            m.d.comb += [ending.eq(left <= 2), step.eq(Mux(left >= 2, 2, 1)),
+                         units.payload.two.eq(left >= 2)]
+        m.d.comb += [units.valid.eq(left != 0), units.payload.data.eq(buf[:8 * width]),
+                     units.payload.first.eq(s_first), units.payload.last.eq(ending),
+                     units.payload.flush.eq(s_hb & ending),
                      units.payload.heartbeat.eq(s_hb), units.payload.length.eq(s_len),
                      units.payload.base_time.eq(s_base), units.payload.event_index.eq(s_index)]
         sent = Signal()
         m.d.comb += sent.eq(units.valid & units.ready)
         with m.If(sent):
-            m.d.sync += [buf.eq(buf >> 8), left.eq(left - 1), s_first.eq(0)]
+            m.d.sync += [buf.eq(buf >> 8 * width), left.eq(left - step), s_first.eq(0)]
         free = Signal()                           # a unit loaded now follows without a gap
-        m.d.comb += free.eq((left == 0) | ((left == 1) & units.ready))
+        m.d.comb += free.eq((left == 0) | (ending & units.ready))
         load = Signal()
         u_bytes = Signal(8 * nbytes)
         u_len = Signal(5)
         u_hb = Signal()
 
         # --- former ------------------------------------------------------------------------------
-        prev_cycle = Signal(self.counter_width)
-        ext = Signal(tw)          # ticks of the last entry's cycle, lane 0
-        last_time = Signal(tw)    # ticks of the last event
-        events = Signal(tw)
-        lost = Signal(tw)
-        epoch = Signal(8)
-        m.d.comb += [self.time.eq(ext), self.events.eq(events), self.lost.eq(lost),
-                     self.epoch.eq(epoch)]
+        state = EncoderState(m, self)
+        prev_cycle, ext, last_time = state.prev_cycle, state.ext, state.last_time
+        events, lost, epoch = state.events, state.lost, state.epoch
         with m.If(load):
             m.d.sync += [buf.eq(u_bytes), left.eq(u_len), s_len.eq(u_len), s_first.eq(1),
                          s_hb.eq(u_hb), s_base.eq(last_time), s_index.eq(events[:32])]
 
-        pend = Signal(nbits)      # edges of the current entry not yet encoded
-        levels = Signal(nbits)
-        ovf_count = Signal(40)
-        ovf_span = Signal(self.counter_width)
+        pend, levels = state.pend, state.levels
+        ovf_count, ovf_span = state.ovf_count, state.ovf_span
 
-        # the lowest pending edge: lane-major order is bit order
-        sel_lane = Signal(range(self.lanes))
-        sel_ch = Signal(3)
-        sel_rise = Signal()
-        sel_onehot = Signal(nbits)
-        for bit in reversed(range(nbits)):
-            with m.If(pend[bit]):
-                m.d.comb += [sel_lane.eq(bit // self.channels), sel_ch.eq(bit % self.channels),
-                             sel_rise.eq(levels[bit]), sel_onehot.eq(1 << bit)]
-        t = Signal(tw)            # time of the selected event, ticks
-        if self.lanes & (self.lanes - 1):
-            m.d.comb += t.eq(ext + sel_lane)
-        else:   # ext is a multiple of lanes: the lane fills its low bits, no adder needed
-            m.d.comb += t.eq(ext | sel_lane)
+        sel_lane, sel_ch, sel_rise, sel_onehot = state.lowest_edge(m, pend)
+        t = state.event_time(m, sel_lane)        # time of the selected event, ticks
         delta = Signal(tw)
         m.d.comb += delta.eq(t - last_time)
-        max_ev = EVENT_FIRST_BITS + EVENT_MAX_CONT * CONT_BITS
-        ev_conts = Signal(range(EVENT_MAX_CONT + 1))
-        for n in reversed(range(EVENT_MAX_CONT + 1)):
-            with m.If(delta[EVENT_FIRST_BITS + CONT_BITS * n:] == 0):
-                m.d.comb += ev_conts.eq(n)
-        time_conts = Signal(range(TIME_MAX_CONT + 1))
-        for n in reversed(range(1, TIME_MAX_CONT + 1)):
-            with m.If(delta[TIME_FIRST_BITS + CONT_BITS * n:] == 0):
-                m.d.comb += time_conts.eq(n)
+        ev_conts, time_conts, big_delta = token_sizes(m, delta)
         big = Signal()
-        m.d.comb += big.eq(delta[max_ev:] != 0)
+        m.d.comb += big.eq(big_delta)
 
         # An event's unit, every byte formed in place: EVENT [CONT]{0..3}, or TIME [CONT]{1..10}
         # EVENT(delta 0).
@@ -170,17 +135,11 @@ class PipelinedEncoder(wiring.Component):
             m.d.comb += [ev_bytes.eq(Cat(*small_bytes)), ev_len.eq(ev_conts + 1)]
 
         # OVERFLOW and heartbeat units
-        ovf = Signal(Overflow)
-        m.d.comb += [ovf.lost.eq(ovf_count), ovf.first_time.eq(ext),
-                     ovf.span.eq((ovf_span + 1) * self.lanes)]
-        ovf_bits = Cat(ovf.as_value(), C(0, CONT_BITS * OVERFLOW_CONT - len(ovf.as_value())))
+        ovf_bits = state.overflow_bits(m)
         ovf_bytes = Cat(Const(Token.OVERFLOW, 8), *(
             Const(Token.CONT, 8) | ovf_bits[CONT_BITS * k:][:CONT_BITS]
             for k in range(OVERFLOW_CONT)))
-        hb = Signal(Heartbeat)
-        m.d.comb += [hb.time.eq(ext), hb.events.eq(events), hb.lost.eq(lost),
-                     hb.fifo_high_water.eq(self.hb_high_water), hb.status.eq(self.hb_status),
-                     hb.epoch.eq(epoch)]
+        hb = state.heartbeat(m, self.hb_high_water, self.hb_status)
 
         take = Signal()
         m.d.comb += self.entries.ready.eq(take)

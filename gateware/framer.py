@@ -9,7 +9,7 @@ between frames, and FRAME/COUNTERS records from the frame classifier (taking tur
 EVENTS buffers when both wait). One ``seq`` counter numbers every frame sent.
 """
 
-from amaranth.hdl import Array, Cat, Module, Signal
+from amaranth.hdl import Array, Cat, Module, Mux, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.crc import catalog
 from amaranth.lib.memory import Memory
@@ -17,7 +17,8 @@ from amaranth.lib.wiring import In, Out
 from amaranth.utils import ceil_log2
 
 from .checks import rejected
-from .encoder import MAX_UNIT_BYTES, LinkItem
+from .encoder import MAX_UNIT_BYTES, unit_layout
+from .linkword import LinkWord, check_link_bytes, crc32_step
 from .protocol import (
     MAX_PAYLOAD,
     MAX_PAYLOAD_ACCEPTED,
@@ -57,17 +58,23 @@ class Framer(wiring.Component):
     max_payload : int
         Token bytes per EVENTS frame (each of the two buffers holds this many), from
         ``MAX_UNIT_BYTES`` (29) to ``MAX_PAYLOAD_ACCEPTED - 12``.
+    link_bytes : int
+        Stream bytes per cycle: 1, or 2 (the Ethernet build's two-byte path,
+        :mod:`~latscope.gateware.linkword`): units come in words of two bytes and fill each
+        buffer as two byte-wide banks (even and odd positions), headers, payloads and CRCs go out
+        two bytes a cycle (a one-byte word only at the end of an odd-length payload, and for
+        each REPLY and record byte, which come a byte per cycle).
 
     Attributes
     ----------
     units : In(stream.Signature(LinkItem))
-        From the encoder.
+        From the encoder (:class:`~latscope.gateware.encoder.LinkItemPair` with two link bytes).
     replies : In(stream.Signature(ReplyByte))
         REPLY payloads (ReplyHeader and data) from the command handler.
     records : In(stream.Signature(RecordByte))
         FRAME and COUNTERS payloads from the frame classifier (leave unconnected without one).
     tx : Out(stream.Signature(8))
-        The framed bytes.
+        The framed bytes (:class:`~latscope.gateware.linkword.LinkWord` with two link bytes).
     idle : Out(1)
         Nothing buffered and nothing being sent.
     waiting : Out(1)
@@ -78,29 +85,39 @@ class Framer(wiring.Component):
         :class:`~latscope.gateware.top.LatscopeCore`'s ``fast_forward``).
     """
 
-    def __init__(self, *, max_payload=MAX_PAYLOAD):
+    def __init__(self, *, max_payload=MAX_PAYLOAD, link_bytes=1):
         limit = MAX_PAYLOAD_ACCEPTED - _EH_BYTES
         with rejected(self):
             if not isinstance(max_payload, int) or not MAX_UNIT_BYTES <= max_payload <= limit:
                 raise TypeError(f"Maximum payload must be an integer in "
                                 f"{MAX_UNIT_BYTES}..{limit}, not {max_payload!r}")
-        self.max_payload = max_payload
+            check_link_bytes(link_bytes)
+        self.max_payload, self.link_bytes = max_payload, link_bytes
         super().__init__({
-            "units": In(stream.Signature(LinkItem)),
+            "units": In(stream.Signature(unit_layout(link_bytes))),
             "replies": In(stream.Signature(ReplyByte)),
             "records": In(stream.Signature(RecordByte)),
-            "tx": Out(stream.Signature(8)),
+            "tx": Out(stream.Signature(8 if link_bytes == 1 else LinkWord)),
             "idle": Out(1),
             "waiting": Out(1),
         })
 
     def elaborate(self, platform):
         m = Module()
+        wide = self.link_bytes == 2
         abits = ceil_log2(self.max_payload)
-        m.submodules.mem = mem = Memory(shape=8, depth=2 << abits, init=[])
-        wr = mem.write_port()
-        rd = mem.read_port()
-        m.submodules.crc = crc = catalog.CRC32_ISO_HDLC(data_width=8).create()
+        if wide:
+            # bank b holds the bytes at positions of parity b: a word of a unit lands in both
+            # banks, whatever the position it starts at
+            banks = [Memory(shape=8, depth=1 << abits, init=[]) for _ in range(2)]
+            m.submodules.mem0, m.submodules.mem1 = banks
+            wrs = [bank.write_port() for bank in banks]
+            rds = [bank.read_port() for bank in banks]
+        else:
+            m.submodules.mem = mem = Memory(shape=8, depth=2 << abits, init=[])
+            wr = mem.write_port()
+            rd = mem.read_port()
+            m.submodules.crc = crc = catalog.CRC32_ISO_HDLC(data_width=8).create()
 
         # per-buffer state: closed (ready to send), payload length, type, EventsHeader
         full = Signal(2)
@@ -115,15 +132,29 @@ class Framer(wiring.Component):
         fill_hb = Signal()
         close = Signal()
         close_len = Signal.like(fill_len)
-        m.d.comb += [wr.addr.eq(Cat(fill_len[:abits], fill_sel)), wr.data.eq(unit.data)]
+        write = Signal()
+        if wide:
+            count = Signal(2)        # bytes in this word of the unit
+            m.d.comb += count.eq(Mux(unit.two, 2, 1))
+            after = fill_len + 1
+            for b, port in enumerate(wrs):
+                here = fill_len[0] == b      # the word's first byte goes to this bank
+                m.d.comb += [
+                    port.addr.eq(Cat(Mux(here, fill_len[1:abits], after[1:abits]), fill_sel)),
+                    port.data.eq(Mux(here, unit.data[:8], unit.data[8:])),
+                    port.en.eq(write & (here | unit.two))]
+        else:
+            count = 1
+            m.d.comb += [wr.addr.eq(Cat(fill_len[:abits], fill_sel)), wr.data.eq(unit.data),
+                         wr.en.eq(write)]
         with m.If(self.units.valid):
             with m.If((fill_len != 0) & unit.first
                       & ((fill_hb != unit.heartbeat)
                          | (fill_len + unit.length > self.max_payload))):
                 m.d.comb += [close.eq(1), close_len.eq(fill_len)]
             with m.Elif(~full.bit_select(fill_sel, 1)):
-                m.d.comb += [self.units.ready.eq(1), wr.en.eq(1)]
-                m.d.sync += fill_len.eq(fill_len + 1)
+                m.d.comb += [self.units.ready.eq(1), write.eq(1)]
+                m.d.sync += fill_len.eq(fill_len + count)
                 with m.If(fill_len == 0):
                     eh = Signal(EventsHeader)
                     m.d.comb += [eh.base_time.eq(unit.base_time),
@@ -131,7 +162,7 @@ class Framer(wiring.Component):
                     m.d.sync += [fill_hb.eq(unit.heartbeat), bhb[fill_sel].eq(unit.heartbeat),
                                  bhdr[fill_sel].eq(eh)]
                 with m.If(unit.last & unit.flush):
-                    m.d.comb += [close.eq(1), close_len.eq(fill_len + 1)]
+                    m.d.comb += [close.eq(1), close_len.eq(fill_len + count)]
         with m.If(close):
             m.d.sync += [full.bit_select(fill_sel, 1).eq(1), blen[fill_sel].eq(close_len),
                          fill_sel.eq(~fill_sel), fill_len.eq(0)]
@@ -148,18 +179,48 @@ class Framer(wiring.Component):
         m.d.comb += head.eq(Cat(hdr, bhdr[send_sel]))
         idx = Signal(16)
         plen = Signal(16)       # payload bytes after the header(s)
-        ptr = Signal(abits)
-        ptr_next = Signal(abits)
-        m.d.comb += [ptr_next.eq(ptr), rd.addr.eq(Cat(ptr_next, send_sel))]
+        width = self.link_bytes
+        ptr = Signal(abits - wide)              # the buffer's next byte (word, when wide)
+        ptr_next = Signal.like(ptr)
+        m.d.comb += ptr_next.eq(ptr)
+        for port in (rds if wide else [rd]):
+            m.d.comb += port.addr.eq(Cat(ptr_next, send_sel))
         m.d.sync += ptr.eq(ptr_next)
+        tx_data = self.tx.payload.data if wide else self.tx.payload
         # The CRC takes each byte one cycle after it was sent (a register between the byte
         # multiplexer and the CRC network keeps that path short); CRC_WAIT lets the last byte in.
-        crc_byte = Signal(8)
         crc_take = Signal()
         crc_next = Signal()
-        m.d.sync += [crc_byte.eq(self.tx.payload), crc_take.eq(crc_next)]
-        m.d.comb += [crc.data.eq(crc_byte), crc.valid.eq(crc_take),
-                     hdr.sync.eq(SYNC_WORD), hdr.version.eq(PROTOCOL_VERSION), hdr.seq.eq(seq)]
+        m.d.sync += crc_take.eq(crc_next)
+        if wide:
+            # one or two bytes a cycle: the CRC register steps through both in one XOR network
+            crc_word = Signal(16)
+            crc_two = Signal()
+            crc_start = Signal()
+            crc_reg = Signal(32, init=0xFFFFFFFF)
+            m.d.sync += [crc_word.eq(tx_data), crc_two.eq(self.tx.payload.two)]
+            with m.If(crc_start):
+                m.d.sync += crc_reg.eq(0xFFFFFFFF)
+            with m.Elif(crc_take):
+                m.d.sync += crc_reg.eq(Mux(crc_two,
+                                           crc32_step(crc_reg, [crc_word[:8], crc_word[8:]]),
+                                           crc32_step(crc_reg, [crc_word[:8]])))
+            crc_value = ~crc_reg
+            payload_data = Cat(rds[0].data, rds[1].data)
+            payload_last = idx + 2 >= plen
+
+            def two(value):
+                return [self.tx.payload.two.eq(value)]
+        else:
+            crc_byte = Signal(8)
+            m.d.sync += crc_byte.eq(self.tx.payload)
+            m.d.comb += [crc.data.eq(crc_byte), crc.valid.eq(crc_take)]
+            crc_start, crc_value = crc.start, crc.crc
+            payload_data, payload_last = rd.data, idx == plen - 1
+
+            def two(value):
+                return []
+        m.d.comb += [hdr.sync.eq(SYNC_WORD), hdr.version.eq(PROTOCOL_VERSION), hdr.seq.eq(seq)]
         handshake = Signal()
         m.d.comb += handshake.eq(self.tx.valid & self.tx.ready)
 
@@ -171,7 +232,7 @@ class Framer(wiring.Component):
                              self.idle.eq((fill_len == 0) & (full == 0) & ~self.units.valid
                                           & ~self.records.valid)]
                 m.d.sync += [idx.eq(0)]
-                m.d.comb += crc.start.eq(1)
+                m.d.comb += crc_start.eq(1)
                 buffer_ready = full.bit_select(send_sel, 1)
                 with m.If(self.replies.valid):
                     m.d.sync += [is_reply.eq(1), is_record.eq(0), hdr.type.eq(FrameType.REPLY),
@@ -198,11 +259,12 @@ class Framer(wiring.Component):
                     m.next = "HEADER"
 
             with m.State("HEADER"):
-                m.d.comb += [self.tx.valid.eq(1), self.tx.payload.eq(head.word_select(idx, 8)),
-                             crc_next.eq(handshake & (idx >= 2))]
+                # the sync word (2 bytes, outside the CRC) is a whole word on the wide path
+                m.d.comb += [self.tx.valid.eq(1), tx_data.eq(head.word_select(idx, 8 * width)),
+                             *two(1), crc_next.eq(handshake & (idx >= 2 // width))]
                 with m.If(self.tx.ready):
                     m.d.sync += idx.eq(idx + 1)
-                    with m.If(idx == hdr_bytes - 1):
+                    with m.If(idx == (hdr_bytes[1:] if wide else hdr_bytes) - 1):
                         m.d.sync += idx.eq(0)
                         with m.If(plen == 0):
                             m.next = "CRC_WAIT"
@@ -215,7 +277,7 @@ class Framer(wiring.Component):
 
             with m.State("REPLY"):
                 m.d.comb += [self.tx.valid.eq(self.replies.valid),
-                             self.tx.payload.eq(self.replies.payload.data),
+                             tx_data.eq(self.replies.payload.data),
                              self.replies.ready.eq(self.tx.ready), crc_next.eq(handshake)]
                 with m.If(handshake):
                     m.d.sync += idx.eq(idx + 1)
@@ -225,7 +287,7 @@ class Framer(wiring.Component):
 
             with m.State("RECORD"):
                 m.d.comb += [self.tx.valid.eq(self.records.valid),
-                             self.tx.payload.eq(self.records.payload.data),
+                             tx_data.eq(self.records.payload.data),
                              self.records.ready.eq(self.tx.ready), crc_next.eq(handshake)]
                 with m.If(handshake):
                     m.d.sync += idx.eq(idx + 1)
@@ -234,12 +296,12 @@ class Framer(wiring.Component):
                         m.next = "CRC_WAIT"
 
             with m.State("PAYLOAD"):
-                m.d.comb += [self.tx.valid.eq(1), self.tx.payload.eq(rd.data),
-                             crc_next.eq(handshake)]
+                m.d.comb += [self.tx.valid.eq(1), tx_data.eq(payload_data),
+                             *two(idx + 2 <= plen), crc_next.eq(handshake)]
                 with m.If(self.tx.ready):
                     m.d.comb += ptr_next.eq(ptr + 1)
-                    m.d.sync += idx.eq(idx + 1)
-                    with m.If(idx == plen - 1):
+                    m.d.sync += idx.eq(idx + width)
+                    with m.If(payload_last):
                         m.d.comb += ptr_next.eq(0)
                         m.d.sync += idx.eq(0)
                         m.next = "CRC_WAIT"
@@ -249,11 +311,11 @@ class Framer(wiring.Component):
 
             with m.State("CRC"):
                 # the CRC register holds still here: no data and no start
-                m.d.comb += [self.tx.valid.eq(1),
-                             self.tx.payload.eq(crc.crc.word_select(idx[:2], 8))]
+                m.d.comb += [self.tx.valid.eq(1), *two(1),
+                             tx_data.eq(crc_value.word_select(idx[:2 // width], 8 * width))]
                 with m.If(self.tx.ready):
                     m.d.sync += idx.eq(idx + 1)
-                    with m.If(idx == 3):
+                    with m.If(idx == 4 // width - 1):
                         m.d.sync += seq.eq(seq + 1)
                         with m.If(~is_reply & ~is_record):
                             m.d.sync += [full.bit_select(send_sel, 1).eq(0),

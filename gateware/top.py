@@ -15,6 +15,8 @@ passes the same one-cycle write register, so the order holds). The encoder
 zeroes its time, event index and lost count on it and sends a heartbeat with the next epoch.
 """
 
+import functools
+
 from amaranth.hdl import Cat, DomainRenamer, Module, Mux, Signal
 from amaranth.lib import fifo, stream, wiring
 from amaranth.lib.wiring import In, Out
@@ -29,6 +31,7 @@ from .eth.inband import EthLinkStatus
 from .fifo import CaptureFIFO, level_at_most
 from .framer import Framer
 from .frames import FrameCapture
+from .linkword import LinkWord, check_link_bytes
 from .model_stream import ENTRY_RESET, check_names
 from .protocol import MAX_PAYLOAD, Heartbeat, HeartbeatStatus
 
@@ -50,6 +53,11 @@ class LatscopeCore(wiring.Component):
         per link cycle, full-width adders: the ECP5 boards, whose Ethernet link needs the rate).
         False (default): the two-stage :class:`~latscope.gateware.encoder.Encoder` (64-bit sums
         in halves: the iCE40's 24 MHz link logic). Both send the same bytes.
+    link_bytes : int
+        Stream bytes per link cycle from the encoder through the framer to ``tx``: 1 (the UART
+        builds), or 2 with the pipelined encoder (the Ethernet build: ``tx`` carries
+        :class:`~latscope.gateware.linkword.LinkWord`, the same bytes in words of two,
+        :mod:`~latscope.gateware.linkword`).
     fifo_depth : int
         Capture FIFO entries, a power of two >= 4.
     async_fifo : bool
@@ -93,10 +101,14 @@ class LatscopeCore(wiring.Component):
                  heartbeat_shift=20, fifo_depth=1024, async_fifo=True, capture_hz, board="sim",
                  channel_names, source_hash=0, fast_forward=False, max_payload=MAX_PAYLOAD,
                  command_timeout=1 << 16, time_width=64, sniffer=None, frame_options=None,
-                 net=None, pipelined_encoder=False, input_delay=False):
+                 net=None, pipelined_encoder=False, link_bytes=1, input_delay=False):
         with rejected(self):
             if not isinstance(pipelined_encoder, bool):
                 raise TypeError(f"pipelined_encoder must be a bool, not {pipelined_encoder!r}")
+            check_link_bytes(link_bytes)
+            if link_bytes != 1 and not pipelined_encoder:
+                raise TypeError(f"Link bytes must be 1 with the two-stage encoder "
+                                f"(pipelined_encoder=False), not {link_bytes!r}")
             if not isinstance(fifo_depth, int) or fifo_depth < 4 or fifo_depth & (fifo_depth - 1):
                 raise TypeError(f"FIFO depth must be a power of two >= 4, not {fifo_depth!r}")
             if not isinstance(async_fifo, bool):
@@ -108,10 +120,12 @@ class LatscopeCore(wiring.Component):
         self.front = CaptureFrontEnd(channels=channels, lanes=lanes, counter_width=counter_width,
                                      max_glitch=max_glitch, heartbeat_shift=heartbeat_shift,
                                      fast_forward=fast_forward)
-        encoder = PipelinedEncoder if pipelined_encoder else Encoder
+        encoder = (functools.partial(PipelinedEncoder, link_bytes=link_bytes)
+                   if pipelined_encoder else Encoder)
         self.encoder = encoder(channels=channels, lanes=lanes, counter_width=counter_width,
                                time_width=time_width)
-        self.framer = Framer(max_payload=max_payload)
+        self.framer = Framer(max_payload=max_payload, link_bytes=link_bytes)
+        self.link_bytes = link_bytes
         self.frames = (FrameCapture(interface=sniffer, **(frame_options or {}))
                        if sniffer is not None else None)
         self.control = Control(channels=channels, lanes=lanes, counter_width=counter_width,
@@ -126,7 +140,7 @@ class LatscopeCore(wiring.Component):
         members = {
             "samples": In(lanes * channels),
             "selftest_out": Out(lanes),
-            "tx": Out(stream.Signature(8)),
+            "tx": Out(stream.Signature(8 if link_bytes == 1 else LinkWord)),
             "rx": In(stream.Signature(8)),
         }
         if self.frames is not None:
@@ -258,7 +272,7 @@ class LatscopeCore(wiring.Component):
         # Output register: the byte multiplexers of the framer (and the command handler's reply
         # bytes behind them) end in flip-flops, not in the UART's shift register.
         out_valid = Signal()
-        out_byte = Signal(8)
+        out_byte = Signal(framer.tx.payload.shape())
         m.d.comb += [framer.tx.ready.eq(~out_valid | self.tx.ready),
                      self.tx.valid.eq(out_valid), self.tx.payload.eq(out_byte)]
         with m.If(framer.tx.valid & framer.tx.ready):

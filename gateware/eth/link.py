@@ -23,6 +23,7 @@ from amaranth.lib.wiring import In, Out
 from ..checks import rejected
 from ..control import ConfigCrossing
 from ..fifo import CaptureFIFO
+from ..linkword import LinkWord, WordToBytes, check_link_bytes
 from .mac import EthReceiver, RxByte, UdpStreamer, frame_tracker
 from .model import DEFAULT_NET
 from .net import NetLayout, net_init
@@ -42,23 +43,29 @@ class EthLink(wiring.Component):
         Addresses after reset.
     idle_cycles : int
         ``eth`` cycles of stream silence that send a partly filled datagram.
+    link_bytes : int
+        The core's link path: 1 (bytes) or 2 (words of :mod:`~latscope.gateware.linkword`,
+        which cross whole and are cut into bytes again on the ``eth`` side).
 
     Attributes
     ----------
-    stream_in : In(stream.Signature(8))      (``sync``)
+    stream_in : In(stream.Signature(8))      (``sync``; words, :class:`LinkWord`, with
+                                             ``link_bytes=2``: the core's two-byte path)
     commands : Out(stream.Signature(8))      (``sync``)
     net, net_write, net_busy                 (``sync``) as ConfigCrossing's i_config, i_write, busy
     tx_rise, tx_fall : Out(5)                (``eth``) DDR lanes: data nibble and TX_CTL
     rx_rise, rx_fall : In(5)                 (``eth_rx``)
     """
 
-    def __init__(self, *, max_frame, net=DEFAULT_NET, idle_cycles=1024):
+    def __init__(self, *, max_frame, net=DEFAULT_NET, idle_cycles=1024, link_bytes=1):
         with rejected(self):
             self.streamer = UdpStreamer(max_frame=max_frame, idle_cycles=idle_cycles)
+            check_link_bytes(link_bytes)
         self.receiver = EthReceiver()
         self.init = net_init(net)
+        self.link_bytes = link_bytes
         super().__init__({
-            "stream_in": In(stream.Signature(8)),
+            "stream_in": In(stream.Signature(8 if link_bytes == 1 else LinkWord)),
             "commands": Out(stream.Signature(8)),
             "net": In(NetLayout, init=self.init),
             "net_write": In(1),
@@ -72,10 +79,22 @@ class EthLink(wiring.Component):
         m.submodules.streamer = streamer = self.streamer
         m.submodules.receiver = receiver = self.receiver
 
-        m.submodules.tx_fifo = txq = CaptureFIFO(width=8, depth=64, w_domain="sync",
+        width = 8 if self.link_bytes == 1 else LinkWord.as_shape().size
+        m.submodules.tx_fifo = txq = CaptureFIFO(width=width, depth=64, w_domain="sync",
                                                  r_domain="eth")
-        wiring.connect(m, wiring.flipped(self.stream_in), txq.w_stream)
-        wiring.connect(m, txq.r_stream, streamer.stream_in)
+        m.d.comb += [txq.w_stream.valid.eq(self.stream_in.valid),
+                     txq.w_stream.payload.eq(self.stream_in.payload),
+                     self.stream_in.ready.eq(txq.w_stream.ready)]
+        if self.link_bytes == 1:
+            wiring.connect(m, txq.r_stream, streamer.stream_in)
+        else:
+            # words cross at up to one per 48 MHz cycle; the streamer takes their bytes one per
+            # 125 MHz cycle, more than the two bytes of each word need
+            m.submodules.tx_bytes = split = DomainRenamer({"sync": "eth"})(WordToBytes())
+            m.d.comb += [split.i.valid.eq(txq.r_stream.valid),
+                         split.i.payload.eq(txq.r_stream.payload),
+                         txq.r_stream.ready.eq(split.i.ready)]
+            wiring.connect(m, split.o, streamer.stream_in)
 
         m.submodules.net_crossing = cross = ConfigCrossing(NetLayout, init=self.init,
                                                            o_domain="eth")
@@ -118,18 +137,23 @@ class LinkMux(wiring.Component):
     release_cycles : int
         Cycles without a byte from the link that is sending a command after which the other
         link may send one (a command's bytes come back to back from either link).
+    link_bytes : int
+        The core's link path: 1 (bytes) or 2 (words: ``core_tx`` and ``eth_tx`` carry
+        :class:`~latscope.gateware.linkword.LinkWord`, the UART gets their bytes one at a time).
     """
 
-    def __init__(self, *, release_cycles=1024):
+    def __init__(self, *, release_cycles=1024, link_bytes=1):
         with rejected(self):
             if not isinstance(release_cycles, int) or release_cycles < 1:
                 raise TypeError(f"Release cycles must be a positive integer, "
                                 f"not {release_cycles!r}")
-        self.release_cycles = release_cycles
+            check_link_bytes(link_bytes)
+        self.release_cycles, self.link_bytes = release_cycles, link_bytes
+        words = stream.Signature(8 if link_bytes == 1 else LinkWord)
         super().__init__({
-            "core_tx": In(stream.Signature(8)), "core_rx": Out(stream.Signature(8)),
+            "core_tx": In(words), "core_rx": Out(stream.Signature(8)),
             "uart_tx": Out(stream.Signature(8)), "uart_rx": In(stream.Signature(8)),
-            "eth_tx": Out(stream.Signature(8)), "eth_rx": In(stream.Signature(8)),
+            "eth_tx": Out(words), "eth_rx": In(stream.Signature(8)),
             "eth_selected": Out(1),
         })
 
@@ -161,14 +185,23 @@ class LinkMux(wiring.Component):
 
         tx = self.core_tx
         accept = Signal()
-        at_boundary, _ = frame_tracker(m, "sync", tx.payload, accept)
+        if self.link_bytes == 1:
+            at_boundary, _ = frame_tracker(m, "sync", tx.payload, accept)
+            uart = self.uart_tx
+        else:
+            # the UART takes the words' bytes one at a time
+            at_boundary, _ = frame_tracker(m, "sync", tx.payload.data, accept,
+                                           two=tx.payload.two)
+            m.submodules.uart_bytes = split = WordToBytes()
+            wiring.connect(m, split.o, wiring.flipped(self.uart_tx))
+            uart = split.i
         out_sel = Signal()
         route = Signal()
         m.d.comb += route.eq(Mux(at_boundary, want_eth, out_sel))
         m.d.sync += out_sel.eq(route)
-        m.d.comb += [self.uart_tx.payload.eq(tx.payload), self.eth_tx.payload.eq(tx.payload),
-                     self.uart_tx.valid.eq(tx.valid & ~route),
+        m.d.comb += [uart.payload.eq(tx.payload), self.eth_tx.payload.eq(tx.payload),
+                     uart.valid.eq(tx.valid & ~route),
                      self.eth_tx.valid.eq(tx.valid & route),
-                     tx.ready.eq(Mux(route, self.eth_tx.ready, self.uart_tx.ready)),
+                     tx.ready.eq(Mux(route, self.eth_tx.ready, uart.ready)),
                      accept.eq(tx.valid & tx.ready), self.eth_selected.eq(out_sel)]
         return m

@@ -43,25 +43,33 @@ def _be(value, nbytes):
     return Cat(*(value.word_select(nbytes - 1 - i, 8) for i in range(nbytes)))
 
 
-def frame_tracker(m, domain, byte, accept):
+def frame_tracker(m, domain, byte, accept, *, two=None):
     """Logic that follows stream-frame boundaries in a byte stream (``docs/stream-format.md``):
     returns ``(at_boundary, frame_ends)``; ``at_boundary`` is high before the first byte of a
-    frame, ``frame_ends`` in the cycle the last byte of a frame is accepted."""
+    frame, ``frame_ends`` in the cycle the last byte of a frame is accepted. With ``two`` (a
+    :class:`~latscope.gateware.linkword.LinkWord` stream: ``byte`` its 16 data bits, ``two`` its
+    flag) a transfer is one or two bytes; frames start in a word's low byte, so the length
+    field (bytes 4 and 5) is one whole word."""
     pos = Signal(16)
     length_lo = Signal(8)
     last_pos = Signal(16)
     ends = Signal()
-    m.d.comb += ends.eq(accept & (pos > 5) & (pos == last_pos))
+    top = pos if two is None else pos + two     # where the last byte accepted now is
+    m.d.comb += ends.eq(accept & (top > 5) & (top == last_pos))
     with m.If(accept):
         with m.If(ends):
             m.d[domain] += pos.eq(0)
         with m.Else():
-            m.d[domain] += pos.eq(pos + 1)
-        with m.If(pos == 4):
-            m.d[domain] += length_lo.eq(byte)
-        with m.If(pos == 5):
-            # header 6 + payload + CRC 4 bytes: the last byte is at payload + 9
-            m.d[domain] += last_pos.eq(Cat(length_lo, byte) + 9)
+            m.d[domain] += pos.eq(top + 1)
+        # header 6 + payload + CRC 4 bytes: the last byte is at payload + 9
+        if two is None:
+            with m.If(pos == 4):
+                m.d[domain] += length_lo.eq(byte)
+            with m.If(pos == 5):
+                m.d[domain] += last_pos.eq(Cat(length_lo, byte) + 9)
+        else:
+            with m.If(pos == 4):
+                m.d[domain] += last_pos.eq(byte[:16] + 9)
     return pos == 0, ends
 
 

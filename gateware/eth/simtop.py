@@ -34,7 +34,8 @@ class EthSimTop(wiring.Component):
                       max_payload=256)
         params.update(core_params)
         self.core = LatscopeCore(net=net, **params)
-        self.link = EthLink(max_frame=max_frame_for(self.core), net=net, idle_cycles=idle_cycles)
+        self.link = EthLink(max_frame=max_frame_for(self.core), net=net, idle_cycles=idle_cycles,
+                            link_bytes=self.core.link_bytes)
         super().__init__({
             "samples": In(len(self.core.samples)),
             "uart_tx": Out(stream.Signature(8)), "uart_rx": In(stream.Signature(8)),
@@ -47,7 +48,7 @@ class EthSimTop(wiring.Component):
         m = Module()
         m.submodules.core = core = self.core
         m.submodules.link = link = self.link
-        m.submodules.mux = mux = LinkMux(release_cycles=160)
+        m.submodules.mux = mux = LinkMux(release_cycles=160, link_bytes=core.link_bytes)
         m.submodules.pins = pins = RgmiiSimPins()
         m.submodules.inband = inband = InbandStatus()
         m.d.comb += [inband.rise.eq(pins.rx_rise), inband.fall.eq(pins.rx_fall),

@@ -34,9 +34,10 @@ def random_entries(rng, n, *, channels, lanes, counter_width):
 
 
 def run_encoder(entries, *, channels, lanes, counter_width, seed, high_water=0, status=0,
-                time_width=64, encoder=Encoder, cycles=None):
+                time_width=64, encoder=Encoder, cycles=None, link_bytes=1):
+    extra = {} if link_bytes == 1 else {"link_bytes": link_bytes}
     dut = encoder(channels=channels, lanes=lanes, counter_width=counter_width,
-                  time_width=time_width)
+                  time_width=time_width, **extra)
     rng = random.Random(seed)
     units, current = [], bytearray()
     params = dict(channels=channels, lanes=lanes, counter_width=counter_width)
@@ -67,7 +68,9 @@ def run_encoder(entries, *, channels, lanes, counter_width, seed, high_water=0, 
                 assert not current
                 meta = (bool(item.heartbeat), int(item.base_time), int(item.event_index))
                 length = int(item.length)
-            current.append(int(item.data))
+            current.append(int(item.data) & 0xFF)
+            if link_bytes == 2 and item.two:
+                current.append(int(item.data) >> 8)
             if item.last:
                 assert len(current) == length
                 units.append(meta[:1] + (bytes(current),) + meta[1:] + (bool(item.flush),))
@@ -106,11 +109,15 @@ def test_units_match_model(channels, lanes, counter_width, seed, time_width):
     assert 0xD in kinds            # OVERFLOW tokens were exercised
 
 
-@pytest.mark.parametrize("channels,lanes,counter_width,seed,time_width", [
-    (8, 2, 12, 1, 64), (3, 1, 40, 2, 64), (2, 4, 20, 3, 64), (3, 1, 40, 2, 48), (8, 2, 24, 4, 48),
-    (8, 4, 48, 5, 64),     # the ECPIX-5's shape
+@pytest.mark.parametrize("channels,lanes,counter_width,seed,time_width,link_bytes", [
+    (8, 2, 12, 1, 64, 1), (3, 1, 40, 2, 64, 1), (2, 4, 20, 3, 64, 1), (3, 1, 40, 2, 48, 1),
+    (8, 2, 24, 4, 48, 1),
+    (8, 4, 48, 5, 64, 1),     # the ECPIX-5's shape
+    # two bytes per cycle (the Ethernet build's link path): the same units, byte for byte
+    (8, 2, 12, 1, 64, 2), (3, 1, 40, 2, 64, 2), (8, 4, 48, 5, 64, 2),
 ])
-def test_pipelined_units_match_model(channels, lanes, counter_width, seed, time_width):
+def test_pipelined_units_match_model(channels, lanes, counter_width, seed, time_width,
+                                     link_bytes):
     # The pipelined encoder (gateware/encoder_pipelined.py) against the same reference, on the
     # same random entries and backpressure as the two-stage encoder above.
     rng = random.Random(seed)
@@ -121,7 +128,7 @@ def test_pipelined_units_match_model(channels, lanes, counter_width, seed, time_
     model.run(entries, fifo_high_water=77, status=0b101)
     units = run_encoder(entries, channels=channels, lanes=lanes, counter_width=counter_width,
                         seed=seed, high_water=77, status=0b101, time_width=time_width,
-                        encoder=PipelinedEncoder)
+                        encoder=PipelinedEncoder, link_bytes=link_bytes)
     assert units == model.units
     kinds = {u[1][0] >> 4 for u in units if not u[0]}
     if counter_width == 40:

@@ -5,14 +5,16 @@ decoder."""
 import random
 
 import pytest
-from amaranth.hdl import Module
+from amaranth.hdl import Module, Value
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 from amaranth.sim import Simulator
 
 from latscope.capture.link.stream import StreamDecoder
 from latscope.gateware.encoder import Encoder
+from latscope.gateware.encoder_pipelined import PipelinedEncoder
 from latscope.gateware.framer import Framer, ReplyByte
+from latscope.gateware.linkword import word_bytes
 from latscope.gateware.model_stream import ENTRY_RESET, Entry, LinkModel, pack_entry
 from latscope.gateware.protocol import EntryKind
 
@@ -29,12 +31,15 @@ async def until_high(ctx, signal, domain="sync"):
             return
 
 class LinkSide(wiring.Component):
-    def __init__(self, max_payload):
-        self.encoder = Encoder(**P)
-        self.framer = Framer(max_payload=max_payload)
+    """Encoder and framer; with two link bytes the pipelined encoder (the Ethernet build's)."""
+
+    def __init__(self, max_payload, link_bytes=1):
+        self.encoder = (Encoder(**P) if link_bytes == 1
+                        else PipelinedEncoder(**P, link_bytes=link_bytes))
+        self.framer = Framer(max_payload=max_payload, link_bytes=link_bytes)
         super().__init__({"entries": In(stream.Signature(self.encoder.entry_layout)),
                           "replies": In(stream.Signature(ReplyByte)),
-                          "tx": Out(stream.Signature(8))})
+                          "tx": Out(self.framer.tx.signature)})
 
     def elaborate(self, platform):
         m = Module()
@@ -66,8 +71,8 @@ def random_entries(rng, n):
     return entries
 
 
-def simulate(entries, *, max_payload, seed, replies=(), expect):
-    dut = LinkSide(max_payload)
+def simulate(entries, *, max_payload, seed, replies=(), expect, link_bytes=1):
+    dut = LinkSide(max_payload, link_bytes)
     rng = random.Random(seed)
     got = bytearray()
 
@@ -93,10 +98,10 @@ def simulate(entries, *, max_payload, seed, replies=(), expect):
     async def sink(ctx):
         while len(got) < expect:
             ctx.set(dut.tx.ready, rng.random() < 0.7)
-            _, _, valid, ready, byte = await ctx.tick().sample(dut.tx.valid, dut.tx.ready,
-                                                               dut.tx.payload)
+            _, _, valid, ready, word = await ctx.tick().sample(dut.tx.valid, dut.tx.ready,
+                                                               Value.cast(dut.tx.payload))
             if valid and ready:
-                got.append(byte)
+                got.extend(word_bytes(word, link_bytes))
 
     sim = Simulator(dut)
     sim.add_clock(1e-8)
@@ -107,23 +112,25 @@ def simulate(entries, *, max_payload, seed, replies=(), expect):
     return bytes(got)
 
 
+@pytest.mark.parametrize("link_bytes", [1, 2])
 @pytest.mark.parametrize("max_payload,seed", [(40, 1), (29, 2), (128, 3)])
-def test_bytes_match_model(max_payload, seed):
+def test_bytes_match_model(max_payload, seed, link_bytes):
     entries = random_entries(random.Random(seed), 60)
     model = LinkModel(**P, max_payload=max_payload)
     expected = model.run(entries)
-    assert simulate(entries, max_payload=max_payload, seed=seed, expect=len(expected)) \
-        == expected
+    assert simulate(entries, max_payload=max_payload, seed=seed, expect=len(expected),
+                    link_bytes=link_bytes) == expected
 
 
-def test_replies_between_frames():
+@pytest.mark.parametrize("link_bytes", [1, 2])
+def test_replies_between_frames(link_bytes):
     entries = random_entries(random.Random(4), 80)
     model = LinkModel(**P, max_payload=40)
     events_only = model.run(entries)
     replies = [bytes([1, 2, 0]), bytes([2, 1, 0]) + b"identify-data", bytes([3, 7, 4])]
     extra = sum(len(r) + 10 for r in replies)
     data = simulate(entries, max_payload=40, seed=4, replies=replies,
-                    expect=len(events_only) + extra)
+                    expect=len(events_only) + extra, link_bytes=link_bytes)
     result = StreamDecoder().feed(data)
     assert [bytes([r.command_seq, r.opcode, r.status]) + r.data for r in result.replies] \
         == replies

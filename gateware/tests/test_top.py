@@ -8,12 +8,13 @@ import random
 
 import numpy as np
 import pytest
-from amaranth.hdl import ClockDomain, ClockSignal, Elaboratable, Module, ResetSignal
+from amaranth.hdl import ClockDomain, ClockSignal, Elaboratable, Module, ResetSignal, Value
 from amaranth.sim import Simulator
 
 from latscope.capture.link.stream import StreamDecoder
 from latscope.gateware.codec import parse_identify
 from latscope.gateware.eth.model import DEFAULT_NET
+from latscope.gateware.linkword import word_bytes
 from latscope.gateware.protocol import EthSpeed, Opcode, Status
 from latscope.gateware.stream_bench import send_commands
 from latscope.gateware.top import LatscopeCore
@@ -57,7 +58,7 @@ def stimulus(rng, n_edges, *, start_cycle, gap=(1, 40)):
 
 
 def run(dut, commands, *, edges=(), cycles, tx_stall=None, clocks=(10e-9, 13e-9),
-        after_command=None, top=None):
+        after_command=None, top=None, lanes=LANES):
     """Simulate: ``commands`` are sent first (each waits for its reply), then ``edges`` play on
     the pins from their ticks on (``top``: a design holding ``dut``, simulated instead of it).
     Returns the decoded result and the bytes."""
@@ -71,14 +72,15 @@ def run(dut, commands, *, edges=(), cycles, tx_stall=None, clocks=(10e-9, 13e-9)
     async def sink(ctx):
         decoder = StreamDecoder()
         cycle = 0
-        async for _, _, valid, ready, byte in ctx.tick("sync").sample(
-                dut.tx.valid, dut.tx.ready, dut.tx.payload):
+        async for _, _, valid, ready, word in ctx.tick("sync").sample(
+                dut.tx.valid, dut.tx.ready, Value.cast(dut.tx.payload)):
             cycle += 1
             stalled = tx_stall is not None and tx_stall[0] <= cycle < tx_stall[1]
             ctx.set(dut.tx.ready, not stalled)
             if valid and ready:
-                out.append(byte)
-                state["replies"] += len(decoder.feed(bytes([byte])).replies)
+                data = word_bytes(word, dut.link_bytes)
+                out.extend(data)
+                state["replies"] += len(decoder.feed(data).replies)
 
     async def pins(ctx):
         level_of = [0] * CH
@@ -87,11 +89,11 @@ def run(dut, commands, *, edges=(), cycles, tx_stall=None, clocks=(10e-9, 13e-9)
         while not state["go"]:
             await ctx.tick("capture")
             cycle += 1
-        assert not pending or pending[0][0] // LANES > cycle, "stimulus starts too early"
+        assert not pending or pending[0][0] // lanes > cycle, "stimulus starts too early"
         while cycle < cycles:
             samples = 0
-            for lane in range(LANES):
-                while pending and pending[0][0] <= cycle * LANES + lane:
+            for lane in range(lanes):
+                while pending and pending[0][0] <= cycle * lanes + lane:
                     _, ch, level = pending.pop(0)
                     level_of[ch] = level
                 for ch in range(CH):
@@ -117,6 +119,16 @@ def run(dut, commands, *, edges=(), cycles, tx_stall=None, clocks=(10e-9, 13e-9)
 def expected_events(edges, rise_en=0b111, fall_en=0b111):
     keep = [(t, ch, lv) for t, ch, lv in edges if (rise_en if lv else fall_en) >> ch & 1]
     return [t for t, _, _ in keep], [ch for _, ch, _ in keep], [bool(lv) for _, _, lv in keep]
+
+
+def assert_all_events(result, edges):
+    """Both set-up commands accepted and every edge decoded at its tick, none lost."""
+    assert [r.status for r in result.replies] == [Status.OK, Status.OK]
+    times, channels, rising = expected_events(edges)
+    assert result.time.tolist() == times
+    assert result.channel.tolist() == channels
+    assert result.rising.tolist() == rising
+    assert result.losses == [] and result.frames_bad == result.frames_missing == 0
 
 
 def test_commands_and_events_two_clocks():
@@ -177,12 +189,39 @@ def test_pipelined_core_carries_30m_events_per_s_at_the_boards_clocks():
     result, _ = run(dut, commands, edges=edges,
                     cycles=((last_cycle >> shift) + 1 << shift) + 10_000,
                     clocks=(5e-9, 1 / 48e6))
-    assert [r.status for r in result.replies] == [Status.OK, Status.OK]
-    times, channels, rising = expected_events(edges)
-    assert result.time.tolist() == times
-    assert result.channel.tolist() == channels
-    assert result.rising.tolist() == rising
-    assert result.losses == [] and result.frames_bad == result.frames_missing == 0
+    assert_all_events(result, edges)
+
+
+@pytest.mark.slow
+def test_two_byte_path_carries_30m_events_per_s_worst_case_at_the_boards_clocks():
+    # The Ethernet build's link path (pipelined encoder, framer and tx two bytes per link cycle)
+    # at the ECPIX-5's clocks and tick (4 lanes at 200 MHz: 1.25 ns), the link taking a word
+    # every link cycle (the Ethernet streamer's FIFO, read at 125 MHz a byte per cycle). The
+    # worst case of the links bench: an edge every 26 ticks (30.8 M events/s) on the next
+    # channel in turn, so every delta needs a 2-byte EVENT token (16..1023 ticks): 61.5 MB/s of
+    # tokens, more than a byte per 48 MHz link cycle carries. 20,000 events over 650 us: more
+    # than the FIFO (1,024 entries) and the framer's two buffers (1,024 bytes each) could hide
+    # at the byte path's rate (~23.4 M events/s on this stimulus: they fill in ~290 us), so a
+    # lossless run needs the two-byte path. Every event decoded at its stimulus tick, none lost.
+    shift, lanes, period, n = 14, 4, 26, 20_000
+    dut = core(pipelined_encoder=True, link_bytes=2, lanes=lanes, capture_hz=200_000_000,
+               max_payload=1024, counter_width=24, heartbeat_shift=shift, fifo_depth=1024)
+    ticks_per_s = 200e6 * lanes
+    start, levels, edges = 600 * lanes, [0] * CH, []
+    for k in range(n):
+        levels[k % CH] ^= 1
+        edges.append((start + period * k, k % CH, levels[k % CH]))
+    span_s = (edges[-1][0] - edges[0][0] + period) / ticks_per_s
+    assert 30.5e6 < n / span_s < 31e6
+    commands = [(Opcode.SET_EDGES, b"\x07\x00\x07\x00"), (Opcode.ARM, b"\x01")]
+    last_cycle = edges[-1][0] // lanes
+    result, data = run(dut, commands, edges=edges, lanes=lanes,
+                       cycles=((last_cycle >> shift) + 1 << shift) + 10_000,
+                       clocks=(5e-9, 1 / 48e6))
+    assert_all_events(result, edges)
+    # the stream the run needed: more than the byte path's 48 MB/s (2 B/event of tokens plus
+    # the frames' headers and CRCs)
+    assert len(data) / n * (n / span_s) > 1.25 * 48e6
 
 
 def test_overflow_is_counted_exactly():

@@ -11,11 +11,12 @@
 // nothing is skipped.
 //
 // stdin, all little-endian, read once at the start:
-//   u32 magic 0x4C534642 ("BFSL"), u32 version 1
+//   u32 magic 0x4C534642 ("BFSL"), u32 version 2
 //   u32 period_ps[4]     capture, sync, phy_rx, phy_tx
 //   u8  interface        0 MII, 1 RMII
 //   u8  lanes, u8 channels, u8 rx_channel, u8 tx_channel   capture channels of RX_DV/CRS_DV, TX_EN
-//   u32 throttle         sync cycles per accepted tx byte (1: every cycle)
+//   u32 throttle         sync cycles per transfer the link takes (1: every cycle)
+//   u32 per_byte         1: `throttle` cycles for each byte of a transfer (the UART)
 //   u32 reset_ps         reset held from time 0
 //   u32 start_ps         time the generators start (commands are answered before)
 //   u32 gap_symbols      PHY clocks with DV low after each frame (24 MII / 48 RMII: 96 bit times)
@@ -38,17 +39,11 @@
 // u8 direction (0 rx, 1 tx), u8 new level; in time order per direction. The edge check
 // (framebench.py) turns these into the capture ticks the front end must report.
 
-#include <chrono>
-#include <cstdint>
-#include <cstdio>
-#include <cstdlib>
-#include <cstring>
-#include <deque>
-#include <unistd.h>
-#include <vector>
+// (After the shared part, twoclock.h: set-up reading, the tx link, the clocks.)
 
-#include "Vtop.h"
-#include "verilated.h"
+#include <cstring>
+
+using namespace twoclock;
 
 namespace {
 
@@ -67,25 +62,6 @@ uint32_t crc32(const uint8_t *p, size_t n) {     // zlib.crc32
     uint32_t c = 0xFFFFFFFFu;
     for (size_t i = 0; i < n; i++) c = crc_table[(c ^ p[i]) & 0xFF] ^ (c >> 8);
     return c ^ 0xFFFFFFFFu;
-}
-
-void read_all(void *dst, size_t n) {
-    auto *p = static_cast<unsigned char *>(dst);
-    while (n) {
-        ssize_t r = read(0, p, n);
-        if (r <= 0) {
-            fprintf(stderr, "framebench: truncated setup\n");
-            exit(3);
-        }
-        p += r;
-        n -= static_cast<size_t>(r);
-    }
-}
-
-template <typename T> T get() {
-    T v;
-    read_all(&v, sizeof(v));
-    return v;
 }
 
 struct Template {
@@ -164,39 +140,30 @@ struct Level {
     uint8_t at(uint64_t t) const { return t >= changed_at ? level : old_level; }
 };
 
-unsigned char out_buf[1 << 16];
-size_t out_len = 0;
-
-void flush_out() {
-    size_t done = 0;
-    while (done < out_len) {
-        ssize_t n = write(1, out_buf + done, out_len - done);
-        if (n < 0) _exit(0);
-        done += static_cast<size_t>(n);
-    }
-    out_len = 0;
-}
-
 }  // namespace
 
 int main(int argc, char **argv) {
     Verilated::commandArgs(argc, argv);
+    harness_name = "framebench";
     crc_init();
-    if (get<uint32_t>() != 0x4C534642u || get<uint32_t>() != 1) {
+    if (get<uint32_t>() != 0x4C534642u || get<uint32_t>() != 2) {
         fprintf(stderr, "framebench: bad setup header\n");
         return 3;
     }
-    uint64_t period[4];
-    for (auto &p : period) p = get<uint32_t>();
+    Clocks<4> clk;
+    uint64_t *period = clk.period;
+    for (int c = 0; c < 4; c++) period[c] = get<uint32_t>();
     bool rmii = get<uint8_t>() != 0;
     unsigned lanes = get<uint8_t>(), channels = get<uint8_t>();
     unsigned rx_ch = get<uint8_t>(), tx_ch = get<uint8_t>();
-    uint32_t throttle = get<uint32_t>();
+    TxLink tx;
+    tx.throttle = get<uint32_t>();
+    tx.per_byte = get<uint32_t>() != 0;
     uint64_t reset_ps = get<uint32_t>(), start_ps = get<uint32_t>();
     uint32_t gap = get<uint32_t>();
     uint64_t tail_ps = get<uint64_t>();
-    std::deque<uint8_t> rx_queue;
-    for (uint16_t n = get<uint16_t>(); n; n--) rx_queue.push_back(get<uint8_t>());
+    RxHost rx;
+    rx.read_setup();
     Generator gen[2];
     for (int d = 0; d < 2; d++) {
         Generator &g = gen[d];
@@ -224,7 +191,7 @@ int main(int argc, char **argv) {
             return 3;
         }
     }
-    if (lanes * channels > 32 || rx_ch >= channels || tx_ch >= channels || throttle == 0) {
+    if (lanes * channels > 32 || rx_ch >= channels || tx_ch >= channels || tx.throttle == 0) {
         fprintf(stderr, "framebench: bad parameters\n");
         return 3;
     }
@@ -246,16 +213,12 @@ int main(int argc, char **argv) {
         }
     }
     top = new Vtop;
-    uint64_t next[4] = {0, 0, 0, 0};
     if (rmii) period[3] = period[2];          // one REF_CLK for both directions
     Level level[2];
     bool running[2] = {false, false};
     bool started = false;
-    bool high[4] = {false, false, false, false};
-    uint64_t low_evals = 0;
     uint64_t end_ps = UINT64_MAX;
-    uint64_t evaluated = 0, sync_cycles = 0, tx_bytes = 0, since_tx = UINT64_MAX / 2;
-    uint64_t clock_edges[4] = {0, 0, 0, 0};
+    const bool *rise = clk.rise;
     auto wall0 = std::chrono::steady_clock::now();
     top->rst = 1;
     top->samples = 0;
@@ -263,11 +226,8 @@ int main(int argc, char **argv) {
     top->phy_tx = 0;
 
     for (;;) {
-        uint64_t t = next[0];
-        for (int c = 1; c < 4; c++) if (next[c] < t) t = next[c];
+        uint64_t t = clk.step();
         if (t >= end_ps) break;
-        bool rise[4];
-        for (int c = 0; c < 4; c++) rise[c] = next[c] == t;
         if (t >= reset_ps) top->rst = 0;
         if (!started && t >= start_ps) {
             started = true;
@@ -287,45 +247,22 @@ int main(int argc, char **argv) {
             }
             top->samples = word;
         }
-        top->tx_ready = since_tx >= throttle;
-        top->rx_valid = !rx_queue.empty() && !top->rst;
-        top->rx_data = rx_queue.empty() ? 0 : rx_queue.front();
-        // The byte handshakes of this edge, from the registered outputs of the last evaluation.
-        bool tx_fire = rise[1] && top->tx_valid && top->tx_ready;
-        bool rx_fire = rise[1] && top->rx_valid && top->rx_ready;
-        uint8_t tx_byte = top->tx_data;
-        // A clock rising again without an evaluation since its last edge must be seen low first;
-        // otherwise the clocks that rose last time fall and this edge's clocks rise in one
-        // evaluation (only rising edges clock the design; inputs settle before the edge).
-        bool need_low = false;
-        for (int c = 0; c < 4; c++) need_low |= rise[c] && high[c];
-        if (need_low) {
+        LinkEdge link = link_inputs(top, tx, rx, rise[1]);
+        if (clk.need_low()) {
             top->capture_clk = 0;
             top->sync_clk = 0;
             top->phy_rx_clk = 0;
             top->phy_tx_clk = 0;
             top->eval();
-            low_evals++;
+            clk.low_evals++;
         }
         top->capture_clk = rise[0];
         top->sync_clk = rise[1];
         top->phy_rx_clk = rise[2];
         top->phy_tx_clk = rise[3];
         top->eval();
-        for (int c = 0; c < 4; c++) high[c] = rise[c];
-        evaluated++;
-        for (int c = 0; c < 4; c++) if (rise[c]) { next[c] += period[c]; clock_edges[c]++; }
-        if (rise[1]) {
-            sync_cycles++;
-            since_tx++;
-            if (tx_fire) {
-                if (out_len == sizeof(out_buf)) flush_out();
-                out_buf[out_len++] = tx_byte;
-                tx_bytes++;
-                since_tx = 1;
-            }
-            if (rx_fire) rx_queue.pop_front();
-        }
+        if (rise[1]) link_outputs(link, tx, rx);
+        clk.advance();
         // The PHY (receive) and the MAC (transmit) change their outputs after the rising edge.
         for (int d = 0; d < 2; d++) {
             if (!rise[2 + d] || !running[d]) continue;
@@ -351,18 +288,18 @@ int main(int argc, char **argv) {
     flush_out();
     if (pins_out) fclose(pins_out);
     if (edges_out) fclose(edges_out);
-    double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
+    double wall = seconds_since(wall0);
     fprintf(stderr,
             "framebench-stats sim_ps=%llu evaluated=%llu low_evals=%llu capture_cycles=%llu sync_cycles=%llu "
             "phy_rx_cycles=%llu phy_tx_cycles=%llu rx_frames=%llu tx_frames=%llu "
             "rx_symbols=%llu tx_symbols=%llu tx_bytes=%llu wall_s=%.6f\n",
-            (unsigned long long)end_ps, (unsigned long long)evaluated,
-            (unsigned long long)low_evals,
-            (unsigned long long)clock_edges[0], (unsigned long long)clock_edges[1],
-            (unsigned long long)clock_edges[2], (unsigned long long)clock_edges[3],
+            (unsigned long long)end_ps, (unsigned long long)clk.evaluated,
+            (unsigned long long)clk.low_evals,
+            (unsigned long long)clk.edges[0], (unsigned long long)clk.edges[1],
+            (unsigned long long)clk.edges[2], (unsigned long long)clk.edges[3],
             (unsigned long long)gen[0].sent, (unsigned long long)gen[1].sent,
             (unsigned long long)gen[0].symbols, (unsigned long long)gen[1].symbols,
-            (unsigned long long)tx_bytes, wall);
+            (unsigned long long)tx.bytes, wall);
     top->final();
     delete top;
     return 0;

@@ -8,9 +8,10 @@ domain (encoder, framer) at 48 MHz, every clock edge evaluated in Verilator
 from the framer:
 
 - **UART**: 12 Mbaud 8N1, 1.2 MB/s: one byte per 40 link cycles.
-- **Ethernet**: one byte per 48 MHz link cycle (48 MB/s, the framer's own limit): the streamer
-  reads its FIFO at 125 MHz and puts ~117 MB/s of UDP payload on the wire, so it never holds
-  the framer back.
+- **Ethernet**: one transfer per 48 MHz link cycle: on the ECPIX-5's two-byte link path
+  (``link_bytes=2``, :mod:`latscope.gateware.linkword`) a word of two bytes, 96 MB/s, the
+  framer's own limit: the streamer reads its FIFO at 125 MHz, a byte per cycle, and puts
+  ~117 MB/s of UDP payload on the wire, so it never holds the framer back.
 
 Figures: the highest lossless event rate of each link on each stimulus (worst case: periodic
 edges over 8 channels, where every delta needs a 2- or 3-byte token; realistic: the 64-byte
@@ -406,8 +407,12 @@ def run(quick):
     }
     guesses = {"worst": 3.1, "realistic": 2.3, "bursts": 1.4}
     found, at_rate = {}, {}
+    link_bytes = board.core_params().get("link_bytes", 1)
     for link, throttle in throttles.items():
-        capacity = board.sync_hz / throttle          # bytes/s the link takes from the framer
+        # bytes/s the link takes from the framer: the UART's byte time per byte, the
+        # Ethernet streamer's FIFO a transfer (link_bytes) per link cycle
+        cycles, per_byte = throttle
+        capacity = board.sync_hz / cycles * (1 if per_byte else link_bytes)
 
         def trial(ticks, values, throttle=throttle):
             return linkclocks.play(binary, board, ticks, values, throttle=throttle)

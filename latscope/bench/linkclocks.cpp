@@ -1,16 +1,18 @@
-// latscope: Verilator harness of the two-clock links bench (latscope/bench/linkclocks.py).
+// latscope: Verilator harness of the two-clock links bench (latscope/bench/linkclocks.py), after
+// the shared part (twoclock.h).
 //
 // The board's LatscopeCore (asynchronous capture FIFO) with its two clocks, each on its own
 // period: capture and sync (the link clock of the encoder and framer). Every clock edge of both
 // domains is evaluated; nothing is skipped. The capture channels follow a list of sample words,
-// each held from its capture cycle on; the link accepts at most one tx byte per `throttle` sync
-// cycles (the UART's byte time, or 1 for the Ethernet streamer, which takes bytes faster than
-// the link clock offers them).
+// each held from its capture cycle on; the link takes the core's tx transfers at the rate
+// twoclock.h's TxLink is given (the UART's byte time, or every cycle for the Ethernet
+// streamer's FIFO, which is read faster than the link clock fills it).
 //
 // stdin, all little-endian, read once at the start:
-//   u32 magic 0x4B4C534C ("LSLK"), u32 version 1
+//   u32 magic 0x4B4C534C ("LSLK"), u32 version 2
 //   u32 period_ps[2]     capture, sync
-//   u32 throttle         sync cycles per accepted tx byte (1: every cycle)
+//   u32 throttle         sync cycles per transfer the link takes (1: every cycle)
+//   u32 per_byte         1: `throttle` cycles for each byte of a transfer (the UART)
 //   u32 reset_ps         reset held from time 0
 //   u64 tail_ps          simulated time after the last sample word
 //   u16 n_cmd, n_cmd bytes    host bytes for the core's rx stream (commands), sent at once
@@ -18,66 +20,24 @@
 //       rising edge numbered capture_cycle (0: the first edge at time 0) on; cycles increase
 // stdout: every byte the core sends on tx. stderr: a statistics line at the end.
 
-#include <chrono>
-#include <cstdint>
-#include <cstdio>
-#include <cstdlib>
-#include <deque>
-#include <unistd.h>
-#include <vector>
-
-#include "Vtop.h"
-#include "verilated.h"
-
-namespace {
-
-void read_all(void *dst, size_t n) {
-    auto *p = static_cast<unsigned char *>(dst);
-    while (n) {
-        ssize_t r = read(0, p, n);
-        if (r <= 0) {
-            fprintf(stderr, "linkclocks: truncated setup\n");
-            exit(3);
-        }
-        p += r;
-        n -= static_cast<size_t>(r);
-    }
-}
-
-template <typename T> T get() {
-    T v;
-    read_all(&v, sizeof(v));
-    return v;
-}
-
-unsigned char out_buf[1 << 16];
-size_t out_len = 0;
-
-void flush_out() {
-    size_t done = 0;
-    while (done < out_len) {
-        ssize_t n = write(1, out_buf + done, out_len - done);
-        if (n < 0) _exit(0);
-        done += static_cast<size_t>(n);
-    }
-    out_len = 0;
-}
-
-}  // namespace
+using namespace twoclock;
 
 int main(int argc, char **argv) {
     Verilated::commandArgs(argc, argv);
-    if (get<uint32_t>() != 0x4B4C534Cu || get<uint32_t>() != 1) {
+    harness_name = "linkclocks";
+    if (get<uint32_t>() != 0x4B4C534Cu || get<uint32_t>() != 2) {
         fprintf(stderr, "linkclocks: bad setup header\n");
         return 3;
     }
-    uint64_t period[2];
-    for (auto &p : period) p = get<uint32_t>();
-    uint32_t throttle = get<uint32_t>();
+    Clocks<2> clk;
+    for (auto &p : clk.period) p = get<uint32_t>();
+    TxLink tx;
+    tx.throttle = get<uint32_t>();
+    tx.per_byte = get<uint32_t>() != 0;
     uint64_t reset_ps = get<uint32_t>();
     uint64_t tail_ps = get<uint64_t>();
-    std::deque<uint8_t> rx_queue;
-    for (uint16_t n = get<uint16_t>(); n; n--) rx_queue.push_back(get<uint8_t>());
+    RxHost rx;
+    rx.read_setup();
     uint64_t n_words = get<uint64_t>();
     std::vector<uint64_t> cycles(n_words);
     std::vector<uint32_t> words(n_words);
@@ -89,70 +49,47 @@ int main(int argc, char **argv) {
             return 3;
         }
     }
-    if (throttle == 0 || period[0] == 0 || period[1] == 0) {
+    if (tx.throttle == 0 || clk.period[0] == 0 || clk.period[1] == 0) {
         fprintf(stderr, "linkclocks: bad parameters\n");
         return 3;
     }
     uint64_t last_cycle = n_words ? cycles[n_words - 1] : 0;
-    uint64_t end_ps = last_cycle * period[0] + tail_ps;
+    uint64_t end_ps = last_cycle * clk.period[0] + tail_ps;
 
     Vtop *top = new Vtop;
-    uint64_t next[2] = {0, 0};
-    bool high[2] = {false, false};
-    uint64_t evaluated = 0, edges[2] = {0, 0}, tx_bytes = 0, since_tx = UINT64_MAX / 2;
     size_t word_pos = 0;
     auto wall0 = std::chrono::steady_clock::now();
     top->rst = 1;
     top->samples = 0;
 
     for (;;) {
-        uint64_t t = next[0] < next[1] ? next[0] : next[1];
+        uint64_t t = clk.step();
         if (t >= end_ps) break;
-        bool rise[2] = {next[0] == t, next[1] == t};
         if (t >= reset_ps) top->rst = 0;
-        if (rise[0]) {
-            while (word_pos < n_words && cycles[word_pos] <= edges[0])
+        if (clk.rise[0]) {
+            while (word_pos < n_words && cycles[word_pos] <= clk.edges[0])
                 top->samples = words[word_pos++];
         }
-        top->tx_ready = since_tx >= throttle;
-        top->rx_valid = !rx_queue.empty() && !top->rst;
-        top->rx_data = rx_queue.empty() ? 0 : rx_queue.front();
-        // The byte handshakes of this edge, from the registered outputs of the last evaluation.
-        bool tx_fire = rise[1] && top->tx_valid && top->tx_ready;
-        bool rx_fire = rise[1] && top->rx_valid && top->rx_ready;
-        uint8_t tx_byte = top->tx_data;
-        // A clock rising again without an evaluation since its last edge is seen low first.
-        if ((rise[0] && high[0]) || (rise[1] && high[1])) {
+        LinkEdge link = link_inputs(top, tx, rx, clk.rise[1]);
+        if (clk.need_low()) {
             top->capture_clk = 0;
             top->sync_clk = 0;
             top->eval();
+            clk.low_evals++;
         }
-        top->capture_clk = rise[0];
-        top->sync_clk = rise[1];
+        top->capture_clk = clk.rise[0];
+        top->sync_clk = clk.rise[1];
         top->eval();
-        high[0] = rise[0];
-        high[1] = rise[1];
-        evaluated++;
-        for (int c = 0; c < 2; c++) if (rise[c]) { next[c] += period[c]; edges[c]++; }
-        if (rise[1]) {
-            since_tx++;
-            if (tx_fire) {
-                if (out_len == sizeof(out_buf)) flush_out();
-                out_buf[out_len++] = tx_byte;
-                tx_bytes++;
-                since_tx = 1;
-            }
-            if (rx_fire) rx_queue.pop_front();
-        }
+        if (clk.rise[1]) link_outputs(link, tx, rx);
+        clk.advance();
     }
     flush_out();
-    double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
     fprintf(stderr,
             "linkclocks-stats sim_ps=%llu evaluated=%llu capture_cycles=%llu sync_cycles=%llu "
             "tx_bytes=%llu wall_s=%.6f\n",
-            (unsigned long long)end_ps, (unsigned long long)evaluated,
-            (unsigned long long)edges[0], (unsigned long long)edges[1],
-            (unsigned long long)tx_bytes, wall);
+            (unsigned long long)end_ps, (unsigned long long)clk.evaluated,
+            (unsigned long long)clk.edges[0], (unsigned long long)clk.edges[1],
+            (unsigned long long)tx.bytes, seconds_since(wall0));
     top->final();
     delete top;
     return 0;

@@ -37,9 +37,11 @@ def test_sample_words_hold_every_level_from_its_tick():
 
 
 def test_link_throttles_are_the_boards_byte_times():
-    # 12 Mbaud 8N1 from the 48 MHz link clock: 10 bits of 4 cycles; Ethernet every cycle
-    assert linkclocks.link_throttles(BOARDS["ecpix5"]) == {"UART": 40, "Ethernet": 1}
-    assert linkclocks.link_throttles(BOARDS["icebreaker"]) == {"UART": 20}
+    # 12 Mbaud 8N1 from the 48 MHz link clock: 10 bits of 4 cycles for each byte; Ethernet a
+    # transfer (a word on the two-byte path) every cycle
+    assert linkclocks.link_throttles(BOARDS["ecpix5"]) == {"UART": (40, True),
+                                                           "Ethernet": (1, False)}
+    assert linkclocks.link_throttles(BOARDS["icebreaker"]) == {"UART": (20, True)}
 
 
 @pytest.mark.slow
@@ -47,15 +49,15 @@ def test_link_throttles_are_the_boards_byte_times():
 def test_two_clock_core_is_exact_below_its_rate_and_reports_loss_above():
     # The worst-case stimulus (the next of 8 channels toggles every period) at 2 M events/s is
     # carried whole over the Ethernet link model, every event on its stimulus tick; at 60 M
-    # events/s its two-byte tokens need 120 MB/s, over the 48 MB/s the framer sends at the
-    # 48 MHz link clock: 8,000 events, so the deficit (~4,800) is more than the FIFO and the
-    # framer's buffers hold (~2,100); the FIFO overflows and the stream says how many events
-    # were lost (no event is silently missing).
+    # events/s its two-byte tokens need 120 MB/s, over the 96 MB/s the two-byte path sends at
+    # the 48 MHz link clock: 24,000 events, so the deficit (~5,000) is more than the FIFO and
+    # the framer's buffers hold (~2,100); the FIFO overflows and the stream says how many
+    # events were lost (no event is silently missing).
     board = BOARDS["ecpix5"]
     binary = linkclocks.build(board, verbose=False)
-    for rate, lossless, n in ((2e6, True, 4000), (60e6, False, 8000)):
+    for rate, lossless, n in ((2e6, True, 4000), (60e6, False, 24_000)):
         ticks, values = linkbench.periodic(rate, n / rate, board.tick_hz)
-        out = linkclocks.play(binary, board, ticks, values, throttle=1)
+        out = linkclocks.play(binary, board, ticks, values, throttle=(1, False))
         if lossless:
             assert out["lost"] == 0 and out["mismatched"] == 0
             assert out["events"] == out["expected"] == len(ticks)
