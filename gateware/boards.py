@@ -241,7 +241,9 @@ BOARDS = {
         ethernet=True,
         # One unit formed per 48 MHz link cycle and two stream bytes per link cycle from the
         # encoder to the Ethernet streamer: what the Ethernet link needs (docs/ethernet.md).
-        core_overrides=dict(pipelined_encoder=True, link_bytes=2),
+        # Input delay lines (a DELAYF before each IDDRX2F, set by SET_DELAY) for sub-tick
+        # channel alignment (docs/selftest.md).
+        core_overrides=dict(pipelined_encoder=True, link_bytes=2, input_delay=True),
     ),
     # The 3.125 ns build: IDDRX1F (amaranth DDRBuffer), 2 samples per 160 MHz capture clock.
     "ecpix5-x1": Board(
@@ -401,13 +403,16 @@ class BoardTop(Elaboratable):
             getattr(core, "frames", None), "interface", None)
         if self.sniffer is not None:
             frame_pins(board, self.sniffer)
+        no_delay_cells = LatscopeError(f"Input delay lines need an ECP5 build with x2 gearing "
+                                       f"(DELAYF before IDDRX2F), not board {board.name!r}")
         if core is None:
+            if core_overrides.get("input_delay") and board.gearing != "x2":
+                raise no_delay_cells         # before a core is made that would go unused
             if board.ethernet:
                 core_overrides.setdefault("net", DEFAULT_NET)
             core = LatscopeCore(**board.core_params(**core_overrides))
         if "delay_taps" in core.signature.members and board.gearing != "x2":
-            raise LatscopeError(f"Input delay lines need an ECP5 build with x2 gearing (DELAYF "
-                                f"before IDDRX2F), not board {board.name!r}")
+            raise no_delay_cells
         expected = board.lanes * len(CHANNEL_ROLES)
         if len(core.samples) != expected:
             raise ValueError(f"Core samples must be {expected} bits wide for board "

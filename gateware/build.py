@@ -284,7 +284,7 @@ def build_bitstream(board, out_dir=None, *, core=None, timing_allow_fail=False, 
         "timing_allow_fail": bool(timing_allow_fail),
         "seed": seed,
         "frame_capture": frame_capture_summary(core_overrides),
-        "input_delay": bool(core_overrides.get("input_delay")),
+        "input_delay": "delay_taps" in top.core.signature.members,
         "tools": _tool_versions(),
     })
     (out_dir / SUMMARY_NAME).write_text(json.dumps(summary, indent=2) + "\n")

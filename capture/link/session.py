@@ -215,7 +215,7 @@ class Instrument:
                 board = (self.identity or {}).get("board", "?")
                 raise LatscopeError(f"this instrument (board {board}) has no input delay lines: "
                                     f"sub-tick alignment needs an ECPIX-5 build with them "
-                                    f"(`latscope gateware build --board ecpix5 --input-delay`)"
+                                    f"(`latscope gateware build --board ecpix5`, the default)"
                                     ) from None
             raise
 

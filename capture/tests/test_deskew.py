@@ -161,7 +161,7 @@ def test_instrument_without_delay_lines_is_refused_in_one_line():
     instrument = Instrument(bench)
     identity = instrument.identify()
     with pytest.raises(LatscopeError, match=r"^this instrument \(board sim\) has no input delay "
-                                            r"lines: .*--input-delay") as error:
+                                            r"lines: .*gateware build --board ecpix5`") as error:
         st.align_sub_tick(instrument, identity, [0, 1], high_ticks=101, low_ticks=99)
     assert "\n" not in str(error.value)
 

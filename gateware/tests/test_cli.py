@@ -10,9 +10,10 @@ from amaranth.hdl import Fragment
 from latscope import LatscopeError
 from latscope.cli import main
 from latscope.gateware import build
-from latscope.gateware.boards import BoardTop
+from latscope.gateware.boards import BoardTop, get_board
 from latscope.gateware.build import frame_build_options
 from latscope.gateware.protocol import FrameRecord
+from latscope.gateware.top import LatscopeCore
 
 
 @pytest.mark.parametrize(("args", "text"), [
@@ -78,3 +79,45 @@ def test_build_module_doctests():
     import doctest
     result = doctest.testmod(build)
     assert result.attempted > 0 and result.failed == 0
+
+
+@pytest.mark.parametrize(("board", "args", "passed"), [
+    ("ecpix5", [], "board default"), ("ecpix5", ["--no-input-delay"], False),
+    ("ecpix5", ["--input-delay"], True), ("ecpix5-x1", ["--no-input-delay"], False)])
+def test_input_delay_option_reaches_the_build(tmp_path, capsys, monkeypatch, board, args, passed):
+    """Without the option the board's default stands; --input-delay/--no-input-delay override it."""
+    seen = {}
+
+    def fake_build(board, out_dir=None, **kwargs):
+        seen["input_delay"] = kwargs.get("input_delay", "board default")
+        return {"board": board, "timing_met": True}
+    monkeypatch.setattr(build, "build_bitstream", fake_build)
+    assert main(["gateware", "build", "--board", board, "--out", str(tmp_path / "b"), "--json",
+                 *args]) == 0
+    capsys.readouterr()
+    assert seen == {"input_delay": passed}
+
+
+def test_input_delay_is_the_ecpix5_default():
+    """The shipped ecpix5 (x2) core has SET_DELAY's registers, so BoardTop puts a DELAYF before
+    each IDDRX2F (test_boards.py); input_delay=False leaves them out; the other boards have none."""
+    assert get_board("ecpix5").core_params()["input_delay"] is True
+    assert get_board("ecpix5").core_params(input_delay=False)["input_delay"] is False
+    for name in ("ecpix5-x1", "icebreaker"):
+        assert not get_board(name).core_params().get("input_delay")
+    core = LatscopeCore(**get_board("ecpix5").core_params())
+    assert "delay_taps" in core.signature.members
+    Fragment.get(core, None)             # elaborates with them
+
+
+@pytest.mark.parametrize("board", ["icebreaker", "ecpix5-x1"])
+def test_input_delay_refused_on_boards_without_delay_cells(tmp_path, capsys, monkeypatch, board):
+    def no_synthesis(*a, **k):
+        raise AssertionError("synthesis must not run")
+    monkeypatch.setattr(build, "YowaspEnv", no_synthesis)
+    code = main(["gateware", "build", "--board", board, "--out", str(tmp_path / "b"),
+                 "--input-delay"])
+    err = capsys.readouterr().err
+    assert code == 2 and len(err.strip().splitlines()) == 1, err
+    assert f"Input delay lines need an ECP5 build with x2 gearing (DELAYF before IDDRX2F), " \
+           f"not board '{board}'" in err

@@ -12,7 +12,8 @@ from latscope.capture.link.stream import StreamDecoder
 from latscope.gateware import gatesim, gatesim_ecp5
 from latscope.gateware.codec import parse_identify
 from latscope.gateware.lane_order import simulator_available
-from latscope.gateware.protocol import Opcode, Status
+from latscope.gateware.model_delay import DelayfModel
+from latscope.gateware.protocol import DELAY_TAPS, Opcode, Status
 
 
 def test_board_timing_follows_the_pll_parameters():
@@ -42,11 +43,33 @@ def test_session_stimulus_covers_the_cases():
     assert rx_changes and all(t % (timing.sync_ps // 2) for t in rx_changes)
     ops = [op for op, _ in gatesim_ecp5.session_commands("ecpix5")]
     assert {Opcode.IDENTIFY, Opcode.STATUS, Opcode.SET_EDGES, Opcode.SET_GLITCH, Opcode.SELFTEST,
-            Opcode.SET_NET, Opcode.RESET_TIME, Opcode.ARM, 0x3F} == set(ops)
+            Opcode.SET_NET, Opcode.SET_DELAY, Opcode.RESET_TIME, Opcode.ARM, 0x3F} == set(ops)
     assert counts["commands"] == len(ops) + 2
     assert counts["same_tick"] > 100 and counts["near"] > 100
     assert counts["edge_changes"] > 3000          # random edges plus the overflow burst
     assert all(any(p >> c & 1 for _, p, _ in stim) for c in range(8))
+    # the shipped ecpix5 build has delay lines: every cell set up, one lowered (a reload), all
+    # back at the load value before the first pin change
+    settings = gatesim_ecp5.delay_settings("ecpix5")
+    assert {c for c, taps in settings if taps > 0} == set(range(8))
+    assert (0, DELAY_TAPS - 1) in settings and (0, 5) in settings
+    assert settings[-8:] == [(c, 0) for c in range(8)]
+    assert ops.count(Opcode.SET_DELAY) == len(settings)
+    assert gatesim_ecp5.delay_settings("ecpix5-x1") == []
+
+
+def test_read_delay_controls_keys_by_channel(tmp_path):
+    """The model's lines as Verilator writes them for the RTL (hierarchy) and the flattened
+    netlist (one escaped name) give the same records; an unknown DELAYF is refused."""
+    (tmp_path / "rtl").mkdir()
+    (tmp_path / "rtl" / "delayf.txt").write_text(
+        "5000 tb.dut.ch_x2.ch_delay_12 1 0 0\n4000 tb.dut.ch_x2.ch_delay_1 0 0 0\n")
+    assert gatesim_ecp5.read_delay_controls(tmp_path, "rtl") == [(4000, 1, 0, 0, 0),
+                                                                 (5000, 12, 1, 0, 0)]
+    assert gatesim_ecp5.read_delay_controls(tmp_path, "netlist") == []
+    (tmp_path / "rtl" / "delayf.txt").write_text("1 tb.dut.other 1 0 0\n")
+    with pytest.raises(LatscopeError, match="outside the channel delay lines: tb.dut.other"):
+        gatesim_ecp5.read_delay_controls(tmp_path, "rtl")
 
 
 def test_cell_library_is_yosys_models_plus_ours_labelled(tmp_path):
@@ -55,7 +78,7 @@ def test_cell_library_is_yosys_models_plus_ours_labelled(tmp_path):
                        "FD1S3AX", "OFS1P3DX", "IB", "OBZ"):
         assert len(re_modules(text, yosys_cell)) == 1, yosys_cell
     for ours in ("DP16KD", "EHXPLLL", "ECLKSYNCB", "CLKDIVF", "IDDRX2F", "ODDRX2F", "IDDRX1F",
-                 "ODDRX1F"):
+                 "ODDRX1F", "DELAYF"):
         assert len(re_modules(text, ours)) == 1, ours
     assert "module DP16KD: replaced by latscope's own model" in text
     assert text.count("latscope's own behavioural model") >= 3
@@ -136,7 +159,7 @@ def test_ecpix5_rtl_session_is_a_real_session(ecpix5_rtl):
     refused), IDENTIFY names the board, the burst overflowed the FIFO; and every stimulus edge
     before the first loss came out on its own channel and direction at its own tick, one constant
     offset from the pin (the 4-lane gearing in order through the whole top)."""
-    _, _, counts, frames, outputs = ecpix5_rtl
+    work, _, counts, frames, outputs = ecpix5_rtl
     assert all(f.framing_ok for f in frames)
     decoder = StreamDecoder(lanes=4)
     result = decoder.feed(bytes(f.value for f in frames))
@@ -168,6 +191,29 @@ def test_ecpix5_rtl_session_is_a_real_session(ecpix5_rtl):
     assert np.sum((np.diff(cycles) == 0) & (np.diff(ticks) > 0)) > 50
     # the self-test drove its pin (ODDRX2F) while on
     assert len(outputs) > 10
+    # SET_DELAY reached the cells: Lattice's DELAYF counter (model_delay), stepped through each
+    # cell's recorded LOADN/MOVE/DIRECTION changes, settles at every setting of the session in
+    # order, and the cells are at their load value before the first pin change
+    controls = gatesim_ecp5.read_delay_controls(work, "rtl")
+    expected = {c: [] for c in range(8)}
+    for c, taps in gatesim_ecp5.delay_settings("ecpix5"):
+        expected[c].append(taps)
+    assert settled_settings(controls) == expected
+    first_pin = counts["pin_changes"][0][0]
+    assert controls and max(t for t, *_ in controls) < first_pin
+
+
+def settled_settings(controls):
+    """Per channel, the counter values the cell's counter settled at (the value before each drop,
+    and the last), from its control changes."""
+    cells = {c: DelayfModel() for c in range(8)}
+    values = {c: [0] for c in range(8)}
+    for _, c, loadn, move, direction in controls:
+        cells[c].step(loadn=loadn, move=move, direction=direction)
+        if cells[c].counter != values[c][-1]:
+            values[c].append(cells[c].counter)
+    return {c: [v for k, v in enumerate(seq) if k + 1 == len(seq) or seq[k + 1] < v]
+            for c, seq in values.items()}
 
 
 @pytest.mark.slow
@@ -176,3 +222,7 @@ def test_ecpix5_netlist_equals_rtl(ecpix5_rtl):
     frames, outputs = gatesim_ecp5.simulate("ecpix5", work, "netlist", stim, counts["end_ps"])
     assert gatesim.compare_uart(reference, frames, names=("rtl", "netlist")) == len(reference)
     assert gatesim_ecp5.compare_outputs(ref_outputs, outputs) == len(ref_outputs)
+    # the delay controller drove the DELAYF cells alike, change by change
+    controls = gatesim_ecp5.read_delay_controls(work, "rtl")
+    assert len(controls) > 2 * 400            # at least the steps up (model: 2 changes each)
+    assert gatesim_ecp5.read_delay_controls(work, "netlist") == controls

@@ -3,6 +3,7 @@
 Its subcommands (build, program, verilog, boards) each set ``subcommand``, which :func:`run`
 calls."""
 
+import argparse
 import json
 import subprocess
 import sys
@@ -51,10 +52,11 @@ def add_arguments(parser):
                    help="with --frames: keep each frame's first N bytes (0 to 64, default 0) in "
                         "its FRAME record, so pcapng exports show them in Wireshark; every "
                         "record grows by N bytes on the link (docs/stream-format.md section 8)")
-    p.add_argument("--input-delay", action="store_true",
-                   help="put an ECP5 DELAYF (128 taps of ~25 ps) before each channel's input "
+    p.add_argument("--input-delay", action=argparse.BooleanOptionalAction,
+                   help="an ECP5 DELAYF (128 taps of ~25 ps) before each channel's input "
                         "register, set by SET_DELAY, for `latscope selftest --calibrate "
-                        "--sub-tick` (the ecpix5 board's x2 build only; docs/selftest.md)")
+                        "--sub-tick` (default: on for the ecpix5 board's x2 build, which alone "
+                        "has them; --no-input-delay leaves them out; docs/selftest.md)")
     p.set_defaults(subcommand=_cmd_build)
 
     p = sub.add_parser(
@@ -109,8 +111,8 @@ def _cmd_build(args):
     if args.out is not None:     # before minutes of synthesis, not after
         check_output_folder(args.out, force=True)     # a build folder is reused
     extra = build.frame_build_options(args.frames, args.header_bytes)
-    if args.input_delay:
-        extra["input_delay"] = True
+    if args.input_delay is not None:     # else the board's default
+        extra["input_delay"] = args.input_delay
     summary = build.build_bitstream(args.board, args.out,
                                     timing_allow_fail=args.timing_allow_fail, seed=args.seed,
                                     **extra)

@@ -91,7 +91,7 @@ def add_arguments(p):
                         "channel skew")
     p.add_argument("--sub-tick", action="store_true",
                    help="with --calibrate: first align the channels below one tick with the input "
-                        "delay lines (ECPIX-5 builds with --input-delay; 128 taps of ~25 ps, "
+                        "delay lines (the default ecpix5 build; 128 taps of ~25 ps, "
                         "measured against the tick) and report each channel's skew before and "
                         "after in ps; the file holds the settings, which `latscope capture "
                         "--calibration` sets again")
