@@ -381,7 +381,9 @@ class CaptureFrontEnd(wiring.Component):
             # the hold cycle: the result is bit for bit the same, with no added latency. Terms of
             # the newest stage (which would come from e_in, the combinational edge bits) stay in
             # the hold cycle.
-            hold = [Signal(L, name=f"hold{ch}") for ch in range(C)]
+            # (hold[j] bit ch: lane j of channel ch; each (ch, j)'s early groups are the bits of
+            # one register, so a simulator tests them with one compare)
+            hold = [Signal(C, name=f"hold{j}") for j in range(L)]
             for ch in range(C):
                 for j in range(L):
                     if G * L == 1:
@@ -392,23 +394,24 @@ class CaptureFrontEnd(wiring.Component):
                         # terms i with i + j < G*L have their edge bit one stage back
                         late = G * L - j                  # first i in the newest stage
                         terms = [(e[ch][G * L:G * L + j] & gmask[ch][late:]).any()] if j else []
-                        for n, lo in enumerate(range(1, late, group_size)):
-                            hi = min(lo + group_size, late)
-                            part = Signal(name=f"hold_part{ch}_{j}_{n}")
-                            m.d.sync += part.eq((e[ch][lo + j + L:hi + j + L]
-                                                 & gmask_early[ch][lo:hi]).any())
-                            terms.append(part)
-                    m.d.sync += hold[ch][j].eq(~Cat(*terms).any() if terms else 1)
+                        groups = [(lo, min(lo + group_size, late))
+                                  for lo in range(1, late, group_size)]
+                        parts = Signal(len(groups), name=f"hold_part{ch}_{j}")
+                        m.d.sync += parts.eq(Cat(*[(e[ch][lo + j + L:hi + j + L]
+                                                    & gmask_early[ch][lo:hi]).any()
+                                                   for lo, hi in groups]))
+                        terms.append(parts.any())
+                    m.d.sync += hold[j][ch].eq(~Cat(*terms).any() if terms else 1)
 
-            # Filter register: sample cycle k in clock cycle k + G + 5.
+            # Filter register: sample cycle k in clock cycle k + G + 5. Per lane, the level is
+            # the sample where it holds, else the level of the sample before.
             level = Signal(B)
             x = w[G + 1]
-            for ch in range(C):
-                prev = level[(L - 1) * C + ch]
-                for j in range(L):
-                    cur = Mux(hold[ch][j], lane(x, j)[ch], prev)
-                    m.d.sync += level[j * C + ch].eq(cur)
-                    prev = cur
+            prev = lane(level, L - 1)
+            for j in range(L):
+                cur = (hold[j] & lane(x, j)) | (~hold[j] & prev)
+                m.d.sync += lane(level, j).eq(cur)
+                prev = cur
 
         # Edge stage (from the level register and the last lane before it).
         last = Signal(C)
