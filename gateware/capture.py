@@ -363,8 +363,12 @@ class CaptureFrontEnd(wiring.Component):
             gmask_early = [Signal(G * L, name=f"glitch_mask_early{ch}") for ch in range(C)]
             for ch in range(C):
                 g = (self.config if grouped else cfg).glitch[ch]
-                above = [g > k for k in range(G)]         # one comparator per cycle of width
-                thermometer = Cat(Const(0, 1), *[above[i // L] for i in range(1, G * L)])
+                # one comparator per cycle of width, each selecting its L bits of the mask (an
+                # OR of constants, so a simulator builds the mask word-wide)
+                thermometer = 0
+                for k in range(G):
+                    bits = ((1 << L) - 1) << (k * L) & ~1
+                    thermometer = thermometer | Mux(g > k, Const(bits, G * L), 0)
                 if grouped:
                     m.d.sync += [gmask_early[ch].eq(thermometer), gmask[ch].eq(gmask_early[ch])]
                 else:
