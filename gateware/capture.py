@@ -357,7 +357,7 @@ class CaptureFrontEnd(wiring.Component):
             # it holds now what `gmask` will hold next cycle: the early hold groups below use it
             # with no comparator in front of their AND-OR.
             # (Only with grouped hold checks, below: the iCE40's small filter keeps its flops.)
-            group_size = 8                            # a power of 2 (folded below)
+            group_size = 8
             grouped = G * L - 1 > group_size
             gmask = [Signal(G * L, name=f"glitch_mask{ch}") for ch in range(C)]
             gmask_early = [Signal(G * L, name=f"glitch_mask_early{ch}") for ch in range(C)]
@@ -398,17 +398,12 @@ class CaptureFrontEnd(wiring.Component):
                         # terms i with i + j < G*L have their edge bit one stage back
                         late = G * L - j                  # first i in the newest stage
                         terms = [(e[ch][G * L:G * L + j] & gmask[ch][late:]).any()] if j else []
-                        # early term i at bit i - 1; each group of group_size (a power of 2)
-                        # is OR-ed by folding in place, so bit n * group_size of `folded` is
-                        # group n's OR (the same OR of the same terms, word-wide in simulation)
-                        folded = e[ch][1 + j + L:late + j + L] & gmask_early[ch][1:late]
-                        step = group_size // 2
-                        while step:
-                            folded = folded | (folded >> step)
-                            step //= 2
-                        groups = range(0, late - 1, group_size)
+                        groups = [(lo, min(lo + group_size, late))
+                                  for lo in range(1, late, group_size)]
                         parts = Signal(len(groups), name=f"hold_part{ch}_{j}")
-                        m.d.sync += parts.eq(Cat(*[folded[n] for n in groups]))
+                        m.d.sync += parts.eq(Cat(*[(e[ch][lo + j + L:hi + j + L]
+                                                    & gmask_early[ch][lo:hi]).any()
+                                                   for lo, hi in groups]))
                         terms.append(parts.any())
                     m.d.sync += hold[j][ch].eq(~Cat(*terms).any() if terms else 1)
 
