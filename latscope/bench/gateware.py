@@ -30,6 +30,9 @@ PLACEMENT_SEEDS = (1, 2, 3)
 LINK_BYTES_PER_S = 12e6 / 10          # 12 Mbaud 8N1 UART: 10 bit times per byte
 #: CPU-ms per simulated packet that issue 22 measured (`latscope capture --sim gem-64`, 4 lanes).
 ISSUE22_CPU_MS_PER_PACKET = 1.24
+#: This bench's fast-path CPU-ms per packet per build before the word-wide glitch filter
+#: (docs/performance.md, measured 2026-11-26 at load average 12-13).
+PREVIOUS_FAST_MS = {"ecpix5": 0.958, "ecpix5-x1": 0.539}
 
 
 def _sim_instrument(board, **overrides):
@@ -166,8 +169,10 @@ def sim_cpu_rows(quick):
                      f"{'all equal to the truth' if exact else 'NOT equal to the truth'}; "
                      f"{evaluated:.0f} of its {fast['span_cycles'] / fast_n:,.0f} cycles "
                      f"evaluated per packet (the final drain included); "
-                     f"{previous / fast['per_packet_ms']:.1f}x less than the previous "
-                     f"{previous} CPU-ms"))
+                     f"{PREVIOUS_FAST_MS[name] / fast['per_packet_ms']:.1f}x less than this "
+                     f"build's previous {PREVIOUS_FAST_MS[name]} CPU-ms"
+                     + (f", {previous / fast['per_packet_ms']:.1f}x less than issue 22's "
+                        f"{previous}" if board.lanes == 4 else "")))
         rows.append((f"{name} ({board.lanes} lanes): CPU per simulated packet, stepping every "
                      "cycle", round(slow["per_packet_ms"], 3), "CPU-ms",
                      f"baseline, {slow_n} packets; fast path "
