@@ -374,7 +374,7 @@ class CaptureFrontEnd(wiring.Component):
                 else:
                     m.d.sync += gmask[ch].eq(thermometer)
 
-            # Hold check for sample cycle k = t - 3 - G (w[G]), registered: hold[ch][j] is 1
+            # Hold check for sample cycle k = t - 3 - G (w[G]), registered: bit ch of hold[j] is 1
             # when the h samples from lane j of cycle k on are equal, i.e. none of the edge bits
             # e[ch][j + i] for 1 <= i < h is set (h = g*L: gmask's bits).
             #
@@ -385,8 +385,8 @@ class CaptureFrontEnd(wiring.Component):
             # the hold cycle: the result is bit for bit the same, with no added latency. Terms of
             # the newest stage (which would come from e_in, the combinational edge bits) stay in
             # the hold cycle.
-            # (hold[j] bit ch: lane j of channel ch; each (ch, j)'s early groups are the bits of
-            # one register, so a simulator tests them with one compare)
+            # (The early groups of one channel and lane are the bits of one register, so a
+            # simulator tests them with one compare.)
             hold = [Signal(C, name=f"hold{j}") for j in range(L)]
             for ch in range(C):
                 for j in range(L):
