@@ -248,6 +248,48 @@ class CaptureFrontEnd(wiring.Component):
                            ff_limit=Out(counter_width))
         super().__init__(members)
 
+    def _small_filter(self, m, cfg, x0, e_in):
+        """The glitch filter with at most 8 hold terms per lane (the iCE40's), bit by bit: its
+        hold check needs no early groups, and this form keeps the UP5K's placement (its 48 MHz
+        margin depends on it). The same function as the grouped filter in :meth:`elaborate`."""
+        C, L, G = self.channels, self.lanes, self.max_glitch
+        B = C * L
+
+        def lane(value, j):
+            return value[j * C:(j + 1) * C]
+
+        # Window: w[i] holds sample cycle k in clock cycle k + 3 + i, e[i] its edge bits.
+        w = [x0] + [Signal(B, name=f"window{i}") for i in range(1, G + 2)]
+        e = [Signal(B, name=f"edges{i}") for i in range(G + 1)]
+        m.d.sync += e[0].eq(e_in)
+        for i in range(1, G + 2):
+            m.d.sync += w[i].eq(w[i - 1])
+        for i in range(1, G + 1):
+            m.d.sync += e[i].eq(e[i - 1])
+        # Thermometer mask per channel: bit i (1 <= i < G*L) set when i < g*L.
+        gmask = [Signal(G * L, name=f"glitch_mask{ch}") for ch in range(C)]
+        for ch in range(C):
+            g = cfg.glitch[ch]
+            m.d.sync += gmask[ch].eq(Cat(Const(0, 1), *[g > (i // L) for i in range(1, G * L)]))
+        # Hold check for sample cycle k = t - 3 - G (w[G]), registered: hold[ch][j] is 1 when
+        # the h samples from lane j of cycle k on are equal.
+        hold = [Signal(L, name=f"hold{ch}") for ch in range(C)]
+        for ch in range(C):
+            seq = [lane(e[G - i // L], i % L)[ch] for i in range((G + 1) * L)]
+            for j in range(L):
+                terms = [seq[i + j] & gmask[ch][i] for i in range(1, G * L)]
+                m.d.sync += hold[ch][j].eq(~Cat(*terms).any() if terms else 1)
+        # Filter register: sample cycle k in clock cycle k + G + 5.
+        level = Signal(B)
+        x = w[G + 1]
+        for ch in range(C):
+            prev = level[(L - 1) * C + ch]
+            for j in range(L):
+                cur = Mux(hold[ch][j], lane(x, j)[ch], prev)
+                m.d.sync += level[j * C + ch].eq(cur)
+                prev = cur
+        return level
+
     def elaborate(self, platform):
         m = Module()
         C, L, W, G = self.channels, self.lanes, self.counter_width, self.max_glitch
@@ -338,71 +380,77 @@ class CaptureFrontEnd(wiring.Component):
             m.d.comb += lane(e_in, 0).eq(lane(x_in, 0) ^ lane(x0, L - 1))
             for j in range(1, L):
                 m.d.comb += lane(e_in, j).eq(lane(x_in, j) ^ lane(x_in, j - 1))
-            # Window: w[i] holds sample cycle k in clock cycle k + 3 + i, e[i] its edge bits.
+        group_size = 8
+        if G and G * L - 1 <= group_size:
+            level = self._small_filter(m, cfg, x0, e_in)
+        elif G:
+            # Window: w[i] holds sample cycle k in clock cycle k + 3 + i. The edge bits of the
+            # window are kept per channel, in time order: bit n = i * L + j of `e[ch]` holds the
+            # edge bit of lane j of the sample cycle in w[G - i] (so e[ch][G*L:] is e_in's,
+            # registered), and the register shifts by L bits per cycle. Each hold check below is
+            # then a masked compare of a contiguous slice (which a simulator evaluates word-wide);
+            # the flops are those of G + 1 window-wide edge registers, in another order.
             w = [x0] + [Signal(B, name=f"window{i}") for i in range(1, G + 2)]
-            e = [Signal(B, name=f"edges{i}") for i in range(G + 1)]
-            m.d.sync += e[0].eq(e_in)
             for i in range(1, G + 2):
                 m.d.sync += w[i].eq(w[i - 1])
-            for i in range(1, G + 1):
-                m.d.sync += e[i].eq(e[i - 1])
+            e = [Signal((G + 1) * L, name=f"edges{ch}") for ch in range(C)]
+            for ch in range(C):
+                m.d.sync += e[ch].eq(Cat(e[ch][L:], *[lane(e_in, j)[ch] for j in range(L)]))
 
             # Thermometer mask per channel: bit i (1 <= i < G*L) set when i < g*L, i.e. the
             # samples i after the candidate must equal it. Values above G act as G.
             # `gmask_early` is computed from the configuration port (one cycle before `cfg`), so
             # it holds now what `gmask` will hold next cycle: the early hold groups below use it
             # with no comparator in front of their AND-OR.
-            # (Only with grouped hold checks, below: the iCE40's small filter keeps its flops.)
-            group_size = 8
-            grouped = G * L - 1 > group_size
             gmask = [Signal(G * L, name=f"glitch_mask{ch}") for ch in range(C)]
             gmask_early = [Signal(G * L, name=f"glitch_mask_early{ch}") for ch in range(C)]
             for ch in range(C):
-                g = (self.config if grouped else cfg).glitch[ch]
-                thermometer = Cat(Const(0, 1), *[g > (i // L) for i in range(1, G * L)])
-                if grouped:
-                    m.d.sync += [gmask_early[ch].eq(thermometer), gmask[ch].eq(gmask_early[ch])]
-                else:
-                    m.d.sync += gmask[ch].eq(thermometer)
+                g = self.config.glitch[ch]
+                # one comparator per cycle of width, each selecting its L bits of the mask (an
+                # OR of constants, so a simulator builds the mask word-wide)
+                thermometer = 0
+                for k in range(G):
+                    bits = ((1 << L) - 1) << (k * L) & ~1
+                    thermometer = thermometer | Mux(g > k, Const(bits, G * L), 0)
+                m.d.sync += [gmask_early[ch].eq(thermometer), gmask[ch].eq(gmask_early[ch])]
 
-            # Hold check for sample cycle k = t - 3 - G (w[G]), registered: hold[ch][j] is 1
-            # when the h samples from lane j of cycle k on are equal.
+            # Hold check for sample cycle k = t - 3 - G (w[G]), registered: bit ch of hold[j] is 1
+            # when the h samples from lane j of cycle k on are equal, i.e. none of the edge bits
+            # e[ch][j + i] for 1 <= i < h is set (h = g*L: gmask's bits).
             #
             # With many terms (G*L - 1 = 59 on the 4-lane ECP5 build) one AND-OR is 7 LUT levels,
             # too slow for 200 MHz. Terms are then OR-ed in groups one cycle early, from the
-            # window one stage back and the mask's next value (`gmask_early`), so each
-            # group's register holds exactly what its terms will be in the hold cycle: the
-            # result is bit for bit the same, with no added latency. Terms in e[0] (which would
-            # come from e_in, the combinational edge bits) stay in the hold cycle.
-            hold = [Signal(L, name=f"hold{ch}") for ch in range(C)]
+            # edge bits one stage back (L bits higher in e[ch]) and the mask's next value
+            # (`gmask_early`), so each group's register holds exactly what its terms will be in
+            # the hold cycle: the result is bit for bit the same, with no added latency. Terms of
+            # the newest stage (which would come from e_in, the combinational edge bits) stay in
+            # the hold cycle.
+            # (The early groups of one channel and lane are the bits of one register, so a
+            # simulator tests them with one compare.)
+            hold = [Signal(C, name=f"hold{j}") for j in range(L)]
             for ch in range(C):
-                seq = [lane(e[G - i // L], i % L)[ch] for i in range((G + 1) * L)]
-                seq_early = [lane(e[G - 1 - i // L], i % L)[ch] if i // L < G else None
-                             for i in range((G + 1) * L)]
                 for j in range(L):
-                    idx = list(range(1, G * L))
-                    if not grouped:
-                        terms = [seq[i + j] & gmask[ch][i] for i in idx]
-                    else:
-                        early = [i for i in idx if seq_early[i + j] is not None]
-                        terms = [seq[i + j] & gmask[ch][i] for i in idx
-                                 if seq_early[i + j] is None]
-                        for n in range(0, len(early), group_size):
-                            part = Signal(name=f"hold_part{ch}_{j}_{n // group_size}")
-                            m.d.sync += part.eq(Cat(*[seq_early[i + j] & gmask_early[ch][i]
-                                                      for i in early[n:n + group_size]]).any())
-                            terms.append(part)
-                    m.d.sync += hold[ch][j].eq(~Cat(*terms).any() if terms else 1)
+                    # terms i with i + j < G*L have their edge bit one stage back
+                    late = G * L - j                      # first i in the newest stage
+                    terms = [(e[ch][G * L:G * L + j] & gmask[ch][late:]).any()] if j else []
+                    groups = [(lo, min(lo + group_size, late))
+                              for lo in range(1, late, group_size)]
+                    parts = Signal(len(groups), name=f"hold_part{ch}_{j}")
+                    m.d.sync += parts.eq(Cat(*[(e[ch][lo + j + L:hi + j + L]
+                                                & gmask_early[ch][lo:hi]).any()
+                                               for lo, hi in groups]))
+                    terms.append(parts.any())
+                    m.d.sync += hold[j][ch].eq(~Cat(*terms).any())
 
-            # Filter register: sample cycle k in clock cycle k + G + 5.
+            # Filter register: sample cycle k in clock cycle k + G + 5. Per lane, the level is
+            # the sample where it holds, else the level of the sample before.
             level = Signal(B)
             x = w[G + 1]
-            for ch in range(C):
-                prev = level[(L - 1) * C + ch]
-                for j in range(L):
-                    cur = Mux(hold[ch][j], lane(x, j)[ch], prev)
-                    m.d.sync += level[j * C + ch].eq(cur)
-                    prev = cur
+            prev = lane(level, L - 1)
+            for j in range(L):
+                cur = (hold[j] & lane(x, j)) | (~hold[j] & prev)
+                m.d.sync += lane(level, j).eq(cur)
+                prev = cur
 
         # Edge stage (from the level register and the last lane before it).
         last = Signal(C)
