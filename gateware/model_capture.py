@@ -154,7 +154,7 @@ def check_parameters(*, channels, lanes, counter_width, max_glitch, heartbeat_sh
                          f"wrap, not {heartbeat_shift!r}")
 
 
-def _timeline(config):
+def config_timeline(config):
     if isinstance(config, Config):
         return [(0, config)]
     timeline = sorted(((int(t), c) for t, c in config), key=lambda tc: tc[0])
@@ -174,7 +174,7 @@ def config_at(config, t):
     ``time_reset`` is true only in the cycle of the history entry that sets it.
     """
     current, start = RESET_CONFIG, None
-    for cycle, c in _timeline(config):
+    for cycle, c in config_timeline(config):
         if cycle <= t:
             current, start = c, cycle
     if current.time_reset and start != t:
@@ -296,7 +296,7 @@ def filter_channel(x, hold):
     return np.where(last_ok >= 0, x[np.maximum(last_ok, 0)], 0).astype(np.uint8)
 
 
-def _selftest_pattern(timeline, n_cycles, lanes):
+def selftest_pattern(timeline, n_cycles, lanes):
     """Per cycle: the generator's pattern bits (lane-major) and whether it is active."""
     pattern = np.zeros(n_cycles, np.uint8)
     active = np.zeros(n_cycles, bool)
@@ -333,12 +333,12 @@ def filtered_levels(stimulus, config, *, channels, lanes, max_glitch, n_cycles):
     Returns ``(raw, filtered)`` uint16 arrays (bit ``ch``): ``raw`` is what enters the filter
     (pins with the self-test pattern injected).
     """
-    timeline = _timeline(config)
+    timeline = config_timeline(config)
     pipe = pipeline(lanes, max_glitch)
     n_ticks = n_cycles * lanes
     cycles = np.arange(n_cycles, dtype=np.int64)
     raw = stimulus.levels(n_ticks) & np.uint16((1 << channels) - 1)
-    pattern, active = _selftest_pattern(timeline, n_cycles, lanes)
+    pattern, active = selftest_pattern(timeline, n_cycles, lanes)
     if active.any():
         inj = _field(timeline, cycles + pipe.lag["selftest_mask"], lambda c: c.selftest_mask)
         inj = np.where(active, inj, 0).astype(np.uint16) & np.uint16((1 << channels) - 1)
@@ -405,7 +405,7 @@ def capture_entries(stimulus, config, *, channels, lanes, counter_width, max_gli
     """
     check_parameters(channels=channels, lanes=lanes, counter_width=counter_width,
                      max_glitch=max_glitch, heartbeat_shift=heartbeat_shift)
-    timeline = _timeline(config)
+    timeline = config_timeline(config)
     pipe = pipeline(lanes, max_glitch)
     if fifo_ready is None:
         fifo_ready = np.ones(n_cycles, bool)

@@ -116,7 +116,7 @@ def module_ports(text, name):
     return ports
 
 
-def _wrapper(ports, name):
+def core_wrapper(ports, name):
     """A module ``harness_top`` with the fixed ports ``harness.cpp`` drives."""
     def need(port, direction):
         if port not in ports or ports[port][0] != direction:
@@ -514,7 +514,7 @@ class VerilatorInstrument:
                        "find or build the simulated instrument")
         core_v = export_verilog(self.component, "latscope_core")
         progress.done(f"{core_v.count(chr(10)):,} lines of Verilog")
-        wrapper_v = _wrapper(module_ports(core_v, "latscope_core"), "latscope_core")
+        wrapper_v = core_wrapper(module_ports(core_v, "latscope_core"), "latscope_core")
         harness = HARNESS_SOURCE.read_bytes()
 
         def announce(target):
@@ -723,7 +723,7 @@ class BuildProgress:
             return           # the link
         if self.files == 0:
             self.stage("g++: compiling the generated C++ and the harness")
-            self.of = _compile_jobs(obj_dir) if obj_dir is not None else None
+            self.of = compile_jobs(obj_dir) if obj_dir is not None else None
         with self._lock:
             self.files += 1
             if self.of is not None:
@@ -764,7 +764,7 @@ class BuildProgress:
             self._ticker = None
 
 
-def _compile_jobs(obj_dir):
+def compile_jobs(obj_dir):
     """Compiler jobs the generated makefile will run (objects, precompiled headers aside), from
     ``Vtop_classes.mk``; ``None`` if it cannot be read."""
     try:

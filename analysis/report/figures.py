@@ -278,7 +278,7 @@ def _style_kwargs(i):
     return {"color": colour, "linestyle": style, "marker": marker, "markersize": 3}
 
 
-def _step_path(low, high, count):
+def step_path(low, high, count):
     """x, y of a step outline over non-empty bins only: NaN breaks the line at empty bins."""
     xs, ys = [], []
     for k in range(len(count)):
@@ -306,7 +306,7 @@ def _draw_histogram(data, per_decade=100):
             weights, _ = np.histogram((s["low_ns"] + s["high_ns"]) / 2, bins=edges,
                                       weights=s["count"])
             keep = np.flatnonzero(weights > 0)
-            x, y = _step_path(edges[keep], edges[keep + 1], weights[keep])
+            x, y = step_path(edges[keep], edges[keep + 1], weights[keep])
             kw = _style_kwargs(i)
             kw["marker"] = None
             line = ax.plot(unit.scale(x), y, label=data["labels"][i], lw=1.3, **kw)[0]

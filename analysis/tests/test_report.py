@@ -184,7 +184,7 @@ def test_empty_histogram_bins_are_not_drawn():
     """The outline breaks (NaN) over empty bins instead of dropping to a floor value."""
     low = np.array([1.0, 2.0, 8.0])
     high = np.array([2.0, 3.0, 9.0])
-    x, y = figures._step_path(low, high, np.array([5, 7, 1]))
+    x, y = figures.step_path(low, high, np.array([5, 7, 1]))
     assert np.isnan(x[4]) and np.isnan(y[4])               # gap between 3 and 8
     assert list(x[:4]) == [1, 2, 2, 3] and list(y[:4]) == [5, 5, 7, 7]
     assert list(x[5:]) == [8, 9] and list(y[5:]) == [1, 1]

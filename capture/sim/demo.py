@@ -179,7 +179,7 @@ class ProgressBoard:
             self._drawn = False
 
 
-def _verilator_binary():
+def verilator_binary():
     """Build the simulated instrument once (or find it in the cache), before the workers start;
     they all run this binary. Returns ``(path, None)``, or ``(None, reason)`` when it cannot be
     built."""
@@ -195,7 +195,7 @@ def _verilator_binary():
         return None, str(error).splitlines()[0]
 
 
-def _run_all(profiles, each, out_dir, engine, jobs, seed, log, binary=None, stream=None,
+def run_all(profiles, each, out_dir, engine, jobs, seed, log, binary=None, stream=None,
              on_result=None):
     return _run_tasks(profiles, each, out_dir, engine, jobs, seed, log, binary, stream,
                       on_result)[0]
@@ -317,7 +317,7 @@ def choose_engine(engine, log=_log):
     """
     if engine not in ("auto", "verilator"):
         return engine, None
-    binary, reason = _verilator_binary()
+    binary, reason = verilator_binary()
     if reason is None:
         return "verilator", binary
     if engine == "verilator":

@@ -128,7 +128,7 @@ def test_demo_runs_two_captures_in_parallel(tmp_path, capsys):
 
 
 def test_auto_falls_back_to_the_models_and_says_so(monkeypatch):
-    monkeypatch.setattr(demo, "_verilator_binary", lambda: (None, "no C++ compiler"))
+    monkeypatch.setattr(demo, "verilator_binary", lambda: (None, "no C++ compiler"))
     messages = []
     assert demo.choose_engine("auto", messages.append) == ("model", None)
     assert messages == ["latscope demo: Verilator unavailable (no C++ compiler); running every "
@@ -142,7 +142,7 @@ def test_auto_falls_back_to_the_models_and_says_so(monkeypatch):
 
 
 def test_auto_takes_the_real_gateware_when_it_builds(monkeypatch):
-    monkeypatch.setattr(demo, "_verilator_binary", lambda: ("/cache/harness", None))
+    monkeypatch.setattr(demo, "verilator_binary", lambda: ("/cache/harness", None))
     messages = []
     assert demo.choose_engine("auto", messages.append) == ("verilator", "/cache/harness")
     assert demo.choose_engine("verilator", messages.append) == ("verilator", "/cache/harness")
@@ -353,7 +353,7 @@ def test_demo_shows_live_progress_of_its_captures(tmp_path):
     """jobs=2 on the model engine, a terminal as the stream: the captures post their progress
     from the worker processes, and the board drew it while they ran."""
     term = _Terminal()
-    results = demo._run_all(["el-so-64", "el-so-256"], 3000, str(tmp_path), "model", 2, 0,
+    results = demo.run_all(["el-so-64", "el-so-256"], 3000, str(tmp_path), "model", 2, 0,
                             lambda message: None, stream=term)
     assert all(r["check"]["ok"] for r in results)
     assert "packets" in term.getvalue() and "ETA" in term.getvalue()

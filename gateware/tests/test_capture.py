@@ -221,7 +221,7 @@ def test_config_history_time_reset_and_selftest_match_model(lanes):
     # and the record written afterwards counts only post-reset losses (from cycle 0 on)
     assert want[restarts[1]].kind == mc.OVERFLOW and want[restarts[1]].cycle < 16
     # the selftest_out port carries the pattern the model injects
-    pattern, active = mc._selftest_pattern(mc._timeline(history), n_cycles, lanes)
+    pattern, active = mc.selftest_pattern(mc.config_timeline(history), n_cycles, lanes)
     assert np.array_equal(out, pattern)
     assert active[302] and not active[301]
 
@@ -523,7 +523,7 @@ def test_selftest_pattern_restarts_on_new_widths(lanes):
                    (260, on(65535, 65535)), (300, on(5, 6))]
     got, out = simulate(dut, stim, history, n_cycles=n_cycles)
     assert_same(got, model(dut, stim, history, n_cycles=n_cycles))
-    pattern, _ = mc._selftest_pattern(mc._timeline(history), n_cycles, lanes)
+    pattern, _ = mc.selftest_pattern(mc.config_timeline(history), n_cycles, lanes)
     assert np.array_equal(out, pattern)
     # The change to 4/4 ticks in cycle 61 restarts at phase 0 in sample cycle 63: 4 ticks high,
     # 4 low. Had the phase run on from the 3/5 pattern started in cycle 20 (phase 0 in cycle 22),
@@ -538,7 +538,7 @@ def test_model_refuses_selftest_widths_below_2():
                              selftest_low=5))]
     with pytest.raises(ValueError, match=r"^self-test widths must be at least 2 ticks with 2 "
                                          r"lanes, not 1/5$"):
-        mc._selftest_pattern(mc._timeline(history), 10, 2)
+        mc.selftest_pattern(mc.config_timeline(history), 10, 2)
 
 
 def test_model_refuses_selftest_widths_below_lanes():
@@ -547,7 +547,7 @@ def test_model_refuses_selftest_widths_below_lanes():
                              selftest_low=3))]
     with pytest.raises(ValueError, match=r"^self-test widths must be at least 4 ticks with 4 "
                                          r"lanes, not 5/3$"):
-        mc._selftest_pattern(mc._timeline(history), 10, 4)
+        mc.selftest_pattern(mc.config_timeline(history), 10, 4)
 
 
 def test_four_lane_simultaneous_edges_stay_distinct_and_ordered():

@@ -101,7 +101,7 @@ def test_stimulus_commands_validation():
 
 def test_wrapper_rejects_missing_ports():
     with pytest.raises(LatscopeError, match="The core has no output port 'selftest_out'"):
-        vl._wrapper({"samples": ("input", 16)}, "x")
+        vl.core_wrapper({"samples": ("input", 16)}, "x")
 
 
 def test_probe_changes_and_rx(probe):
@@ -331,8 +331,8 @@ def test_compile_jobs_come_from_the_generated_makefile(tmp_path, parallel, jobs)
     """Expected: one job for the design (Vtop__ALL) or one per listed class (4), plus the two
     runtime files and the harness."""
     (tmp_path / "Vtop_classes.mk").write_text(CLASSES_MK.format(parallel=parallel))
-    assert vl._compile_jobs(tmp_path) == jobs
-    assert vl._compile_jobs(tmp_path / "missing") is None
+    assert vl.compile_jobs(tmp_path) == jobs
+    assert vl.compile_jobs(tmp_path / "missing") is None
 
 
 def test_build_progress_names_stages_files_and_time(tmp_path):

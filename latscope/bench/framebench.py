@@ -230,7 +230,7 @@ def frame_templates(direction, probe_every, interface="mii"):
     return out
 
 
-def _classes(templates, direction):
+def frame_classes(templates, direction):
     from latscope.gateware.model_sniffer import classify, parse_frame
     return np.array([classify(parse_frame(f), RULES[direction]) for f, _, _ in templates])
 
@@ -310,7 +310,7 @@ def _setup(scenario, board, templates, host_bytes):
     return b"".join(parts), periods
 
 
-class _Checker:
+class FrameChecker:
     """Checks the decoded stream against the stimulus as it arrives (bounded memory)."""
 
     def __init__(self, scenario, templates, classes):
@@ -414,15 +414,15 @@ def run_scenario(scenario, *, binary=None):
     from latscope.gateware.boards import get_board
     board = get_board("ecpix5")
     templates = [frame_templates(d, scenario.probe_every, scenario.interface) for d in (0, 1)]
-    classes = [_classes(templates[d], d) for d in (0, 1)]
+    classes = [frame_classes(templates[d], d) for d in (0, 1)]
     cmds, host_bytes = _commands(scenario.record, scenario.edges)
     setup, periods = _setup(scenario, board, templates, host_bytes)
     binary = binary or build(scenario.interface)
-    checker = _Checker(scenario, templates, classes)
+    checker = FrameChecker(scenario, templates, classes)
     if not scenario.edges:
         stats, link_bytes, wall = run_harness(binary, setup, checker.feed)
         _check_replies(checker.replies, cmds)
-        return _account(scenario, checker, classes, stats, periods, link_bytes, wall)
+        return account(scenario, checker, classes, stats, periods, link_bytes, wall)
     import tempfile
 
     from latscope.bench.framebench_edges import STIMULUS_EDGE_DTYPE, check_edges
@@ -431,7 +431,7 @@ def run_scenario(scenario, *, binary=None):
         stats, link_bytes, wall = run_harness(binary, setup, checker.feed, edges_path=path)
         stimulus = np.fromfile(path, STIMULUS_EDGE_DTYPE)
     _check_replies(checker.replies, cmds)
-    result = _account(scenario, checker, classes, stats, periods, link_bytes, wall)
+    result = account(scenario, checker, classes, stats, periods, link_bytes, wall)
     time_, channel, rising = (np.concatenate(x) for x in zip(*checker.events, strict=True))
     check = check_edges(stimulus, periods[0], board.lanes, time_, channel, rising,
                         np.concatenate(checker.record_ids), _edge_channels(), RESET_PS)
@@ -466,7 +466,7 @@ def run_frames(interface, frames, *, carrier_early=None, pins_path=None):
     return result, stats
 
 
-def _account(scenario, checker, classes, stats, periods, link_bytes, wall):
+def account(scenario, checker, classes, stats, periods, link_bytes, wall):
     n = scenario.frames
     recorded, counted_only, dropped = [], [], []
     unaccounted = 0

@@ -166,21 +166,6 @@ def test_the_checker_sees_imports_hidden_in_functions(tmp_path):
 
 # --- Private names ------------------------------------------------------------------------------
 
-#: Uses not mended yet, in modules being reworked on other branches: ``(file, use)``. Delete a
-#: line when its use is gone; add none.
-PENDING = {
-    ("analysis/tests/test_report.py", "figures._step_path"),
-    ("capture/tests/test_demo.py", "demo._run_all"),
-    ("capture/tests/test_demo.py", "demo._verilator_binary"),
-    ("gateware/tests/test_capture.py", "mc._selftest_pattern"),
-    ("gateware/tests/test_capture.py", "mc._timeline"),
-    ("gateware/tests/test_verilator.py", "vl._wrapper"),
-    ("gateware/tests/test_verilator.py", "vl._compile_jobs"),
-    ("latscope/tests/test_framebench.py", "fb._classes"),
-    ("latscope/tests/test_framebench.py", "fb._Checker"),
-    ("latscope/tests/test_framebench.py", "fb._account"),
-}
-
 ATTRIBUTE_CALLS = ("setattr", "getattr", "hasattr", "delattr")
 
 
@@ -229,8 +214,7 @@ def private_uses(module, path):
 def test_no_module_uses_another_modules_private_names():
     bad = [f"{path.relative_to(ROOT)}:{line}: {use}"
            for module, path in _modules(tests=True)
-           for line, use in private_uses(module, path)
-           if (str(path.relative_to(ROOT)), use) not in PENDING]
+           for line, use in private_uses(module, path)]
     assert bad == [], "\n".join(bad)
 
 

@@ -35,7 +35,7 @@ def test_templates_are_minimum_frames_that_scapy_reads(interface):
                 assert (udp.dport if d == 0 else udp.sport) == fb.PROBE_PORT
             assert early == ((k % 4) if interface == "rmii" and d == 0 else 0)
         # the reference rule table gives: probe, UDP background, non-IP
-        classes = fb._classes(templates, d)
+        classes = fb.frame_classes(templates, d)
         assert classes[0] == 1 and classes[-1] == 2 and set(classes[1:-1]) == {0}
 
 
@@ -67,15 +67,15 @@ def test_accounting_finds_a_lost_frame():
     ``dropped`` count is one unaccounted frame; counted as dropped, it is accounted."""
     sc = fb.Scenario("x", frames=32)
     templates = [fb.frame_templates(d, 16) for d in (0, 1)]
-    classes = [fb._classes(templates[d], d) for d in (0, 1)]
+    classes = [fb.frame_classes(templates[d], d) for d in (0, 1)]
     stats = dict(rx_frames=32, tx_frames=32, sim_ps=10**9, rx_symbols=5376, tx_symbols=5376)
 
     def account(probes_recorded, dropped):
-        checker = fb._Checker(sc, templates, classes)
+        checker = fb.FrameChecker(sc, templates, classes)
         for c in _counters(32, [28, 2, 2], dropped):
             checker.last_counters[(int(c["direction"]), int(c["cls"]))] = c
         checker.recorded[:, 1] = probes_recorded
-        return fb._account(sc, checker, classes, stats, (5000, 20833, 40000, 39996), 0, 1.0)
+        return fb.account(sc, checker, classes, stats, (5000, 20833, 40000, 39996), 0, 1.0)
 
     full = account(2, 0)
     assert (full.unaccounted, full.mismatches) == (0, 0)
