@@ -96,8 +96,10 @@ def _clock_role(net, board):
     for role in ("eth_rx", "eth90", "eth"):      # the Ethernet link's domains (gateware/eth/)
         if role in name:
             return role
-    if "phy_" in name or "latscope_phy" in name or "_sampler.out_clk" in name:
-        return "phy"            # the bus clocks bus_sampler regenerates for the sniffers
+    # the bus clocks bus_sampler regenerates for the sniffers: their global net takes the name
+    # of any alias Yosys kept, the sampler's output port or one of the flops driving it
+    if "phy_" in name or "latscope_phy" in name or "_sampler." in name:
+        return "phy"
     # an Amaranth module's "sync" clock is its port "clk": after flattening the link clock's
     # net may carry a submodule's name for it (e.g. "ch_delay.clk")
     if name in ("clk", "sync_clk") or name.endswith(".clk") or "sync" in name:
