@@ -8,6 +8,7 @@
 
 # %%
 import numpy as np
+
 from latscope.analysis import api, report
 from latscope.analysis.stats import describe
 from latscope.capture.sim.examples import example_captures

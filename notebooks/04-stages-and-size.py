@@ -9,6 +9,7 @@
 
 # %%
 from IPython.display import Image, display
+
 from latscope.analysis import api, report
 from latscope.capture.sim.examples import example_captures
 

@@ -13,6 +13,7 @@ import os
 import tempfile
 
 import numpy as np
+
 from latscope.analysis import api
 from latscope.analysis.sigrokref import have_sigrok_cli, sigrok_jitter, write_sr
 from latscope.capture.files.capfile import open_capture

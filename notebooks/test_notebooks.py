@@ -23,7 +23,8 @@ def test_paired_text_agrees(path):
     nb = nbformat.read(path, as_version=4)
     assert [(c.cell_type, c.source) for c in text.cells] == \
         [(c.cell_type, c.source) for c in nb.cells], \
-        f"{path.name} and {path.with_suffix('.py').name} differ: run jupytext --sync"
+        f"{path.name} and {path.with_suffix('.py').name} differ: run jupytext --to ipynb " \
+        f"--update on the .py (docs/analysis.md, Notebooks)"
 
 
 @pytest.mark.slow

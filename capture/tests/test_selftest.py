@@ -1,4 +1,4 @@
-"""Tests of ``latscope selftest`` (capture/selftest.py).
+"""Tests of ``latscope selftest`` (capture/selftest.py, capture/selftest_check.py).
 
 The checker tests build event arrays by hand: the pattern is ``HIGH`` ticks high and ``LOW`` ticks
 low, so the expected counts below follow from the single edit each test makes (derivations in the

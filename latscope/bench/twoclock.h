@@ -11,6 +11,7 @@
 //   evaluated, a clock that rises again without an evaluation since its last edge seen low
 //   first (only rising edges clock the design; inputs settle before the edge).
 
+#include <cerrno>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -52,7 +53,10 @@ void flush_out() {
     size_t done = 0;
     while (done < out_len) {
         ssize_t n = write(1, out_buf + done, out_len - done);
-        if (n < 0) _exit(0);
+        if (n < 0) {
+            if (errno == EINTR) continue;
+            _exit(0);   // the reader went away: nothing more to do
+        }
         done += static_cast<size_t>(n);
     }
     out_len = 0;

@@ -143,37 +143,29 @@ def _plan(args):
     return chans, loop, reference
 
 
-def _sim_cable(text, chans):
-    """The simulated cable for ``--sim-skew``: channel -> delay ticks over ``chans``."""
-    if text is None:
-        return dict.fromkeys(chans, 0)
-    try:
-        delays = [int(part) for part in text.split(",")]
-    except ValueError:
-        raise LatscopeError(f"--sim-skew must be comma-separated tick counts, not {text!r}") \
-            from None
-    if len(delays) != len(chans):
-        raise LatscopeError(f"--sim-skew lists {len(delays)} delays for {len(chans)} channels "
-                            f"{chans}")
-    if any(not 0 <= d <= 1000 for d in delays):
-        raise LatscopeError(f"--sim-skew delays must be 0..1000 ticks, not {text!r}")
-    return dict(zip(chans, delays, strict=True))
+#: The simulated fan-out cable's options by unit: (option, type of one delay, what the list
+#: holds, largest delay).
+_SIM_CABLE_OPTIONS = {
+    "ticks": ("--sim-skew", int, "tick counts", 1000),
+    "ps": ("--sim-skew-ps", float, "delays in ps", 100_000),
+}
 
 
-def _sim_cable_ps(text, chans):
-    """The simulated cable for ``--sim-skew-ps``: channel -> delay ps over ``chans``."""
+def _sim_cable(text, chans, unit):
+    """The simulated cable for ``--sim-skew`` (``unit="ticks"``) or ``--sim-skew-ps``
+    (``unit="ps"``): channel -> delay over ``chans``, all 0 without the option."""
+    option, number, what, largest = _SIM_CABLE_OPTIONS[unit]
     if text is None:
-        return dict.fromkeys(chans, 0.0)
+        return dict.fromkeys(chans, number(0))
     try:
-        delays = [float(part) for part in text.split(",")]
+        delays = [number(part) for part in text.split(",")]
     except ValueError:
-        raise LatscopeError(f"--sim-skew-ps must be comma-separated delays in ps, not {text!r}") \
-            from None
+        raise LatscopeError(f"{option} must be comma-separated {what}, not {text!r}") from None
     if len(delays) != len(chans):
-        raise LatscopeError(f"--sim-skew-ps lists {len(delays)} delays for {len(chans)} channels "
+        raise LatscopeError(f"{option} lists {len(delays)} delays for {len(chans)} channels "
                             f"{chans}")
-    if any(not 0 <= d <= 100_000 for d in delays):
-        raise LatscopeError(f"--sim-skew-ps delays must be 0..100000 ps, not {text!r}")
+    if any(not 0 <= d <= largest for d in delays):
+        raise LatscopeError(f"{option} delays must be 0..{largest} {unit}, not {text!r}")
     return dict(zip(chans, delays, strict=True))
 
 
@@ -208,8 +200,10 @@ def run_selftest_command(args):
             raise LatscopeError(f"--sim-tap-ps must be 5..60 ps, not {args.sim_tap_ps!r}")
         if args.sub_tick and len(chans) < 2:
             raise LatscopeError(f"--sub-tick needs at least 2 channels, not {chans}")
-        cable = _sim_cable(args.sim_skew, chans) if args.sim and not args.sub_tick else None
-        cable_ps = _sim_cable_ps(args.sim_skew_ps, chans) if args.sim and args.sub_tick else None
+        cable = _sim_cable(args.sim_skew, chans, "ticks") if args.sim and not args.sub_tick \
+            else None
+        cable_ps = _sim_cable(args.sim_skew_ps, chans, "ps") if args.sim and args.sub_tick \
+            else None
         return calibrate(args.calibrate, args.port, simulated=args.sim, engine=args.sim_engine,
                          cable=cable, baud=args.baud, channels=chans, high_ticks=args.high,
                          low_ticks=args.low, edges=_edges(args), duration=args.duration,
