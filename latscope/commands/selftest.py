@@ -9,7 +9,7 @@ from latscope.capture.link.transport import DEFAULT_BAUD
 from latscope.capture.selftest import DEFAULT_EDGES, DEFAULT_HIGH, DEFAULT_LOW, calibrate, selftest
 from latscope.gateware import protocol
 
-EPILOG = EPILOG = """\
+EPILOG = """\
 exit status: 0 pass; 1 fail (the table says which channel and why); 2 error (bad option, port,
 incompatible instrument). Times are in ticks of the instrument (1 / (capture_hz * lanes): 1.25 ns
 on the ECPIX-5, 3.125 ns on its x1 build, 10.417 ns on the iCEBreaker). On 4-lane instruments
