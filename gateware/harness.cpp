@@ -31,6 +31,9 @@
 //   0x0A PHY      u32 word             set the MII/RMII pin word (a frame-capture core's PHY
 //                                      clocks and data; see verilator.py PHY_BITS) and evaluate,
 //                                      between two capture clock cycles
+//   0x0B EVALMODE u8 flags             bit 0: gate the link clock while link_quiet; bit 1: one
+//                                      eval() per cycle where the model allows (default 3; the
+//                                      bytes are the same either way, only the CPU differs)
 // stdout: every byte the core sends on tx, as it is accepted. Output is flushed whenever the
 // harness waits for input, so an interactive driver sees replies without closing stdin.
 // At end of input the harness writes a final statistics line to stderr and exits with status 0;
@@ -90,6 +93,8 @@ uint64_t skipped = 0;         // cycles advanced by fast-forward instead of eval
 uint64_t evaluated = 0;       // clock cycles really evaluated
 uint64_t link_gated = 0;      // evaluated cycles in which the link clock stayed still
 bool in_reset = false;
+bool gate_allowed = true;      // EVALMODE bit 0
+bool one_eval = kOneEval;      // EVALMODE bit 1, where the model allows it
 uint64_t tx_bytes = 0;
 uint64_t since_tx = UINT64_MAX / 2;   // cycles since the last accepted tx byte
 uint32_t throttle = 1;
@@ -204,10 +209,10 @@ void tick(uint64_t skip = 0) {
     top->rx_valid = !rx_queue.empty();
     top->rx_data = rx_queue.empty() ? 0 : rx_queue.front();
     // link_quiet also needs the rx input idle; with one eval() it was computed for the old one
-    bool link = in_reset || !ff_allowed || !top->link_quiet || top->rx_valid;
+    bool link = in_reset || !ff_allowed || !gate_allowed || !top->link_quiet || top->rx_valid;
     top->clk = 0;
     top->link_clk = 0;
-    if constexpr (kOneEval) {
+    if (one_eval) {
         arm_edges(top->rootp);
     } else {
         top->eval();
@@ -364,6 +369,12 @@ int main(int argc, char **argv) {
             top->phy = get<uint32_t>();
             top->eval();
             break;
+        case 0x0B: {
+            uint8_t flags = get<uint8_t>();
+            gate_allowed = flags & 1;
+            one_eval = kOneEval && (flags & 2);
+            break;
+        }
         default:
             flush_out();
             fprintf(stderr, "harness: unknown command 0x%02x after %llu cycles\n", op,

@@ -42,7 +42,7 @@ __all__ = ["Commands", "VerilatorInstrument", "VerilatorProcess", "stimulus_comm
 HARNESS_SOURCE = Path(__file__).with_name("harness.cpp")
 
 OP_SAMPLES, OP_RUN, OP_RX, OP_FASTFWD, OP_THROTTLE, OP_DRAIN, OP_STATS, OP_RESET, OP_CABLE, \
-    OP_PHY = range(1, 11)
+    OP_PHY, OP_EVALMODE = range(1, 12)
 
 #: Bits of the harness's ``phy`` word that drive a frame-capture core's MII/RMII pins
 #: (``LatscopeCore(sniffer=...)``): receive side from bit 0, transmit side from bit 8; per side
@@ -231,6 +231,13 @@ class Commands:
     def fast_forward(self, allowed):
         """Allow (default) or forbid skipping quiescent stretches."""
         self._parts.append(bytes([OP_FASTFWD, 1 if allowed else 0]))
+        return self
+
+    def eval_mode(self, *, link_gate=True, one_eval=True):
+        """Choose how the harness evaluates the model (the bytes are the same either way):
+        ``link_gate`` leaves the link clock still while the core's ``link_quiet`` is set,
+        ``one_eval`` evaluates each cycle once where the compiled model allows it."""
+        self._parts.append(bytes([OP_EVALMODE, int(bool(link_gate)) | 2 * int(bool(one_eval))]))
         return self
 
     def throttle(self, cycles_per_byte):
