@@ -8,7 +8,7 @@ need the instrument's bytes of a whole run rather than a live port
 import importlib.util
 import shutil
 
-from latscope.capture.sim.sim_engines import COMMAND_CYCLES, CORE_PARAMS, harness_stimulus
+from latscope.capture.sim.sim_engines import COMMAND_CYCLES, CORE_BUILD, harness_stimulus
 from latscope.capture.sim.sim_profile import CHANNEL_ROLES
 from latscope.gateware.codec import encode_command
 from latscope.gateware.protocol import Opcode
@@ -32,7 +32,7 @@ def play(run, *, fast=True, link_gate=True, one_eval=True):
     three may change a byte."""
     timing = run.timing
     inst = VerilatorInstrument(capture_hz=int(timing.capture_hz), lanes=timing.lanes,
-                               channel_names=CHANNEL_ROLES, **CORE_PARAMS)
+                               channel_names=CHANNEL_ROLES, **CORE_BUILD)
     cmds = Commands().fast_forward(fast).eval_mode(link_gate=link_gate, one_eval=one_eval)
     cmds.rx(encode_command(1, Opcode.SET_EDGES, b"\xff\xff\xff\xff")
             + encode_command(2, Opcode.ARM, b"\x01")).run(COMMAND_CYCLES)

@@ -287,7 +287,7 @@ def test_fast_forward_is_invisible_on_the_demo_core():
     run = simbench.simulate("el-dm-64", 40, seed=3)
     timing = run.timing
     inst = vl.VerilatorInstrument(capture_hz=int(timing.capture_hz), lanes=timing.lanes,
-                                  channel_names=simbench.CHANNEL_ROLES, **simbench.CORE_PARAMS)
+                                  channel_names=simbench.CHANNEL_ROLES, **simbench.CORE_BUILD)
     settle = 4096
     cmds = vl.Commands().rx(encode_command(1, Opcode.SET_EDGES, b"\xff\xff\xff\xff")
                             + encode_command(2, Opcode.ARM, b"\x01")).run(settle)

@@ -110,7 +110,7 @@ def _cpu_s():
 def sim_cpu_per_packet(board, packets, *, fast, profile="gem-64", link_gate=True,
                        one_eval=True):
     """CPU per packet of the simulated bench's Verilator engine: ``packets`` echo packets of
-    ``profile`` played through the real gateware (the engine's core, ``CORE_PARAMS``, at the
+    ``profile`` played through the real gateware (the engine's core, ``CORE_BUILD``, at the
     board's clock and lanes) as the engine feeds them (``simbench.harness_stimulus``), with the
     core's fast-forward (``fast``) or stepping every cycle; ``link_gate`` and ``one_eval`` choose
     the harness's evaluation (:meth:`~latscope.gateware.verilator.Commands.eval_mode`).
@@ -127,7 +127,7 @@ def sim_cpu_per_packet(board, packets, *, fast, profile="gem-64", link_gate=True
     from latscope.gateware.verilator import Commands, VerilatorInstrument
     timing = simbench.InstrumentTiming(capture_hz=board.capture_hz, lanes=board.lanes)
     inst = VerilatorInstrument(capture_hz=int(board.capture_hz), lanes=board.lanes,
-                               channel_names=simbench.CHANNEL_ROLES, **simbench.CORE_PARAMS)
+                               channel_names=simbench.CHANNEL_ROLES, **simbench.CORE_BUILD)
     inst.build(verbose=False)
     before = _cpu_s()
     run = simbench.simulate(profile, packets, seed=1, timing=timing)
