@@ -207,6 +207,14 @@ def test_bench_quick_rows():
     # what the encoder and framer hold and the link drains meanwhile (2,340 measured with 2 lanes
     # when this test was written: 1024 * 2 + 292).
     assert 4 * 1024 <= burst <= 5 * 1024
+    assert rows["CPU per simulated packet"][:2] == ("see sim", "")
+
+
+@pytest.mark.slow
+def test_bench_sim_quick_rows():
+    pytest.importorskip("latscope.gateware.top", reason="needs the gateware core")
+    from latscope.bench import simcpu
+    rows = {figure: (value, unit, note) for figure, value, unit, note in simcpu.run(quick=True)}
     for name, lanes in (("ecpix5", 4), ("ecpix5-x1", 2)):
         fast, unit, note = rows[f"{name} ({lanes} lanes): CPU per simulated packet, fast path"]
         assert unit == "CPU-ms" and fast > 0 and "all equal to the truth" in note
