@@ -114,26 +114,8 @@ auto started = std::chrono::steady_clock::now();
 
 unsigned char in_buf[1 << 16];
 size_t in_pos = 0, in_len = 0;
-unsigned char out_buf[1 << 16];
-size_t out_len = 0;
-
-void flush_out() {
-    size_t done = 0;
-    while (done < out_len) {
-        ssize_t n = write(1, out_buf + done, out_len - done);
-        if (n < 0) {
-            if (errno == EINTR) continue;
-            _exit(0);   // the reader went away: nothing more to do
-        }
-        done += static_cast<size_t>(n);
-    }
-    out_len = 0;
-}
-
-void put_out(uint8_t byte) {
-    if (out_len == sizeof(out_buf)) flush_out();
-    out_buf[out_len++] = byte;
-}
+using harness_out::flush;
+using harness_out::put;
 
 // Read exactly n bytes; false at a clean end of input before the first byte.
 bool read_exact(void *dst, size_t n, bool eof_ok) {
@@ -141,7 +123,7 @@ bool read_exact(void *dst, size_t n, bool eof_ok) {
     size_t got = 0;
     while (got < n) {
         if (in_pos == in_len) {
-            flush_out();
+            flush();
             ssize_t r = read(0, in_buf, sizeof(in_buf));
             if (r < 0 && errno == EINTR) continue;
             if (r <= 0) {
@@ -231,7 +213,7 @@ void tick(uint64_t skip = 0) {
     skipped += skip;
     since_tx += skip + 1;
     if (tx_fire) {
-        put_out(tx_byte);
+        put(tx_byte);
         tx_bytes++;
         since_tx = skip + 1;
     }
@@ -343,7 +325,7 @@ int main(int argc, char **argv) {
             drain(max, quiet);
             break;
         }
-        case 0x07: flush_out(); stats("request"); break;
+        case 0x07: flush(); stats("request"); break;
         case 0x08: reset(get<uint32_t>()); break;
         case 0x09: {
             cable_channels = get<uint8_t>();
@@ -356,7 +338,7 @@ int main(int argc, char **argv) {
                 if (((cable_mask >> ch) & 1) && cable_delay[ch] + cable_lanes >= CABLE_HISTORY)
                     bad = true;
             if (bad) {
-                flush_out();
+                flush();
                 fprintf(stderr, "harness: bad CABLE command\n");
                 return 3;
             }
@@ -376,13 +358,13 @@ int main(int argc, char **argv) {
             break;
         }
         default:
-            flush_out();
+            flush();
             fprintf(stderr, "harness: unknown command 0x%02x after %llu cycles\n", op,
                     (unsigned long long)cycles);
             return 3;
         }
     }
-    flush_out();
+    flush();
     stats("end");
     top->final();
     delete top;

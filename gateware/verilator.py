@@ -37,9 +37,11 @@ import numpy as np
 from latscope import LatscopeError
 
 __all__ = ["Commands", "VerilatorInstrument", "VerilatorProcess", "stimulus_commands",
-           "export_verilog", "cache_dir", "source_key", "cached_model", "remember"]
+           "export_verilog", "cache_dir", "source_key", "cached_model", "remember", "harness_text"]
 
 HARNESS_SOURCE = Path(__file__).with_name("harness.cpp")
+#: The buffered stdout every Verilator harness shares, put in front of the harness's own text.
+HARNESS_OUT_SOURCE = Path(__file__).with_name("harness_out.h")
 
 OP_SAMPLES, OP_RUN, OP_RX, OP_FASTFWD, OP_THROTTLE, OP_DRAIN, OP_STATS, OP_RESET, OP_CABLE, \
     OP_PHY, OP_EVALMODE = range(1, 12)
@@ -114,6 +116,12 @@ def module_ports(text, name):
     for direction, msb, port in _PORT_RE.findall(text[start.end():end]):
         ports[port] = (direction, int(msb) + 1 if msb else 1)
     return ports
+
+
+def harness_text(*sources):
+    """The C++ of a harness: the shared output code (``harness_out.h``), then ``sources``
+    (paths) in order."""
+    return b"\n".join(Path(p).read_bytes() for p in (HARNESS_OUT_SOURCE, *sources))
 
 
 def core_wrapper(ports, name):
@@ -536,7 +544,7 @@ class VerilatorInstrument:
         core_v = export_verilog(self.component, "latscope_core")
         progress.done(f"{core_v.count(chr(10)):,} lines of Verilog")
         wrapper_v = core_wrapper(module_ports(core_v, "latscope_core"), "latscope_core")
-        harness = HARNESS_SOURCE.read_bytes()
+        harness = harness_text(HARNESS_SOURCE)
 
         def announce(target):
             progress.say(f"compiling the simulated instrument once, into {target} (one to a few "
@@ -625,7 +633,8 @@ def remember(index, key):
 def _source_key(params):
     """Hash of the default core's parameters, the gateware sources, the harness and the tool
     versions: equal keys export equal Verilog."""
-    return source_key(params, sorted(Path(__file__).parent.glob("*.py")) + [HARNESS_SOURCE])
+    return source_key(params, sorted(Path(__file__).parent.glob("*.py"))
+                      + [HARNESS_OUT_SOURCE, HARNESS_SOURCE])
 
 
 def source_key(params, paths, extra=b""):
