@@ -174,6 +174,9 @@ class Control(wiring.Component):
             self._arg_lengths[Opcode.SET_DELAY] = 2
             members["delay_taps"] = Out(delay_layout(channels=channels))
         super().__init__(members)
+        # 1 while the parser waits for a frame's sync word (no command under way); a simulator's
+        # link clock gate reads it (top.LatscopeCore.link_quiet), so it is not a port.
+        self.hunting = Signal()
 
     def elaborate(self, platform):
         m = Module()
@@ -228,7 +231,7 @@ class Control(wiring.Component):
 
         with m.FSM():
             with m.State("HUNT"):
-                m.d.comb += rx.ready.eq(1)
+                m.d.comb += [rx.ready.eq(1), self.hunting.eq(1)]
                 with m.If(got & (prev == SYNC[0]) & (byte == SYNC[1])):
                     m.d.comb += crc.start.eq(1)
                     m.d.sync += [count.eq(0), prev.eq(0)]

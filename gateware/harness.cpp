@@ -2,7 +2,13 @@
 //
 // Built by gateware/verilator.py around the wrapper module `harness_top` it generates, whose ports
 // have fixed names and widths: clk, rst, samples[31:0], selftest_out[3:0], tx_data[7:0], tx_valid,
-// tx_ready, rx_data[7:0], rx_valid, rx_ready, ff_skip[63:0], quiescent, ff_limit[63:0], phy[31:0].
+// tx_ready, rx_data[7:0], rx_valid, rx_ready, ff_skip[63:0], quiescent, ff_limit[63:0], phy[31:0],
+// link_clk, link_quiet. The wrapper registers rst once (rst_q) before the core's reset ports.
+//
+// Link clock gate: where the core has a `link_quiet` output (a link-domain edge now would change
+// nothing that matters), the wrapper clocks the core's link domain from link_clk, and a cycle in
+// which link_quiet is 1 leaves link_clk still, so only the capture domain is evaluated. Like the
+// fast-forward, the gate is on while FASTFWD allows it and never during a reset.
 //
 // stdin: a binary command stream (little-endian), one opcode byte then its arguments:
 //   0x01 SAMPLES  u32 word, u64 hold   set the sample word (bit lane*channels+ch), run hold cycles
@@ -25,6 +31,9 @@
 //   0x0A PHY      u32 word             set the MII/RMII pin word (a frame-capture core's PHY
 //                                      clocks and data; see verilator.py PHY_BITS) and evaluate,
 //                                      between two capture clock cycles
+//   0x0B EVALMODE u8 flags             bit 0: gate the link clock while link_quiet; bit 1: one
+//                                      eval() per cycle where the model allows (default 3; the
+//                                      bytes are the same either way, only the CPU differs)
 // stdout: every byte the core sends on tx, as it is accepted. Output is flushed whenever the
 // harness waits for input, so an interactive driver sees replies without closing stdin.
 // At end of input the harness writes a final statistics line to stderr and exits with status 0;
@@ -36,18 +45,56 @@
 #include <cstdio>
 #include <cstring>
 #include <deque>
+#include <type_traits>
+#include <utility>
 #include <unistd.h>
 
 #include "Vtop.h"
+#include "Vtop___024root.h"
 #include "verilated.h"
 
 namespace {
+
+// One eval() per clock cycle instead of two. Verilator detects a rising clock edge by comparing
+// the clock input with the value it saw at the previous eval(), which it keeps in a member of the
+// model's root (named as below by Verilator 5). Setting that member to 0 arms the edge without an
+// eval() with the clock low, which would evaluate all logic of the inputs a second time. Where
+// the generated model has no such member, tick() evaluates with the clock low as usual. The
+// outputs the harness reads before the edge (tx_valid, tx_data, rx_ready, selftest_out,
+// quiescent, ff_limit, link_quiet) come from registers of the core, so the previous eval()
+// left them correct for this cycle whatever the new inputs.
+template <typename R, typename = void> struct HasClkPrev : std::false_type {};
+template <typename R>
+struct HasClkPrev<R, std::void_t<decltype(std::declval<R &>().__Vtrigprevexpr___TOP__clk__0)>>
+    : std::true_type {};
+template <typename R, typename = void> struct HasLinkClkPrev : std::false_type {};
+template <typename R>
+struct HasLinkClkPrev<
+    R, std::void_t<decltype(std::declval<R &>().__Vtrigprevexpr___TOP__link_clk__0)>>
+    : std::true_type {};
+
+#ifdef LATSCOPE_LINK_CLOCK
+constexpr bool kLinkClock = true;      // the wrapper drives the link domain from link_clk
+#else
+constexpr bool kLinkClock = false;
+#endif
+constexpr bool kOneEval = HasClkPrev<Vtop___024root>::value
+                          && (!kLinkClock || HasLinkClkPrev<Vtop___024root>::value);
+
+template <typename R> void arm_edges(R *root) {
+    if constexpr (HasClkPrev<R>::value) root->__Vtrigprevexpr___TOP__clk__0 = 0;
+    if constexpr (HasLinkClkPrev<R>::value) root->__Vtrigprevexpr___TOP__link_clk__0 = 0;
+}
 
 Vtop *top;
 uint64_t cycles = 0;          // cycles since the last reset release, including skipped ones
 uint64_t total_cycles = 0;    // all cycles ever, including skipped ones
 uint64_t skipped = 0;         // cycles advanced by fast-forward instead of evaluation
 uint64_t evaluated = 0;       // clock cycles really evaluated
+uint64_t link_gated = 0;      // evaluated cycles in which the link clock stayed still
+bool in_reset = false;
+bool gate_allowed = true;      // EVALMODE bit 0
+bool one_eval = kOneEval;      // EVALMODE bit 1, where the model allows it
 uint64_t tx_bytes = 0;
 uint64_t since_tx = UINT64_MAX / 2;   // cycles since the last accepted tx byte
 uint32_t throttle = 1;
@@ -67,26 +114,8 @@ auto started = std::chrono::steady_clock::now();
 
 unsigned char in_buf[1 << 16];
 size_t in_pos = 0, in_len = 0;
-unsigned char out_buf[1 << 16];
-size_t out_len = 0;
-
-void flush_out() {
-    size_t done = 0;
-    while (done < out_len) {
-        ssize_t n = write(1, out_buf + done, out_len - done);
-        if (n < 0) {
-            if (errno == EINTR) continue;
-            _exit(0);   // the reader went away: nothing more to do
-        }
-        done += static_cast<size_t>(n);
-    }
-    out_len = 0;
-}
-
-void put_out(uint8_t byte) {
-    if (out_len == sizeof(out_buf)) flush_out();
-    out_buf[out_len++] = byte;
-}
+using harness_out::flush;
+using harness_out::put;
 
 // Read exactly n bytes; false at a clean end of input before the first byte.
 bool read_exact(void *dst, size_t n, bool eof_ok) {
@@ -94,7 +123,7 @@ bool read_exact(void *dst, size_t n, bool eof_ok) {
     size_t got = 0;
     while (got < n) {
         if (in_pos == in_len) {
-            flush_out();
+            flush();
             ssize_t r = read(0, in_buf, sizeof(in_buf));
             if (r < 0 && errno == EINTR) continue;
             if (r <= 0) {
@@ -123,16 +152,16 @@ void stats(const char *when) {
     double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
     fprintf(stderr,
             "harness-stats when=%s cycles=%llu total_cycles=%llu evaluated=%llu skipped=%llu "
-            "tx_bytes=%llu wall_s=%.6f\n",
+            "link_gated=%llu tx_bytes=%llu wall_s=%.6f\n",
             when, (unsigned long long)cycles, (unsigned long long)total_cycles,
             (unsigned long long)evaluated, (unsigned long long)skipped,
-            (unsigned long long)tx_bytes, wall);
+            (unsigned long long)link_gated, (unsigned long long)tx_bytes, wall);
     fflush(stderr);
 }
 
 // The cable: push this cycle's self-test pin (one bit per lane, lane 0 earliest) into the history
 // and present each cabled channel's delayed level in its sample-word bits. The pin comes from
-// registers only (no path from samples), so one more evaluation settles the new word.
+// registers only (no path from samples), so the value after the last eval() is this cycle's.
 void apply_cable() {
     uint32_t pin = top->selftest_out;
     for (unsigned lane = 0; lane < cable_lanes; lane++) {
@@ -153,7 +182,6 @@ void apply_cable() {
         }
     }
     top->samples = word;
-    top->eval();
 }
 
 // One clock cycle; with skip > 0 the core advances skip + 1 cycles (fast-forward).
@@ -162,21 +190,30 @@ void tick(uint64_t skip = 0) {
     top->tx_ready = throttle != 0 && since_tx >= throttle;
     top->rx_valid = !rx_queue.empty();
     top->rx_data = rx_queue.empty() ? 0 : rx_queue.front();
+    // link_quiet also needs the rx input idle; with one eval() it was computed for the old one
+    bool link = in_reset || !ff_allowed || !gate_allowed || !top->link_quiet || top->rx_valid;
     top->clk = 0;
-    top->eval();
+    top->link_clk = 0;
+    if (one_eval) {
+        arm_edges(top->rootp);
+    } else {
+        top->eval();
+    }
     if (cable_mask) apply_cable();
     bool tx_fire = top->tx_valid && top->tx_ready;
     uint8_t tx_byte = top->tx_data;
     bool rx_fire = top->rx_valid && top->rx_ready;
     top->clk = 1;
+    top->link_clk = link;
     top->eval();
     evaluated++;
+    if (!link) link_gated++;
     cycles += skip + 1;
     total_cycles += skip + 1;
     skipped += skip;
     since_tx += skip + 1;
     if (tx_fire) {
-        put_out(tx_byte);
+        put(tx_byte);
         tx_bytes++;
         since_tx = skip + 1;
     }
@@ -191,6 +228,7 @@ void settle() {
     top->rx_valid = !rx_queue.empty();
     top->rx_data = rx_queue.empty() ? 0 : rx_queue.front();
     top->clk = 0;
+    top->link_clk = 0;
     top->eval();
 }
 
@@ -240,10 +278,15 @@ void drain(uint64_t max, uint32_t quiet) {
     }
 }
 
+// The core sees rst one cycle late (the wrapper's rst_q): one more cycle after rst falls ends its
+// reset, so time 0 is the same cycle as with rst wired straight through.
 void reset(uint32_t n) {
+    in_reset = true;
     top->rst = 1;
     for (uint32_t i = 0; i < n; i++) tick();
     top->rst = 0;
+    tick();
+    in_reset = false;
     cycles = 0;
 }
 
@@ -255,6 +298,7 @@ int main(int argc, char **argv) {
     top->samples = 0;
     top->phy = 0;
     top->ff_skip = 0;
+    top->link_clk = 0;
     reset(4);
     for (;;) {
         uint8_t op;
@@ -281,7 +325,7 @@ int main(int argc, char **argv) {
             drain(max, quiet);
             break;
         }
-        case 0x07: flush_out(); stats("request"); break;
+        case 0x07: flush(); stats("request"); break;
         case 0x08: reset(get<uint32_t>()); break;
         case 0x09: {
             cable_channels = get<uint8_t>();
@@ -294,7 +338,7 @@ int main(int argc, char **argv) {
                 if (((cable_mask >> ch) & 1) && cable_delay[ch] + cable_lanes >= CABLE_HISTORY)
                     bad = true;
             if (bad) {
-                flush_out();
+                flush();
                 fprintf(stderr, "harness: bad CABLE command\n");
                 return 3;
             }
@@ -307,14 +351,20 @@ int main(int argc, char **argv) {
             top->phy = get<uint32_t>();
             top->eval();
             break;
+        case 0x0B: {
+            uint8_t flags = get<uint8_t>();
+            gate_allowed = flags & 1;
+            one_eval = kOneEval && (flags & 2);
+            break;
+        }
         default:
-            flush_out();
+            flush();
             fprintf(stderr, "harness: unknown command 0x%02x after %llu cycles\n", op,
                     (unsigned long long)cycles);
             return 3;
         }
     }
-    flush_out();
+    flush();
     stats("end");
     top->final();
     delete top;

@@ -155,6 +155,8 @@ class LatscopeCore(wiring.Component):
         if fast_forward:
             members.update(ff_skip=In(counter_width), quiescent=Out(1),
                            ff_limit=Out(counter_width))
+            if not async_fifo and self.frames is None:
+                members.update(link_quiet=Out(1))
         super().__init__(members)
 
     def elaborate(self, platform):
@@ -342,4 +344,17 @@ class LatscopeCore(wiring.Component):
             m.d.comb += [front.ff_skip.eq(Mux(self.quiescent, self.ff_skip, 0)),
                          self.quiescent.eq(now_quiet & (quiet == 4)),
                          self.ff_limit.eq(front.ff_limit)]
+            if hasattr(self, "link_quiet"):
+                # A link clock edge now would change no register of the link domain (`sync`)
+                # that matters: nothing to write into or read from either FIFO, encoder and
+                # framer idle, no reply or output byte, the command parser hunting for a frame
+                # (only its idle counter moves, and it restarts with the next byte), and the
+                # overflow flag low on both sides of its synchroniser. A simulator may then
+                # leave the link clock still while the capture clock runs. With one clock for
+                # both domains (async_fifo=False), the FIFO's write needs a link edge: `w_valid`.
+                ovf_seen = Signal()
+                m.d.sync += ovf_seen.eq(front.overflow_active)
+                m.d.comb += self.link_quiet.eq(
+                    link_idle & ~w_valid & (level == 0) & ~self.rx.valid & ctl.hunting
+                    & ~front.overflow_active & ~ovf_seen & ~overflow)
         return m

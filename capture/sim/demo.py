@@ -187,7 +187,7 @@ def verilator_binary():
         timing = simbench.InstrumentTiming()
         instrument = verilator.VerilatorInstrument(
             capture_hz=int(timing.capture_hz), lanes=timing.lanes,
-            channel_names=simbench.CHANNEL_ROLES, **simbench.CORE_PARAMS)
+            channel_names=simbench.CHANNEL_ROLES, **simbench.CORE_BUILD)
         binary = instrument.build()
         verilator.mark_used(instrument.component)
         return str(binary), None

@@ -38,7 +38,7 @@ class SelftestBenchEngine:
         self.command_cycles = simbench.COMMAND_CYCLES
         instrument = verilator.VerilatorInstrument(
             capture_hz=int(self.timing.capture_hz), lanes=self.timing.lanes,
-            channel_names=simbench.CHANNEL_ROLES, **simbench.CORE_PARAMS)
+            channel_names=simbench.CHANNEL_ROLES, **simbench.CORE_BUILD)
         self.proc = instrument.open()
         self.cable = dict(cable or {})
         if self.cable:

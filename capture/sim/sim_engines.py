@@ -19,6 +19,9 @@ ENGINES = ("verilator", "amaranth", "model")
 #: Parameters of the simulated instrument (the ECPIX-5 build's capture side, board name "sim").
 CORE_PARAMS = dict(channels=8, counter_width=48, max_glitch=15, heartbeat_shift=20,
                    fifo_depth=1024)
+#: The simulated instrument's gateware: CORE_PARAMS and the ECPIX-5 build's pipelined encoder (one
+#: event per link cycle). Its link stays one byte wide, the width of the harness's tx port.
+CORE_BUILD = dict(CORE_PARAMS, pipelined_encoder=True)
 #: Capture cycles the bench runs after each host command so that the gateware answers it.
 COMMAND_CYCLES = 4096
 #: Stimulus changes per chunk written to an engine (bounded memory, host commands interleave).
@@ -299,7 +302,7 @@ class VerilatorEngine(_Engine):
         timing = run.timing
         self.instrument = verilator.VerilatorInstrument(
             capture_hz=int(timing.capture_hz), lanes=timing.lanes, channel_names=CHANNEL_ROLES,
-            **CORE_PARAMS)
+            **CORE_BUILD)
         if binary is not None:
             self.instrument._binary = binary
         self.proc = self.instrument.open()
@@ -432,7 +435,7 @@ class AmaranthEngine(_Engine):
     """The real gateware (:class:`latscope.gateware.top.LatscopeCore`) in the Amaranth simulator.
 
     About 1.5·10^3 evaluated cycles/s here, so only for tiny runs (at most :attr:`MAX_EVENTS`
-    events); the core is the one the other engines simulate (:data:`CORE_PARAMS`), and its
+    events); the core is the one the other engines simulate (:data:`CORE_BUILD`), and its
     fast-forward port skips the idle time between edges, as in Verilator.
     """
     name = "amaranth"
@@ -451,7 +454,7 @@ class AmaranthEngine(_Engine):
 
         from latscope.gateware.top import LatscopeCore
         timing = run.timing
-        params = dict(CORE_PARAMS, heartbeat_shift=self.HEARTBEAT_SHIFT)
+        params = dict(CORE_BUILD, heartbeat_shift=self.HEARTBEAT_SHIFT)
         self.core = LatscopeCore(async_fifo=False, fast_forward=True, board="sim",
                                  capture_hz=int(timing.capture_hz), lanes=timing.lanes,
                                  channel_names=CHANNEL_ROLES, **params)

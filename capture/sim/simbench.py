@@ -40,6 +40,7 @@ from latscope.capture.sim.sim_dut import (  # noqa: F401 - re-exported
 from latscope.capture.sim.sim_engines import (  # noqa: F401 - re-exported
     CHUNK_CHANGES,
     COMMAND_CYCLES,
+    CORE_BUILD,
     CORE_PARAMS,
     ENGINES,
     AmaranthEngine,

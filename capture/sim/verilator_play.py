@@ -8,7 +8,7 @@ need the instrument's bytes of a whole run rather than a live port
 import importlib.util
 import shutil
 
-from latscope.capture.sim.sim_engines import COMMAND_CYCLES, CORE_PARAMS, harness_stimulus
+from latscope.capture.sim.sim_engines import COMMAND_CYCLES, CORE_BUILD, harness_stimulus
 from latscope.capture.sim.sim_profile import CHANNEL_ROLES
 from latscope.gateware.codec import encode_command
 from latscope.gateware.protocol import Opcode
@@ -24,14 +24,16 @@ def verilator_available():
             and (shutil.which("g++") or shutil.which("c++")) is not None)
 
 
-def play(run, *, fast=True):
+def play(run, *, fast=True, link_gate=True, one_eval=True):
     """The instrument's bytes for ``run`` (a :class:`~latscope.capture.sim.sim_dut.SimRun` or a
     load run) and the harness's statistics (``VerilatorInstrument.last_stats``). ``fast``: idle
-    stretches skipped by the core's fast-forward, which must not change a byte."""
+    stretches skipped by the core's fast-forward; ``link_gate``, ``one_eval``: how the harness
+    evaluates the model (:meth:`~latscope.gateware.verilator.Commands.eval_mode`). None of the
+    three may change a byte."""
     timing = run.timing
     inst = VerilatorInstrument(capture_hz=int(timing.capture_hz), lanes=timing.lanes,
-                               channel_names=CHANNEL_ROLES, **CORE_PARAMS)
-    cmds = Commands().fast_forward(fast)
+                               channel_names=CHANNEL_ROLES, **CORE_BUILD)
+    cmds = Commands().fast_forward(fast).eval_mode(link_gate=link_gate, one_eval=one_eval)
     cmds.rx(encode_command(1, Opcode.SET_EDGES, b"\xff\xff\xff\xff")
             + encode_command(2, Opcode.ARM, b"\x01")).run(COMMAND_CYCLES)
     for part in harness_stimulus(run, timing.lanes, chunk=64):

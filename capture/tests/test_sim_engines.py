@@ -1,6 +1,7 @@
 """The Verilator engine's stimulus path (sim_engines.harness_stimulus): fast-forwarded, it gives
 the bytes of a run that steps every cycle, for echo traffic (edges within packets) and under
-background load, and those bytes decode to the simulation's ground truth exactly."""
+background load, with the harness's link clock gate and one evaluation per cycle or without
+them, and those bytes decode to the simulation's ground truth exactly."""
 
 
 import numpy as np
@@ -20,8 +21,13 @@ needs_verilator = pytest.mark.skipif(
 def _check_same_and_true(run):
     fast, fast_stats = play(run, fast=True)
     slow, slow_stats = play(run, fast=False)
-    assert fast == slow
+    # fast-forward, but every cycle evaluated twice and the link clock never left still
+    plain, plain_stats = play(run, fast=True, link_gate=False, one_eval=False)
+    assert fast == slow == plain
     assert slow_stats["skipped"] == 0 and fast_stats["total_cycles"] == slow_stats["total_cycles"]
+    assert slow_stats["link_gated"] == 0 and plain_stats["link_gated"] == 0
+    # the link clock was left still in some evaluated cycles (most, for echo traffic)
+    assert 0 < fast_stats["link_gated"] < fast_stats["evaluated"]
     decoder = StreamDecoder()
     result = DecodeResult.concat([decoder.feed(fast), decoder.finish()])
     check = simbench.compare_to_truth(result.time, result.channel, result.rising, run.truth)

@@ -207,6 +207,14 @@ def test_bench_quick_rows():
     # what the encoder and framer hold and the link drains meanwhile (2,340 measured with 2 lanes
     # when this test was written: 1024 * 2 + 292).
     assert 4 * 1024 <= burst <= 5 * 1024
+    assert rows["CPU per simulated packet"][:2] == ("see sim", "")
+
+
+@pytest.mark.slow
+def test_bench_sim_quick_rows():
+    pytest.importorskip("latscope.gateware.top", reason="needs the gateware core")
+    from latscope.bench import simcpu
+    rows = {figure: (value, unit, note) for figure, value, unit, note in simcpu.run(quick=True)}
     for name, lanes in (("ecpix5", 4), ("ecpix5-x1", 2)):
         fast, unit, note = rows[f"{name} ({lanes} lanes): CPU per simulated packet, fast path"]
         assert unit == "CPU-ms" and fast > 0 and "all equal to the truth" in note
@@ -215,6 +223,11 @@ def test_bench_quick_rows():
         # Stepping evaluates every one of ~10^4 cycles per packet, the fast path ~500 (20x to
         # 40x less CPU measured when this test was written, on a loaded machine).
         assert unit == "CPU-ms" and slow > 5 * fast and "bytes identical" in note
+        previous, unit, note = rows[f"{name} ({lanes} lanes): CPU per simulated packet, the "
+                                    "previous simulated instrument (two-stage encoder, two "
+                                    "evaluations per cycle, no link clock gate)"]
+        # No bound on the ratio (200 packets on a shared machine): both must be exact.
+        assert unit == "CPU-ms" and previous > 0 and "all equal to the truth" in note
 
 
 @pytest.mark.slow
@@ -287,7 +300,7 @@ def test_fast_forward_is_invisible_on_the_demo_core():
     run = simbench.simulate("el-dm-64", 40, seed=3)
     timing = run.timing
     inst = vl.VerilatorInstrument(capture_hz=int(timing.capture_hz), lanes=timing.lanes,
-                                  channel_names=simbench.CHANNEL_ROLES, **simbench.CORE_PARAMS)
+                                  channel_names=simbench.CHANNEL_ROLES, **simbench.CORE_BUILD)
     settle = 4096
     cmds = vl.Commands().rx(encode_command(1, Opcode.SET_EDGES, b"\xff\xff\xff\xff")
                             + encode_command(2, Opcode.ARM, b"\x01")).run(settle)

@@ -9,7 +9,8 @@ import importlib
 import time
 
 #: Each section's name (``latscope bench --only NAME``) and module, in the order they run.
-SECTIONS = {"gateware": "latscope.bench.gateware", "links": "latscope.bench.linkbench",
+SECTIONS = {"gateware": "latscope.bench.gateware", "sim": "latscope.bench.simcpu",
+            "links": "latscope.bench.linkbench",
             "frames": "latscope.bench.framebench", "capture": "latscope.bench.capture",
             "analysis": "latscope.bench.analysis", "store": "latscope.bench.store"}
 

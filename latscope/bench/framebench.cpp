@@ -285,7 +285,7 @@ int main(int argc, char **argv) {
             level[d].set(g.pin_dv, t + 1);
         }
     }
-    flush_out();
+    harness_out::flush();
     if (pins_out) fclose(pins_out);
     if (edges_out) fclose(edges_out);
     double wall = seconds_since(wall0);

@@ -17,7 +17,6 @@ Simulated figures use the ECPIX-5 parameters (200 MHz capture, 4 lanes, 1.25 ns 
 single-clock simulation core; the link is modelled by its byte rate.
 """
 
-import resource
 import time
 from pathlib import Path
 
@@ -28,11 +27,6 @@ SECTION = "gateware: boards, resolution, link and FIFO capacity"
 #: nextpnr placement seeds the iCEBreaker build is checked with in `make bench`.
 PLACEMENT_SEEDS = (1, 2, 3)
 LINK_BYTES_PER_S = 12e6 / 10          # 12 Mbaud 8N1 UART: 10 bit times per byte
-#: CPU-ms per simulated packet that issue 22 measured (`latscope capture --sim gem-64`, 4 lanes).
-ISSUE22_CPU_MS_PER_PACKET = 1.24
-#: This bench's fast-path CPU-ms per packet per build before the word-wide glitch filter
-#: (docs/performance.md, measured 2026-11-26 at load average 12-13).
-PREVIOUS_FAST_MS = {"ecpix5": 0.958, "ecpix5-x1": 0.539}
 
 
 def sim_instrument(board, **overrides):
@@ -98,93 +92,6 @@ def bytes_per_event(inst, board, packets):
     return {"bytes": len(data), "events": events, "expected": int(run.n_events),
             "lost": result.overflow_lost_events + result.link_lost_events,
             "event_rate": events / span_s, "stats": stats}
-
-
-def _cpu_s():
-    """CPU seconds of this process and of its waited-for children (the harness) so far."""
-    own = resource.getrusage(resource.RUSAGE_SELF)
-    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
-
-
-def sim_cpu_per_packet(board, packets, *, fast, profile="gem-64"):
-    """CPU per packet of the simulated bench's Verilator engine: ``packets`` echo packets of
-    ``profile`` played through the real gateware (the engine's core, ``CORE_PARAMS``, at the
-    board's clock and lanes) as the engine feeds them (``simbench.harness_stimulus``), with the
-    core's fast-forward (``fast``) or stepping every cycle.
-
-    Returns a dict: ``cpu_s`` (harness and this process, building the commands included),
-    ``per_packet_ms``, ``data`` (the bytes), ``stats`` (the harness's), ``events`` and ``check``
-    (:func:`~latscope.capture.sim.simbench.compare_to_truth` of the decoded stream). The fast
-    run ends with a drain (the last partly filled frame is sent at the next heartbeat, whose
-    idle wait is skipped); the stepping run ends ``COMMAND_CYCLES`` after the stimulus instead,
-    as stepping to the heartbeat would cost more than its packets, so its bytes are a prefix of
-    the fast run's.
-    """
-    from latscope.capture.sim import simbench
-    from latscope.gateware.verilator import Commands, VerilatorInstrument
-    timing = simbench.InstrumentTiming(capture_hz=board.capture_hz, lanes=board.lanes)
-    inst = VerilatorInstrument(capture_hz=int(board.capture_hz), lanes=board.lanes,
-                               channel_names=simbench.CHANNEL_ROLES, **simbench.CORE_PARAMS)
-    inst.build(verbose=False)
-    before = _cpu_s()
-    run = simbench.simulate(profile, packets, seed=1, timing=timing)
-    cmds = Commands().fast_forward(fast).rx(arm_commands()).run(simbench.COMMAND_CYCLES)
-    for part in simbench.harness_stimulus(run, board.lanes):
-        cmds.raw(part)
-    if fast:
-        cmds.drain()
-    else:
-        cmds.run(simbench.COMMAND_CYCLES)
-    data = inst.run_commands(cmds)
-    cpu_s = _cpu_s() - before
-    result = decode(data)
-    check = simbench.compare_to_truth(result.time, result.channel, result.rising, run.truth)
-    span = -(-int(run.stimulus.ticks[-1]) // board.lanes)
-    return {"cpu_s": cpu_s, "per_packet_ms": 1e3 * cpu_s / packets, "data": data,
-            "stats": inst.last_stats, "events": int(run.n_events), "check": check,
-            "span_cycles": span}
-
-
-def sim_cpu_rows(quick):
-    """Rows: CPU per simulated packet for the 4-lane (``ecpix5``) and 2-lane (``ecpix5-x1``)
-    builds, the fast path against stepping every cycle in the same run, each checked against
-    the simulation's ground truth (fast) or the fast run's bytes (stepping)."""
-    from latscope.gateware.boards import BOARDS
-    rows = []
-    fast_n, slow_n = (200, 4) if quick else (4000, 20)
-    previous = ISSUE22_CPU_MS_PER_PACKET
-    for name in ("ecpix5", "ecpix5-x1"):
-        board = BOARDS[name]
-        fast = sim_cpu_per_packet(board, fast_n, fast=True)
-        slow = sim_cpu_per_packet(board, slow_n, fast=False)
-        check = fast["check"]
-        exact = (check["ok"] and check["max_error"] == 0 and check["decoded"] == fast["events"]
-                 and check["missing"] == 0 and check["extra"] == 0)
-        # The stepping run is shorter: its bytes must be where the fast run's begin.
-        same = fast["data"].startswith(slow["data"]) and len(slow["data"]) > 0
-        stats = fast["stats"]
-        evaluated = stats["evaluated"] / fast_n
-        rows.append((f"{name} ({board.lanes} lanes): CPU per simulated packet, fast path",
-                     round(fast["per_packet_ms"], 3), "CPU-ms",
-                     f"gem-64 echo, {fast_n:,} packets, {fast['events']:,} events "
-                     f"{'all equal to the truth' if exact else 'NOT equal to the truth'}; "
-                     f"{evaluated:.0f} of its {fast['span_cycles'] / fast_n:,.0f} cycles "
-                     f"evaluated per packet (the final drain included); "
-                     f"{PREVIOUS_FAST_MS[name] / fast['per_packet_ms']:.1f}x less than this "
-                     f"build's previous {PREVIOUS_FAST_MS[name]} CPU-ms"
-                     + (f", {previous / fast['per_packet_ms']:.1f}x less than issue 22's "
-                        f"{previous}" if board.lanes == 4 else "")))
-        rows.append((f"{name} ({board.lanes} lanes): CPU per simulated packet, stepping every "
-                     "cycle", round(slow["per_packet_ms"], 3), "CPU-ms",
-                     f"baseline, {slow_n} packets; fast path "
-                     f"{slow['per_packet_ms'] / fast['per_packet_ms']:.1f}x less CPU; bytes "
-                     f"{'identical' if same else 'DIFFERENT'} to the fast path's"))
-    rows.append(("CPU per simulated packet, issue 22's figure", previous, "CPU-ms",
-                 "`latscope capture --sim gem-64 --packets 20000` (4 lanes, fast path, whole "
-                 "capture with its host side) on 2026-11-26, before the word-wide glitch filter; "
-                 "the issue asks for 5x less"))
-    return rows
 
 
 def fifo_burst(inst, board, *, throttle):
@@ -315,5 +222,7 @@ def run(quick):
                      "M cycles/s", f"with fast-forward ({skipped:.0%} of cycles skipped); "
                                    f"{evaluated:.2f} M evaluated cycles/s; the bytes-per-event "
                                    f"figure took {sim_s:.1f} s"))
-    rows += sim_cpu_rows(quick)
+    rows.append(("CPU per simulated packet", "see sim", "",
+                 "the sim section (latscope bench --only sim) measures the simulated instrument's "
+                 "CPU per packet for this build and the ECPIX-5 x1 build"))
     return rows

@@ -83,7 +83,7 @@ int main(int argc, char **argv) {
         if (clk.rise[1]) link_outputs(link, tx, rx);
         clk.advance();
     }
-    flush_out();
+    harness_out::flush();
     fprintf(stderr,
             "linkclocks-stats sim_ps=%llu evaluated=%llu capture_cycles=%llu sync_cycles=%llu "
             "tx_bytes=%llu wall_s=%.6f\n",

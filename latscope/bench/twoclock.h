@@ -46,26 +46,7 @@ template <typename T> T get() {
     return v;
 }
 
-unsigned char out_buf[1 << 16];
-size_t out_len = 0;
-
-void flush_out() {
-    size_t done = 0;
-    while (done < out_len) {
-        ssize_t n = write(1, out_buf + done, out_len - done);
-        if (n < 0) {
-            if (errno == EINTR) continue;
-            _exit(0);   // the reader went away: nothing more to do
-        }
-        done += static_cast<size_t>(n);
-    }
-    out_len = 0;
-}
-
-void put(uint8_t byte) {
-    if (out_len == sizeof(out_buf)) flush_out();
-    out_buf[out_len++] = byte;
-}
+using harness_out::put;
 
 // The link taking the core's tx transfers (sync domain).
 struct TxLink {

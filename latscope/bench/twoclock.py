@@ -71,7 +71,7 @@ def build(core, params, main_source, *, name, make_wrapper, what, verbose=True):
     """Compile ``core`` (built from ``params``) with the shared harness and the bench's C++
     ``main_source`` (a path), cached under ``name``; ``make_wrapper(ports)`` gives the wrapper's
     Verilog, ``what`` names the build in the progress line. Returns the binary's path."""
-    harness = COMMON_SOURCE.read_bytes() + b"\n" + Path(main_source).read_bytes()
+    harness = vl.harness_text(COMMON_SOURCE, main_source)
     index = vl.cache_dir() / (f"{name}-" + _source_key(params, harness))
     if index.exists():
         binary = vl.cache_dir() / index.read_text().strip() / "harness"
