@@ -31,6 +31,7 @@ void read_all(void *dst, size_t n) {
     auto *p = static_cast<unsigned char *>(dst);
     while (n) {
         ssize_t r = read(0, p, n);
+        if (r < 0 && errno == EINTR) continue;
         if (r <= 0) {
             fprintf(stderr, "%s: truncated setup\n", harness_name);
             exit(3);
