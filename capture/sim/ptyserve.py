@@ -147,12 +147,15 @@ class PtyServer:
 
     def _wait_drained(self, limit=10.0):
         """Wait (at most ``limit`` s) until the reader took every byte: closing the master hangs
-        the terminal up, which discards unread input."""
+        the terminal up, which discards unread input. The slave's input must be empty twice,
+        5 ms apart: bytes just written reach it through the kernel's buffer a moment later."""
         deadline = time.monotonic() + limit
+        empty = 0
         while time.monotonic() < deadline and not self._stop.is_set():
             waiting = struct.unpack("i", fcntl.ioctl(self._slave, termios.FIONREAD,
                                                      b"\0\0\0\0"))[0]
-            if not waiting:
+            empty = 0 if waiting else empty + 1
+            if empty == 2:
                 return
             time.sleep(0.005)
 
