@@ -12,6 +12,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import time as time_module
 
 import numpy as np
 import pytest
@@ -114,13 +115,31 @@ def test_no_room_for_the_header_leaves_no_file(tmp_path, monkeypatch):
     assert os.listdir(tmp_path) == []
 
 
+class PacedTransport(EmulatedTransport):
+    """The emulated instrument's frames a few at a time, the next ones only ``period`` seconds
+    later (longer than the capture loop gathers), as a link delivers them over time."""
+
+    def __init__(self, instrument, period=0.03):
+        super().__init__(instrument)
+        self.period, self._next = period, 0.0
+
+    def read(self, max_bytes, timeout):
+        if self.instrument.armed and not self._queued:
+            wait = self._next - time_module.monotonic()
+            if wait > 0:
+                time_module.sleep(min(wait, timeout))
+                return b""
+            self._next = time_module.monotonic() + self.period
+        return super().read(max_bytes, timeout)
+
+
 def test_the_capture_loop_reports_a_full_disk_with_exit_status_4(tmp_path):
     n = 3000
     time = np.repeat(np.arange(n, dtype=np.int64) * 1000, 2) + np.tile([0, 100], n)
     channel = np.zeros(2 * n, np.uint8)
     rising = np.tile([True, False], n)
     emu = EmulatedInstrument(time, channel, rising, channels=("rx_dv", "tx_en"))
-    inst = Instrument(EmulatedTransport(emu), reply_timeout=0.2)
+    inst = Instrument(PacedTransport(emu), reply_timeout=0.2)
     identity = inst.identify()
     session.configure(inst, session.CaptureConfig(), identity)
     meta = session.capture_metadata(identity, session.CaptureConfig())
