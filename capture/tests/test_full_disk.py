@@ -124,7 +124,7 @@ class PacedTransport(EmulatedTransport):
         self.period, self._next = period, 0.0
 
     def read(self, max_bytes, timeout):
-        if self.instrument.armed and not self._queued:
+        if self.instrument.armed:
             wait = self._next - time_module.monotonic()
             if wait > 0:
                 time_module.sleep(min(wait, timeout))
