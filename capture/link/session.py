@@ -49,7 +49,7 @@ _ROLES_HELP = "rx_dv, tx_en, crs_dv, m0..m4, or any name"
 #: Seconds the capture loop goes on reading after bytes arrived before it decodes and writes
 #: them: decoding and writing cost about as much per call as per kilobyte, and a pseudo-terminal
 #: hands over at most 4 kB per read.
-GATHER_S = 0.02
+GATHER_S = 0.1
 
 
 class Instrument:

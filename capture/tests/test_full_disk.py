@@ -119,7 +119,7 @@ class PacedTransport(EmulatedTransport):
     """The emulated instrument's frames a few at a time, the next ones only ``period`` seconds
     later (longer than the capture loop gathers), as a link delivers them over time."""
 
-    def __init__(self, instrument, period=0.03):
+    def __init__(self, instrument, period=1.5 * session.GATHER_S):
         super().__init__(instrument)
         self.period, self._next = period, 0.0
 
