@@ -110,7 +110,8 @@ class CaptureWriter:
     chunk_events : int
         Buffered events that trigger writing an ``EVTS`` chunk.
     flush_interval : float
-        Seconds after which buffered events are written even if fewer than ``chunk_events``.
+        Seconds after which buffered events and heartbeats are written even if fewer than
+        ``chunk_events`` events are buffered.
     fsync : bool
         Call ``os.fsync`` after every chunk (the durability guarantee; turn off only in tests that
         do not need it).
@@ -160,6 +161,7 @@ class CaptureWriter:
         self._offset = 0
         self._buffers = []          # list of Events not yet written
         self._buffered = 0
+        self._heartbeats = []       # HBT_DTYPE arrays not yet written
         self._last_time = None
         self._last_flush = _time.monotonic()
         self._truth = {}
@@ -221,6 +223,7 @@ class CaptureWriter:
             pass                # the reader skips a partial tail; nothing more can be done
         self._buffers.clear()
         self._buffered = 0
+        self._heartbeats.clear()
         self.abandon()
         raise CaptureWriteError(self.path, self.n_written, finalised, reason) from None
 
@@ -253,6 +256,9 @@ class CaptureWriter:
             self._buffers.append(Events(time.copy(), channel.copy(), rising.copy()))
             self._buffered += len(time)
             self.n_events += len(time)
+        self._flush_when_due()
+
+    def _flush_when_due(self):
         if self._buffered >= self.chunk_events or \
                 _time.monotonic() - self._last_flush >= self.flush_interval:
             self.flush()
@@ -278,12 +284,15 @@ class CaptureWriter:
                 raise ValueError(f"Loss count and span must be non-negative, not {r!r}")
             array[i] = (r.first_time, r.span, r.lost, _CAUSE_CODES[r.cause], b"")
             self.n_lost[r.cause] = self.n_lost.get(r.cause, 0) + r.lost
-        self._flush_events()
+        self._flush_buffered()
         self._write_chunk(b"LOSS", array.tobytes())
 
     def append_heartbeats(self, heartbeats):
         """Store heartbeats: a structured array with the fields of :data:`HBT_DTYPE`
-        (missing ones are zero) or a sequence of objects/dicts with those fields."""
+        (missing ones are zero) or a sequence of objects/dicts with those fields.
+
+        They are buffered with the events and written as one ``HBT `` chunk after the events'
+        ``EVTS`` chunk (when the events are, at the latest ``flush_interval`` seconds later)."""
         self._check_open()
         if isinstance(heartbeats, np.ndarray) and heartbeats.dtype.names:
             array = np.zeros(len(heartbeats), HBT_DTYPE)
@@ -299,8 +308,8 @@ class CaptureWriter:
                     value = get(name, 0)
                     array[i][name] = int(value) if not isinstance(value, dict) else 0
         if len(array):
-            self._flush_events()
-            self._write_chunk(b"HBT ", array.tobytes())
+            self._heartbeats.append(array)
+        self._flush_when_due()
 
     def append_frames(self, records, headers=None):
         """Store FRAME records (a ``gateware.codec.FRAME_DTYPE`` array) and their kept header
@@ -314,7 +323,7 @@ class CaptureWriter:
         kept = np.zeros((len(records), width), np.uint8)
         if width and headers is not None:
             kept[:] = np.asarray(headers, np.uint8)[:, :width]
-        self._flush_events()
+        self._flush_buffered()
         self._write_chunk(b"FRMS", FRMS_HEADER.pack(len(records), width) + records.tobytes()
                           + kept.tobytes())
 
@@ -324,7 +333,7 @@ class CaptureWriter:
         self._check_open()
         counters = np.ascontiguousarray(counters, COUNTER_DTYPE)
         if len(counters):
-            self._flush_events()
+            self._flush_buffered()
             self._write_chunk(b"FCNT", counters.tobytes())
 
     def append_chunk(self, kind, payload):
@@ -337,12 +346,20 @@ class CaptureWriter:
                 kind in (b"EVTS", b"META", b"METC", b"NOTE"):
             raise ValueError(f"Chunk type must be 4 bytes other than EVTS, META, METC and NOTE, "
                              f"not {kind!r}")
-        self._flush_events()
+        self._flush_buffered()
         self._write_chunk(kind, bytes(payload))
 
-    def _flush_events(self):
-        if not self._buffered:
-            return
+    def _flush_buffered(self):
+        """Write the buffered events (an ``EVTS`` chunk), then the buffered heartbeats (an
+        ``HBT `` chunk)."""
+        if self._buffered:
+            self._write_events()
+        if self._heartbeats:
+            array = np.concatenate(self._heartbeats)
+            self._heartbeats.clear()
+            self._write_chunk(b"HBT ", array.tobytes())
+
+    def _write_events(self):
         time = np.concatenate([b.time for b in self._buffers])
         channel = np.concatenate([b.channel for b in self._buffers])
         rising = np.concatenate([b.rising for b in self._buffers])
@@ -358,9 +375,9 @@ class CaptureWriter:
         self.n_written += len(time)
 
     def flush(self):
-        """Write buffered events as a chunk and fsync."""
+        """Write buffered events and heartbeats as chunks, each fsynced."""
         self._check_open()
-        self._flush_events()
+        self._flush_buffered()
         self._last_flush = _time.monotonic()
 
     def attach_truth(self, name, arrays):
@@ -388,7 +405,7 @@ class CaptureWriter:
         """
         if self.closed:
             return
-        self._flush_events()
+        self._flush_buffered()
         self._write_chunk(b"NOTE", self._note(reason, summary))
         self._file.close()
         self.closed = True

@@ -46,6 +46,11 @@ EXIT_CRASH = 4         # the decoder or writer failed; the file holds everything
 
 _ROLES_HELP = "rx_dv, tx_en, crs_dv, m0..m4, or any name"
 
+#: Seconds the capture loop goes on reading after bytes arrived before it decodes and writes
+#: them: decoding and writing cost about as much per call as per kilobyte, and a pseudo-terminal
+#: hands over at most 4 kB per read.
+GATHER_S = 0.1
+
 
 class Instrument:
     """A latscope instrument on a transport.
@@ -86,10 +91,31 @@ class Instrument:
         self._replies.extend(result.replies)
         self._backlog.append(result)
 
-    def read(self, timeout=0.1, max_bytes=1 << 16):
+    def read(self, timeout=0.1, max_bytes=1 << 16, gather=0.0):
         """Read what arrives within ``timeout`` seconds; return the decoded results (a list of
-        ``DecodeResult``) including everything buffered while waiting for replies."""
+        ``DecodeResult``) including everything buffered while waiting for replies.
+
+        ``gather``: once bytes arrived, go on reading what arrives within that many seconds
+        (at most ``max_bytes`` in all) before decoding them together: the transport is still
+        read as fast as the bytes come, but decoded in fewer, larger pieces."""
         data = self.transport.read(max_bytes, timeout)
+        if data and gather > 0:
+            parts, size = [data], len(data)
+            deadline = _time.monotonic() + gather
+            while size < max_bytes:
+                remaining = deadline - _time.monotonic()
+                if remaining <= 0:
+                    break
+                try:
+                    more = self.transport.read(max_bytes - size, remaining)
+                except TransportClosed:
+                    self._feed(b"".join(parts))    # kept for finish(), as a reply wait keeps
+                    raise
+                if not more:
+                    break
+                parts.append(more)
+                size += len(more)
+            data = b"".join(parts)
         if data:
             self._feed(data)
         backlog, self._backlog = self._backlog, []
@@ -404,6 +430,11 @@ class Limits:
             if value is not None and not value > 0:
                 raise LatscopeError(f"--{name} must be positive, not {value!r}")
 
+    def met(self, events, packets):
+        """True when ``events`` or ``packets`` reach their limit."""
+        return (self.events is not None and events >= self.events) or \
+            (self.packets is not None and packets >= self.packets)
+
     def reached(self, name):
         """The stop reason naming the limit: ``"packet limit reached (20,000 packets)"``."""
         if name == "duration":
@@ -591,8 +622,17 @@ def run_capture(instrument, writer, *, limits=None, rx_dv_channel=None, progress
                         out.lost_overflow += int(loss.lost)
                     else:
                         out.lost_link += int(loss.lost)
-            if len(r.heartbeats):
-                writer.append_heartbeats(r.heartbeats)
+            heartbeats = r.heartbeats
+            ending = keep < len(time) or limits.met(out.events, out.packets)
+            if len(heartbeats) and keep and ending:
+                # the capture ends with this batch: its heartbeats up to the first one at or
+                # after the last event recorded (the instrument's state at the end), whatever
+                # else the batch held
+                after = np.flatnonzero(heartbeats["time"] >= time[keep - 1])
+                if len(after):
+                    heartbeats = heartbeats[:after[0] + 1]
+            if len(heartbeats):
+                writer.append_heartbeats(heartbeats)
             if len(r.frames):
                 writer.append_frames(r.frames, r.frame_headers)
             if len(r.frame_counters):
@@ -612,7 +652,7 @@ def run_capture(instrument, writer, *, limits=None, rx_dv_channel=None, progress
             if reason:
                 out.reason = reason
                 break
-            if consume(instrument.read(0.1)):
+            if consume(instrument.read(0.1, gather=GATHER_S)):
                 out.reason = limits.reached("events" if limits.events is not None
                                             and out.events >= limits.events else "packets")
                 break

@@ -106,14 +106,11 @@ class SerialTransport(Transport):
         if port is None:
             raise TransportClosed(f"{self.path} was closed by this program")
         try:
-            if port.timeout != timeout:
-                port.timeout = timeout
-            data = port.read(1)
-            if data and max_bytes > 1:
-                waiting = port.in_waiting
-                if waiting:
-                    data += port.read(min(waiting, max_bytes - 1))
-            return data
+            # wait here, not through pyserial's timeout: setting that reconfigures the port
+            # (termios calls) whenever it changes, and callers vary it from read to read
+            if not select.select([port.fileno()], [], [], max(0.0, timeout))[0]:
+                return b""
+            return port.read(max_bytes)  # the port's own timeout stays 0: what is there
         except (self._serial_exception, OSError) as error:
             raise TransportClosed(f"{self.path} closed or unplugged ({error})") from None
 

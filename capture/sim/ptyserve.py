@@ -26,6 +26,12 @@ __all__ = ["PtyServer", "LINK_BYTES_PER_S"]
 
 #: The boards' link: FT2232H UART at 12 Mbaud, 8N1 (10 bits per byte).
 LINK_BYTES_PER_S = 1_200_000
+#: Seconds after the host's last byte during which the server polls for more every few
+#: milliseconds (a command is usually followed by the next one).
+HOST_ACTIVE_S = 0.5
+#: Longest wait for the engine's bytes while the host is quiet: each wake-up costs CPU, and a
+#: command that arrives then waits at most this long.
+QUIET_WAIT_S = 0.02
 
 
 class PtyServer:
@@ -82,11 +88,18 @@ class PtyServer:
         pending = b""
         started = time.monotonic()
         sent_at_start = 0
+        host_seen = -HOST_ACTIVE_S     # when the host last wrote
         try:
             while not self._stop.is_set():
                 want_write = bool(pending)
+                now = time.monotonic()
+                host_active = now - host_seen < HOST_ACTIVE_S
+                if want_write:      # host bytes or room for ours, whichever comes first
+                    wait = 0.005 if host_active else QUIET_WAIT_S
+                else:               # waiting for the engine (below), after its bytes
+                    wait = 0.005 if host_active else 0
                 readable, writable, _ = select.select(
-                    [self._master], [self._master] if want_write else [], [], 0.005)
+                    [self._master], [self._master] if want_write else [], [], wait)
                 if readable:
                     try:
                         data = os.read(self._master, 4096)
@@ -96,13 +109,20 @@ class PtyServer:
                         data = b""
                     if data:
                         self.bytes_in += len(data)
+                        host_seen = time.monotonic()
                         self.engine.host_bytes(data)
                 if not pending:
-                    pending = self.engine.read(self.chunk, timeout=0 if readable else 0.002)
+                    wait = 0 if readable else 0.002 if host_active else QUIET_WAIT_S
+                    asked = time.monotonic()
+                    pending = self.engine.read(self.chunk, timeout=wait)
                     if not pending and self.close_when_finished \
                             and getattr(self.engine, "finished", False):
                         self._wait_drained()
                         break
+                    rest = wait - (time.monotonic() - asked)
+                    if not pending and rest > 0.001:
+                        # an engine that does not wait: wait for the host instead
+                        select.select([self._master], [], [], rest)
                     continue
                 if writable or not want_write:
                     allowed = len(pending)
@@ -127,12 +147,15 @@ class PtyServer:
 
     def _wait_drained(self, limit=10.0):
         """Wait (at most ``limit`` s) until the reader took every byte: closing the master hangs
-        the terminal up, which discards unread input."""
+        the terminal up, which discards unread input. The slave's input must be empty twice,
+        5 ms apart: bytes just written reach it through the kernel's buffer a moment later."""
         deadline = time.monotonic() + limit
+        empty = 0
         while time.monotonic() < deadline and not self._stop.is_set():
             waiting = struct.unpack("i", fcntl.ioctl(self._slave, termios.FIONREAD,
                                                      b"\0\0\0\0"))[0]
-            if not waiting:
+            empty = 0 if waiting else empty + 1
+            if empty == 2:
                 return
             time.sleep(0.005)
 

@@ -8,7 +8,7 @@ import pytest
 
 from latscope import LatscopeError
 from latscope.capture.link.transport import SerialTransport, TransportClosed
-from latscope.capture.sim.ptyserve import LINK_BYTES_PER_S, PtyServer
+from latscope.capture.sim.ptyserve import LINK_BYTES_PER_S, QUIET_WAIT_S, PtyServer
 
 
 class ScriptEngine:
@@ -129,3 +129,40 @@ def test_an_engine_failure_is_reported():
     with pytest.raises(LatscopeError,
                        match=r"the simulated instrument failed: .*simulator crashed"):
         server.close()
+
+
+class WaitingEngine(ScriptEngine):
+    """An engine with nothing to send that waits ``timeout`` for it, as the simulators do;
+    counts the reads."""
+
+    def __init__(self):
+        super().__init__()
+        self.reads = 0
+
+    def read(self, max_bytes, timeout=0.0):
+        self.reads += 1
+        time.sleep(timeout)
+        return b""
+
+
+def test_a_quiet_server_waits_on_the_engine_and_still_hears_the_host():
+    """With the host quiet the server waits on the engine in steps of QUIET_WAIT_S (each
+    wake-up costs CPU), not in a few-millisecond poll; a command then still reaches the engine
+    within about that step."""
+    engine = WaitingEngine()
+    with PtyServer(engine) as server:
+        transport = SerialTransport(server.path)
+        try:
+            time.sleep(0.2)
+            before = engine.reads
+            time.sleep(1.0)
+            reads = engine.reads - before
+            sent = time.monotonic()
+            transport.write(b"\x01\x02")
+            while len(engine.received) < 2 and time.monotonic() - sent < 5:
+                time.sleep(0.001)
+            delay = time.monotonic() - sent
+        finally:
+            transport.close()
+    assert reads <= 1.5 / QUIET_WAIT_S        # a busy machine makes fewer, never more
+    assert bytes(engine.received) == b"\x01\x02" and delay < 0.5

@@ -152,6 +152,35 @@ def test_capture_stops_on_exact_event_count(tmp_path):
         assert cap.channel_names == dict(enumerate(ROLES))
 
 
+def test_a_capture_ending_on_a_limit_keeps_heartbeats_up_to_its_last_event(tmp_path):
+    """The batch that reaches the limit holds heartbeats from after it (here all of them: one
+    read returns every frame); the file keeps those up to the first one at or after the last
+    event recorded, so what it holds does not depend on how the bytes were batched."""
+    time, channel, rising = _packets(50)
+    emu = EmulatedInstrument(time, channel, rising, channels=ROLES, frame_events=4,
+                             heartbeat_every=1)
+    inst = Instrument(EmulatedTransport(emu, frames_per_read=100), reply_timeout=0.2)
+    identity = inst.identify()
+    session.configure(inst, session.CaptureConfig(), identity)
+    out = run_capture(inst, _writer(tmp_path, identity), limits=Limits(events=41))
+    assert out.events == 41
+    with capfile.open_capture(tmp_path / "c.lsc") as cap:
+        # a heartbeat after every frame of 4 events reports the time of its last event: event
+        # 40 is in frame 10 (events 40..43), whose heartbeat is the 11th
+        assert cap.heartbeats["time"].tolist() == [int(time[4 * k + 3]) for k in range(11)]
+
+
+def test_the_capture_loop_gathers_what_arrives_before_decoding():
+    """``read(gather=...)``: bytes arriving in many small reads are decoded in one piece."""
+    time, channel, rising = _packets(40)
+    emu = EmulatedInstrument(time, channel, rising, channels=ROLES, frame_events=4)
+    inst = Instrument(EmulatedTransport(emu, frames_per_read=1), reply_timeout=0.2)
+    session.configure(inst, session.CaptureConfig(), inst.identify())
+    inst.arm()
+    assert sum(len(r.time) for r in inst.read(0.1)) == 4        # one frame per read
+    assert [len(r.time) for r in inst.read(0.1, gather=0.05)] == [156]   # the other 39
+
+
 def test_capture_stops_on_exact_packet_count(tmp_path):
     time, channel, rising = _packets(500)
     inst, identity = _instrument(EmulatedInstrument(time, channel, rising, channels=ROLES))
