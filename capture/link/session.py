@@ -652,15 +652,10 @@ def run_capture(instrument, writer, *, limits=None, rx_dv_channel=None, progress
             if reason:
                 out.reason = reason
                 break
-            if consume(instrument.read(0.1, gather=GATHER_S)):
+            if consume(instrument.read(0.1, gather=GATHER_S)) \
+                    or limits.met(out.events, out.packets):
                 out.reason = limits.reached("events" if limits.events is not None
                                             and out.events >= limits.events else "packets")
-                break
-            if limits.events is not None and out.events >= limits.events:
-                out.reason = limits.reached("events")
-                break
-            if limits.packets is not None and out.packets >= limits.packets:
-                out.reason = limits.reached("packets")
                 break
             out.seconds = clock() - start
             out.bytes = instrument.bytes_received
