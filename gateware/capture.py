@@ -213,6 +213,11 @@ class CaptureFrontEnd(wiring.Component):
         A TICK is due every ``2**heartbeat_shift`` cycles; 1 to ``counter_width - 1``.
     fast_forward : bool
         Add the ``ff_skip``/``quiescent``/``ff_limit`` ports (simulation only).
+    gated_filters : bool
+        Simulation only (needs ``fast_forward``): put each channel's glitch filter registers in
+        clock domain ``filter<ch>`` and add ``filter_quiet``, one bit per channel, set when a
+        clock edge of that domain would change none of its registers; a simulator may then leave
+        that clock still. The flops and their functions are the same.
 
     Attributes
     ----------
@@ -221,17 +226,23 @@ class CaptureFrontEnd(wiring.Component):
     """
 
     def __init__(self, *, channels=8, lanes=2, counter_width=48, max_glitch=15,
-                 heartbeat_shift=20, fast_forward=False):
+                 heartbeat_shift=20, fast_forward=False, gated_filters=False):
         check_parameters(channels=channels, lanes=lanes, counter_width=counter_width,
                          max_glitch=max_glitch, heartbeat_shift=heartbeat_shift)
         if not isinstance(fast_forward, bool):
             raise TypeError(f"fast_forward must be a bool, not {fast_forward!r}")
+        if not isinstance(gated_filters, bool):
+            raise TypeError(f"gated_filters must be a bool, not {gated_filters!r}")
+        if gated_filters and not (fast_forward and max_glitch * lanes - 1 > 8):
+            raise TypeError("gated_filters needs fast_forward and the grouped glitch filter "
+                            "(max_glitch * lanes > 9)")
         self.channels = channels
         self.lanes = lanes
         self.counter_width = counter_width
         self.max_glitch = max_glitch
         self.heartbeat_shift = heartbeat_shift
         self.fast_forward = fast_forward
+        self.gated_filters = gated_filters
         self.latency = pipeline(lanes, max_glitch).latency
         members = {
             "samples": In(lanes * channels),
@@ -246,6 +257,8 @@ class CaptureFrontEnd(wiring.Component):
         if fast_forward:
             members.update(ff_skip=In(counter_width), quiescent=Out(1),
                            ff_limit=Out(counter_width))
+        if gated_filters:
+            members.update(filter_quiet=Out(channels))
         super().__init__(members)
 
     def _small_filter(self, m, cfg, x0, e_in):
@@ -393,9 +406,13 @@ class CaptureFrontEnd(wiring.Component):
             w = [x0] + [Signal(B, name=f"window{i}") for i in range(1, G + 2)]
             for i in range(1, G + 2):
                 m.d.sync += w[i].eq(w[i - 1])
+            # Each channel's edge bits, mask and hold check are registers of that channel alone,
+            # written in `fd[ch]`: the front end's own domain, or with `gated_filters` (simulation)
+            # a domain of their own whose clock may stand still while they hold still.
+            fd = [f"filter{ch}" if self.gated_filters else "sync" for ch in range(C)]
             e = [Signal((G + 1) * L, name=f"edges{ch}") for ch in range(C)]
             for ch in range(C):
-                m.d.sync += e[ch].eq(Cat(e[ch][L:], *[lane(e_in, j)[ch] for j in range(L)]))
+                m.d[fd[ch]] += e[ch].eq(Cat(e[ch][L:], *[lane(e_in, j)[ch] for j in range(L)]))
 
             # Thermometer mask per channel: bit i (1 <= i < G*L) set when i < g*L, i.e. the
             # samples i after the candidate must equal it. Values above G act as G.
@@ -412,7 +429,8 @@ class CaptureFrontEnd(wiring.Component):
                 for k in range(G):
                     bits = ((1 << L) - 1) << (k * L) & ~1
                     thermometer = thermometer | Mux(g > k, Const(bits, G * L), 0)
-                m.d.sync += [gmask_early[ch].eq(thermometer), gmask[ch].eq(gmask_early[ch])]
+                m.d[fd[ch]] += [gmask_early[ch].eq(thermometer),
+                                gmask[ch].eq(gmask_early[ch])]
 
             # Hold check for sample cycle k = t - 3 - G (w[G]), registered: bit ch of hold[j] is 1
             # when the h samples from lane j of cycle k on are equal, i.e. none of the edge bits
@@ -427,7 +445,9 @@ class CaptureFrontEnd(wiring.Component):
             # the hold cycle.
             # (The early groups of one channel and lane are the bits of one register, so a
             # simulator tests them with one compare.)
-            hold = [Signal(C, name=f"hold{j}") for j in range(L)]
+            # hold_ch[ch] bit j: lane j of channel ch; hold[j] gathers lane j of every channel.
+            hold_ch = [Signal(L, name=f"hold{ch}") for ch in range(C)]
+            hold = [Cat(*[hold_ch[ch][j] for ch in range(C)]) for j in range(L)]
             for ch in range(C):
                 for j in range(L):
                     # terms i with i + j < G*L have their edge bit one stage back
@@ -436,11 +456,11 @@ class CaptureFrontEnd(wiring.Component):
                     groups = [(lo, min(lo + group_size, late))
                               for lo in range(1, late, group_size)]
                     parts = Signal(len(groups), name=f"hold_part{ch}_{j}")
-                    m.d.sync += parts.eq(Cat(*[(e[ch][lo + j + L:hi + j + L]
-                                                & gmask_early[ch][lo:hi]).any()
-                                               for lo, hi in groups]))
+                    m.d[fd[ch]] += parts.eq(Cat(*[(e[ch][lo + j + L:hi + j + L]
+                                                  & gmask_early[ch][lo:hi]).any()
+                                                 for lo, hi in groups]))
                     terms.append(parts.any())
-                    m.d.sync += hold[j][ch].eq(~Cat(*terms).any())
+                    m.d[fd[ch]] += hold_ch[ch][j].eq(~Cat(*terms).any())
 
             # Filter register: sample cycle k in clock cycle k + G + 5. Per lane, the level is
             # the sample where it holds, else the level of the sample before.
@@ -451,6 +471,24 @@ class CaptureFrontEnd(wiring.Component):
                 cur = (hold[j] & lane(x, j)) | (~hold[j] & prev)
                 m.d.sync += lane(level, j).eq(cur)
                 prev = cur
+
+            if self.gated_filters:
+                # A channel's registers above hold still once its edge bits have been 0 (and its
+                # glitch width unchanged) for G + 3 cycles: the last edge bit has left `e[ch]`
+                # (G + 1 shifts), the groups computed from it (one more) and the hold bits computed
+                # from those (one more). From then on a clock edge loads every register with its
+                # own value (edge bits 0, groups 0, hold bits 1, masks of the same width), until
+                # the next edge bit or width change, in whose cycle `filter_quiet` is 0 again.
+                settle = G + 3
+                for ch in range(C):
+                    busy = (Cat(*[lane(e_in, j)[ch] for j in range(L)]).any()
+                            | (self.config.glitch[ch] != cfg.glitch[ch]))
+                    idle = Signal(range(settle + 1), name=f"filter_idle{ch}")
+                    with m.If(busy):
+                        m.d.sync += idle.eq(0)
+                    with m.Elif(idle != settle):
+                        m.d.sync += idle.eq(idle + 1)
+                    m.d.comb += self.filter_quiet[ch].eq(~busy & (idle == settle))
 
         # Edge stage (from the level register and the last lane before it).
         last = Signal(C)

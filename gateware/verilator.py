@@ -52,6 +52,8 @@ OP_SAMPLES, OP_RUN, OP_RX, OP_FASTFWD, OP_THROTTLE, OP_DRAIN, OP_STATS, OP_RESET
 #: bits). The PHY clocks are pins like the others, so a replay plays recorded clocks.
 PHY_BITS = {"clk": 0, "dv": 1, "er": 2, "data": 3}
 PHY_SIDE_SHIFT = {"rx": 0, "tx": 8}
+#: Filter clock inputs fclk0... of the generated wrapper (a core's ``filter_quiet`` bits).
+MAX_FILTER_GATES = 16
 
 SAMPLES_DTYPE = np.dtype([("op", "u1"), ("word", "<u4"), ("hold", "<u8")])   # packed: 13 bytes
 
@@ -154,10 +156,20 @@ def core_wrapper(ports, name):
     # With a link clock gate (the core's `link_quiet`), the link domain (`sync`: ports clk, rst)
     # has its own clock input, which the harness leaves still while that domain is quiet.
     gated = "link_quiet" in ports and ports["link_quiet"][0] == "output"
+    # With gated filters (the core's `filter_quiet`), channel ch's filter domain (`filter<ch>`)
+    # has its own clock input, fclk<ch>, which the harness leaves still while its bit is 1.
+    filter_gates = (ports["filter_quiet"][1]
+                    if ports.get("filter_quiet", ("",))[0] == "output" else 0)
+    if filter_gates > MAX_FILTER_GATES:
+        raise LatscopeError(f"The core has {filter_gates} filter gates; the harness drives at "
+                            f"most {MAX_FILTER_GATES}")
     for port, (direction, _) in ports.items():
         if port.startswith("phy_") and port.endswith("_clk"):
             continue                    # the MII/RMII clocks: from the phy word (above)
-        if direction == "input" and (port == "clk" or port.endswith("_clk")):
+        gate = re.fullmatch(r"filter(\d+)_clk", port)
+        if direction == "input" and gate and int(gate.group(1)) < filter_gates:
+            conns.append(f".{port}(fclk{gate.group(1)})")
+        elif direction == "input" and (port == "clk" or port.endswith("_clk")):
             conns.append(f".{port}({'link_clk' if gated and port == 'clk' else 'clk'})")
         elif direction == "input" and (port == "rst" or port.endswith("_rst")):
             conns.append(f".{port}(rst_q)")
@@ -168,7 +180,9 @@ def core_wrapper(ports, name):
         "    output [3:0] selftest_out, output [7:0] tx_data, output tx_valid, input tx_ready,",
         "    input [7:0] rx_data, input rx_valid, output rx_ready,",
         "    input [63:0] ff_skip, output quiescent, output [63:0] ff_limit, input [31:0] phy,",
-        "    input link_clk, output link_quiet);",
+        "    input link_clk, output link_quiet,",
+        "    " + ", ".join(f"input fclk{n}" for n in range(MAX_FILTER_GATES))
+        + f", output [{MAX_FILTER_GATES - 1}:0] filter_quiet);",
         # The core's resets come from a register, not from the input: with the input, Verilator
         # counts every register's next-state logic (all of which the reset reaches) as logic of
         # an input and evaluates it again at each eval() call. harness.cpp allows for the one
@@ -182,6 +196,14 @@ def core_wrapper(ports, name):
         conns.append(".link_quiet(link_quiet)")
     else:
         lines.append("  assign link_quiet = 1'b0;")
+    if filter_gates:
+        conns.append(".filter_quiet(filter_quiet_w)")
+        lines += [f"  wire [{filter_gates - 1}:0] filter_quiet_w;",
+                  "  assign filter_quiet = {" + f"{MAX_FILTER_GATES - filter_gates}'d0, "
+                  "filter_quiet_w};" if filter_gates < MAX_FILTER_GATES
+                  else "  assign filter_quiet = filter_quiet_w;"]
+    else:
+        lines.append("  assign filter_quiet = 0;")
     if "ff_skip" in ports:
         width = ports["ff_skip"][1]
         conns += [f".ff_skip(ff_skip[{width - 1}:0])", ".quiescent(quiescent)",
@@ -515,6 +537,10 @@ class VerilatorInstrument:
             from latscope.gateware.top import LatscopeCore  # why: amaranth, default core only
             params = dict(async_fifo=False, fast_forward=True, board="sim")
             params.update(core_params)
+            # Each channel's glitch filter on its own clock, still while it holds still (the
+            # grouped filter only: lanes * max_glitch > 9, every build but the iCE40's).
+            params.setdefault("gated_filters",
+                              params.get("max_glitch", 15) * params.get("lanes", 2) - 1 > 8)
             component = LatscopeCore(**params)
             self._source_key = _source_key(params)
         else:
