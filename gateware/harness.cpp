@@ -3,7 +3,7 @@
 // Built by gateware/verilator.py around the wrapper module `harness_top` it generates, whose ports
 // have fixed names and widths: clk, rst, samples[31:0], selftest_out[3:0], tx_data[7:0], tx_valid,
 // tx_ready, rx_data[7:0], rx_valid, rx_ready, ff_skip[63:0], quiescent, ff_limit[63:0], phy[31:0],
-// link_clk, link_quiet, fclk0..fclk15, filter_quiet[15:0]. The wrapper registers rst once (rst_q)
+// link_clk, link_quiet, gclk0..gclk15, gate_quiet[15:0]. The wrapper registers rst once (rst_q)
 // before the core's reset ports.
 //
 // Link clock gate: where the core has a `link_quiet` output (a link-domain edge now would change
@@ -11,9 +11,10 @@
 // which link_quiet is 1 leaves link_clk still, so only the capture domain is evaluated. Like the
 // fast-forward, the gate is on while FASTFWD allows it and never during a reset.
 //
-// Filter clock gates: where the core has `filter_quiet` (one bit per channel: an edge of that
-// channel's glitch filter clock would change none of its registers), the wrapper clocks channel
-// ch's filter registers from fclk<ch>, which a cycle with bit ch set leaves still. Same rules.
+// Clock gates: where the core has them (each channel's glitch filter), gate_quiet bit k says
+// that an edge of gate k's clock would change none of its registers, and the wrapper clocks gate
+// k's registers from gclk<k>, which a cycle with bit k set leaves still. Same rules as the link
+// clock gate.
 //
 // stdin: a binary command stream (little-endian), one opcode byte then its arguments:
 //   0x01 SAMPLES  u32 word, u64 hold   set the sample word (bit lane*channels+ch), run hold cycles
@@ -36,9 +37,10 @@
 //   0x0A PHY      u32 word             set the MII/RMII pin word (a frame-capture core's PHY
 //                                      clocks and data; see verilator.py PHY_BITS) and evaluate,
 //                                      between two capture clock cycles
-//   0x0B EVALMODE u8 flags             bit 0: gate the link and filter clocks while quiet; bit 1: one
-//                                      eval() per cycle where the model allows (default 3; the
-//                                      bytes are the same either way, only the CPU differs)
+//   0x0B EVALMODE u8 flags             bit 0: leave the link and gate clocks still while quiet;
+//                                      bit 1: one eval() per cycle where the model allows
+//                                      (default 3; the bytes are the same either way, only the
+//                                      CPU differs)
 // stdout: every byte the core sends on tx, as it is accepted. Output is flushed whenever the
 // harness waits for input, so an interactive driver sees replies without closing stdin.
 // At end of input the harness writes a final statistics line to stderr and exits with status 0;
@@ -89,17 +91,17 @@ constexpr bool kLinkClock = false;
 constexpr bool kOneEval = HasClkPrev<Vtop___024root>::value
                           && (!kLinkClock || HasLinkClkPrev<Vtop___024root>::value);
 
-// The filter clocks fclk0..fclk15: a trait per input, true where the model has its edge member
+// The gate clocks gclk0..gclk15: a trait per input, true where the model has its edge member
 // (Verilator drops an input that clocks nothing, and its member with it).
-#define LATSCOPE_FCLK_TRAIT(N)                                                                  \
-    template <typename R, typename = void> struct HasFclkPrev##N : std::false_type {};          \
+#define LATSCOPE_GCLK_TRAIT(N)                                                                  \
+    template <typename R, typename = void> struct HasGclkPrev##N : std::false_type {};          \
     template <typename R>                                                                       \
-    struct HasFclkPrev##N<                                                                      \
-        R, std::void_t<decltype(std::declval<R &>().__Vtrigprevexpr___TOP__fclk##N##__0)>>      \
+    struct HasGclkPrev##N<                                                                      \
+        R, std::void_t<decltype(std::declval<R &>().__Vtrigprevexpr___TOP__gclk##N##__0)>>      \
         : std::true_type {};
-#define LATSCOPE_FCLKS(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7) X(8) X(9) X(10) X(11) X(12) \
+#define LATSCOPE_GCLKS(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7) X(8) X(9) X(10) X(11) X(12) \
     X(13) X(14) X(15)
-LATSCOPE_FCLKS(LATSCOPE_FCLK_TRAIT)
+LATSCOPE_GCLKS(LATSCOPE_GCLK_TRAIT)
 
 // evaluate() calls the model's evaluation proper (declared above the namespace). Vtop::eval()
 // calls it and then hands over the messages and deletions other threads queued, which takes a
@@ -117,10 +119,10 @@ void evaluate(Vtop *t) {
 template <typename R> void arm_edges(R *root) {
     if constexpr (HasClkPrev<R>::value) root->__Vtrigprevexpr___TOP__clk__0 = 0;
     if constexpr (HasLinkClkPrev<R>::value) root->__Vtrigprevexpr___TOP__link_clk__0 = 0;
-#define LATSCOPE_ARM_FCLK(N) \
-    if constexpr (HasFclkPrev##N<R>::value) root->__Vtrigprevexpr___TOP__fclk##N##__0 = 0;
-    LATSCOPE_FCLKS(LATSCOPE_ARM_FCLK)
-#undef LATSCOPE_ARM_FCLK
+#define LATSCOPE_ARM_GCLK(N) \
+    if constexpr (HasGclkPrev##N<R>::value) root->__Vtrigprevexpr___TOP__gclk##N##__0 = 0;
+    LATSCOPE_GCLKS(LATSCOPE_ARM_GCLK)
+#undef LATSCOPE_ARM_GCLK
 }
 
 // Ones in a word (without the library call a compiler makes of __builtin_popcount by default).
@@ -130,12 +132,12 @@ unsigned bit_count(uint32_t v) {
     return (((v + (v >> 4)) & 0x0F0F0F0Fu) * 0x01010101u) >> 24;
 }
 
-// Set the filter clock inputs the model uses: bit N of `bits` to fclkN.
-void set_filter_clocks(Vtop *t, uint32_t bits) {
-#define LATSCOPE_SET_FCLK(N) \
-    if constexpr (HasFclkPrev##N<Vtop___024root>::value) t->fclk##N = (bits >> N) & 1;
-    LATSCOPE_FCLKS(LATSCOPE_SET_FCLK)
-#undef LATSCOPE_SET_FCLK
+// Set the gate clock inputs the model uses: bit N of `bits` to gclkN.
+void set_gate_clocks(Vtop *t, uint32_t bits) {
+#define LATSCOPE_SET_GCLK(N) \
+    if constexpr (HasGclkPrev##N<Vtop___024root>::value) t->gclk##N = (bits >> N) & 1;
+    LATSCOPE_GCLKS(LATSCOPE_SET_GCLK)
+#undef LATSCOPE_SET_GCLK
 }
 
 Vtop *top;
@@ -144,7 +146,7 @@ uint64_t total_cycles = 0;    // all cycles ever, including skipped ones
 uint64_t skipped = 0;         // cycles advanced by fast-forward instead of evaluation
 uint64_t evaluated = 0;       // clock cycles really evaluated
 uint64_t link_gated = 0;      // evaluated cycles in which the link clock stayed still
-uint64_t filter_gated = 0;    // evaluated cycles times filter clocks that stayed still
+uint64_t gates_still = 0;     // evaluated cycles times gate clocks that stayed still
 bool in_reset = false;
 bool gate_allowed = true;      // EVALMODE bit 0
 bool one_eval = kOneEval;      // EVALMODE bit 1, where the model allows it
@@ -205,10 +207,10 @@ void stats(const char *when) {
     double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
     fprintf(stderr,
             "harness-stats when=%s cycles=%llu total_cycles=%llu evaluated=%llu skipped=%llu "
-            "link_gated=%llu filter_gated=%llu tx_bytes=%llu wall_s=%.6f\n",
+            "link_gated=%llu gates_still=%llu tx_bytes=%llu wall_s=%.6f\n",
             when, (unsigned long long)cycles, (unsigned long long)total_cycles,
             (unsigned long long)evaluated, (unsigned long long)skipped,
-            (unsigned long long)link_gated, (unsigned long long)filter_gated,
+            (unsigned long long)link_gated, (unsigned long long)gates_still,
             (unsigned long long)tx_bytes, wall);
     fflush(stderr);
 }
@@ -246,14 +248,14 @@ void tick(uint64_t skip = 0) {
     top->rx_data = rx_queue.empty() ? 0 : rx_queue.front();
     // link_quiet also needs the rx input idle; with one eval() it was computed for the old one
     bool link = in_reset || !ff_allowed || !gate_allowed || !top->link_quiet || top->rx_valid;
-    // filter_quiet comes from registers (and the configuration, a register of the link side)
-    uint32_t still = in_reset || !ff_allowed || !gate_allowed ? 0 : top->filter_quiet;
+    // gate_quiet comes from registers (and the configuration, a register of the link side)
+    uint32_t still = in_reset || !ff_allowed || !gate_allowed ? 0 : top->gate_quiet;
     if (one_eval) {
         arm_edges(top->rootp);
     } else {
         top->clk = 0;
         top->link_clk = 0;
-        set_filter_clocks(top, 0);
+        set_gate_clocks(top, 0);
         evaluate(top);
     }
     if (cable_mask) apply_cable();
@@ -262,11 +264,11 @@ void tick(uint64_t skip = 0) {
     bool rx_fire = top->rx_valid && top->rx_ready;
     top->clk = 1;
     top->link_clk = link;
-    set_filter_clocks(top, ~still);
+    set_gate_clocks(top, ~still);
     evaluate(top);
     evaluated++;
     if (!link) link_gated++;
-    filter_gated += bit_count(still);
+    gates_still += bit_count(still);
     cycles += skip + 1;
     total_cycles += skip + 1;
     skipped += skip;
@@ -288,7 +290,7 @@ void settle() {
     top->rx_data = rx_queue.empty() ? 0 : rx_queue.front();
     top->clk = 0;
     top->link_clk = 0;
-    set_filter_clocks(top, 0);
+    set_gate_clocks(top, 0);
     evaluate(top);
 }
 
@@ -359,7 +361,7 @@ int main(int argc, char **argv) {
     top->phy = 0;
     top->ff_skip = 0;
     top->link_clk = 0;
-    set_filter_clocks(top, 0);
+    set_gate_clocks(top, 0);
     top->eval();                  // initialises the model (evaluate() may bypass eval() later)
     reset(4);
     for (;;) {

@@ -76,7 +76,7 @@ class LatscopeCore(wiring.Component):
         simulator can skip idle time; ``quiescent`` also requires the FIFO empty, no entry on its
         way into it, and the link side idle with its output drained (a partly filled EVENTS frame
         may wait in the framer: only the next unit closes it).
-    gated_filters : bool
+    clock_gates : bool
         Simulation only, with ``fast_forward``: each channel's glitch filter registers in clock
         domain ``filter<ch>``, and ``filter_quiet`` (a bit per channel) set when an edge of that
         clock would change none of them (:class:`~latscope.gateware.capture.CaptureFrontEnd`).
@@ -106,7 +106,7 @@ class LatscopeCore(wiring.Component):
                  channel_names, source_hash=0, fast_forward=False, max_payload=MAX_PAYLOAD,
                  command_timeout=1 << 16, time_width=64, sniffer=None, frame_options=None,
                  net=None, pipelined_encoder=False, link_bytes=1, input_delay=False,
-                 gated_filters=False):
+                 clock_gates=False):
         with rejected(self):
             if not isinstance(pipelined_encoder, bool):
                 raise TypeError(f"pipelined_encoder must be a bool, not {pipelined_encoder!r}")
@@ -124,7 +124,7 @@ class LatscopeCore(wiring.Component):
         self.params = dict(channels=channels, lanes=lanes, counter_width=counter_width)
         self.front = CaptureFrontEnd(channels=channels, lanes=lanes, counter_width=counter_width,
                                      max_glitch=max_glitch, heartbeat_shift=heartbeat_shift,
-                                     fast_forward=fast_forward, gated_filters=gated_filters)
+                                     fast_forward=fast_forward, clock_gates=clock_gates)
         encoder = (functools.partial(PipelinedEncoder, link_bytes=link_bytes)
                    if pipelined_encoder else Encoder)
         self.encoder = encoder(channels=channels, lanes=lanes, counter_width=counter_width,
@@ -162,7 +162,7 @@ class LatscopeCore(wiring.Component):
                            ff_limit=Out(counter_width))
             if not async_fifo and self.frames is None:
                 members.update(link_quiet=Out(1))
-        if gated_filters:
+        if clock_gates:
             members.update(filter_quiet=Out(channels))
         super().__init__(members)
 
@@ -183,7 +183,7 @@ class LatscopeCore(wiring.Component):
 
         # capture side: front end -> FIFO, with the reset entry slipped in
         m.d.comb += front.samples.eq(self.samples)
-        if self.front.gated_filters:
+        if self.front.clock_gates:
             m.d.comb += self.filter_quiet.eq(front.filter_quiet)
         if self.async_fifo:
             cross = ConfigCrossing(ctl.config.shape(), init=ctl.config_init, o_domain="capture")

@@ -52,8 +52,8 @@ OP_SAMPLES, OP_RUN, OP_RX, OP_FASTFWD, OP_THROTTLE, OP_DRAIN, OP_STATS, OP_RESET
 #: bits). The PHY clocks are pins like the others, so a replay plays recorded clocks.
 PHY_BITS = {"clk": 0, "dv": 1, "er": 2, "data": 3}
 PHY_SIDE_SHIFT = {"rx": 0, "tx": 8}
-#: Filter clock inputs fclk0... of the generated wrapper (a core's ``filter_quiet`` bits).
-MAX_FILTER_GATES = 16
+#: Clock gate inputs gclk0... of the generated wrapper (a core's ``clock_gates`` domains).
+MAX_CLOCK_GATES = 16
 
 SAMPLES_DTYPE = np.dtype([("op", "u1"), ("word", "<u4"), ("hold", "<u8")])   # packed: 13 bytes
 
@@ -156,19 +156,22 @@ def core_wrapper(ports, name):
     # With a link clock gate (the core's `link_quiet`), the link domain (`sync`: ports clk, rst)
     # has its own clock input, which the harness leaves still while that domain is quiet.
     gated = "link_quiet" in ports and ports["link_quiet"][0] == "output"
-    # With gated filters (the core's `filter_quiet`), channel ch's filter domain (`filter<ch>`)
-    # has its own clock input, fclk<ch>, which the harness leaves still while its bit is 1.
-    filter_gates = (ports["filter_quiet"][1]
-                    if ports.get("filter_quiet", ("",))[0] == "output" else 0)
-    if filter_gates > MAX_FILTER_GATES:
-        raise LatscopeError(f"The core has {filter_gates} filter gates; the harness drives at "
-                            f"most {MAX_FILTER_GATES}")
+    # Clock gates (a core with `clock_gates`: `filter_quiet`, a bit per channel): gate k's domain
+    # (filter<k>) has its own clock input, gclk<k>, which the harness leaves still while bit k of
+    # `gate_quiet` is 1.
+    gates, quiet_bits = [], []
+    if ports.get("filter_quiet", ("",))[0] == "output":
+        width = ports["filter_quiet"][1]
+        gates += [f"filter{ch}" for ch in range(width)]
+        quiet_bits += [f"filter_quiet_w[{ch}]" for ch in range(width)]
+    if len(gates) > MAX_CLOCK_GATES:
+        raise LatscopeError(f"The core has {len(gates)} clock gates; the harness drives at most "
+                            f"{MAX_CLOCK_GATES}")
     for port, (direction, _) in ports.items():
         if port.startswith("phy_") and port.endswith("_clk"):
             continue                    # the MII/RMII clocks: from the phy word (above)
-        gate = re.fullmatch(r"filter(\d+)_clk", port)
-        if direction == "input" and gate and int(gate.group(1)) < filter_gates:
-            conns.append(f".{port}(fclk{gate.group(1)})")
+        if direction == "input" and port.endswith("_clk") and port[:-4] in gates:
+            conns.append(f".{port}(gclk{gates.index(port[:-4])})")
         elif direction == "input" and (port == "clk" or port.endswith("_clk")):
             conns.append(f".{port}({'link_clk' if gated and port == 'clk' else 'clk'})")
         elif direction == "input" and (port == "rst" or port.endswith("_rst")):
@@ -181,8 +184,8 @@ def core_wrapper(ports, name):
         "    input [7:0] rx_data, input rx_valid, output rx_ready,",
         "    input [63:0] ff_skip, output quiescent, output [63:0] ff_limit, input [31:0] phy,",
         "    input link_clk, output link_quiet,",
-        "    " + ", ".join(f"input fclk{n}" for n in range(MAX_FILTER_GATES))
-        + f", output [{MAX_FILTER_GATES - 1}:0] filter_quiet);",
+        "    " + ", ".join(f"input gclk{n}" for n in range(MAX_CLOCK_GATES))
+        + f", output [{MAX_CLOCK_GATES - 1}:0] gate_quiet);",
         # The core's resets come from a register, not from the input: with the input, Verilator
         # counts every register's next-state logic (all of which the reset reaches) as logic of
         # an input and evaluates it again at each eval() call. harness.cpp allows for the one
@@ -196,14 +199,12 @@ def core_wrapper(ports, name):
         conns.append(".link_quiet(link_quiet)")
     else:
         lines.append("  assign link_quiet = 1'b0;")
-    if filter_gates:
+    if "filter_quiet" in ports:
         conns.append(".filter_quiet(filter_quiet_w)")
-        lines += [f"  wire [{filter_gates - 1}:0] filter_quiet_w;",
-                  "  assign filter_quiet = {" + f"{MAX_FILTER_GATES - filter_gates}'d0, "
-                  "filter_quiet_w};" if filter_gates < MAX_FILTER_GATES
-                  else "  assign filter_quiet = filter_quiet_w;"]
-    else:
-        lines.append("  assign filter_quiet = 0;")
+        lines.append(f"  wire [{ports['filter_quiet'][1] - 1}:0] filter_quiet_w;")
+    unused = MAX_CLOCK_GATES - len(gates)
+    lines.append("  assign gate_quiet = {" + ", ".join([f"{unused}'d0"] * bool(unused)
+                                                     + quiet_bits[::-1]) + "};")
     if "ff_skip" in ports:
         width = ports["ff_skip"][1]
         conns += [f".ff_skip(ff_skip[{width - 1}:0])", ".quiescent(quiescent)",
@@ -265,8 +266,10 @@ class Commands:
 
     def eval_mode(self, *, link_gate=True, one_eval=True):
         """Choose how the harness evaluates the model (the bytes are the same either way):
-        ``link_gate`` leaves the link clock still while the core's ``link_quiet`` is set,
-        ``one_eval`` evaluates each cycle once where the compiled model allows it."""
+        ``link_gate`` leaves the link clock still while the core's ``link_quiet`` is set, and
+        each clock gate's clock (a core's ``clock_gates``: the glitch filters) while its bit of
+        ``filter_quiet`` is; ``one_eval`` evaluates each cycle once where the compiled model
+        allows it."""
         self._parts.append(bytes([OP_EVALMODE, int(bool(link_gate)) | 2 * int(bool(one_eval))]))
         return self
 
@@ -537,9 +540,9 @@ class VerilatorInstrument:
             from latscope.gateware.top import LatscopeCore  # why: amaranth, default core only
             params = dict(async_fifo=False, fast_forward=True, board="sim")
             params.update(core_params)
-            # Each channel's glitch filter on its own clock, still while it holds still (the
+            # Each channel's glitch filter on a clock of its own, still while it holds still (the
             # grouped filter only: lanes * max_glitch > 9, every build but the iCE40's).
-            params.setdefault("gated_filters",
+            params.setdefault("clock_gates",
                               params.get("max_glitch", 15) * params.get("lanes", 2) - 1 > 8)
             component = LatscopeCore(**params)
             self._source_key = _source_key(params)

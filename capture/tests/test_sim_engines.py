@@ -1,7 +1,7 @@
 """The Verilator engine's stimulus path (sim_engines.harness_stimulus): fast-forwarded, it gives
 the bytes of a run that steps every cycle, for echo traffic (edges within packets) and under
-background load, with the harness's link clock gate and one evaluation per cycle or without
-them, and those bytes decode to the simulation's ground truth exactly."""
+background load, with the harness's link and filter clock gates and one evaluation per cycle or
+without them, and those bytes decode to the simulation's ground truth exactly."""
 
 
 import numpy as np
@@ -28,6 +28,10 @@ def _check_same_and_true(run):
     assert slow_stats["link_gated"] == 0 and plain_stats["link_gated"] == 0
     # the link clock was left still in some evaluated cycles (most, for echo traffic)
     assert 0 < fast_stats["link_gated"] < fast_stats["evaluated"]
+    # and the channels' filter clocks (8 per cycle) in most channel-cycles, never without gates
+    assert slow_stats["gates_still"] == 0 and plain_stats["gates_still"] == 0
+    channel_cycles = 8 * fast_stats["evaluated"]
+    assert 0.5 * channel_cycles < fast_stats["gates_still"] < channel_cycles
     decoder = StreamDecoder()
     result = DecodeResult.concat([decoder.feed(fast), decoder.finish()])
     check = simbench.compare_to_truth(result.time, result.channel, result.rising, run.truth)

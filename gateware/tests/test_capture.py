@@ -123,10 +123,10 @@ def random_ready(rng, n_cycles):
      "per counter wrap, not 10"),
     ({"heartbeat_shift": 0}, ValueError, "Heartbeat shift must be from 1 to counter width - 1"),
     ({"fast_forward": 1}, TypeError, "fast_forward must be a bool, not 1"),
-    ({"gated_filters": 1}, TypeError, "gated_filters must be a bool, not 1"),
-    ({"gated_filters": True}, TypeError, "gated_filters needs fast_forward"),
-    ({"gated_filters": True, "fast_forward": True, "max_glitch": 2}, TypeError,
-     "gated_filters needs fast_forward and the grouped glitch filter"),
+    ({"clock_gates": 1}, TypeError, "clock_gates must be a bool, not 1"),
+    ({"clock_gates": True}, TypeError, "clock_gates needs fast_forward"),
+    ({"clock_gates": True, "fast_forward": True, "max_glitch": 2}, TypeError,
+     "clock_gates needs fast_forward and the grouped glitch filter"),
 ])
 def test_constructor_rejects_bad_parameters(kwargs, exc, message):
     with pytest.raises(exc) as info:
@@ -419,7 +419,7 @@ def test_fast_forward_skips_quiet_time_without_losing_ticks():
 
 
 class _FilterClockGates(Elaboratable):
-    """A front end with ``gated_filters`` whose filter clocks are gated as a simulator gates
+    """A front end with ``clock_gates`` whose filter clocks are gated as a simulator gates
     them: channel ch's clock has an edge only in cycles in which ``filter_quiet`` bit ch is 0.
     The enable is latched at the falling edge (a latch-based clock gate), so it holds through the
     high phase whatever the registers do after the rising edge."""
@@ -444,7 +444,7 @@ class _FilterClockGates(Elaboratable):
 
 @pytest.mark.parametrize("lanes, max_glitch", [(4, 15), (2, 5)])
 def test_gated_filter_clocks_change_nothing(lanes, max_glitch):
-    """With ``gated_filters`` each channel's filter registers have their own clock, and a
+    """With ``clock_gates`` each channel's filter registers have their own clock, and a
     simulator may leave it still while ``filter_quiet`` says an edge would change nothing. Gated
     that way, through pulses of every width around the filter's thresholds, glitch widths changed
     while edges are in the window and the self-test switched on and off, the entries must equal
@@ -455,7 +455,7 @@ def test_gated_filter_clocks_change_nothing(lanes, max_glitch):
     n_ticks = n_cycles * lanes
     dut = CaptureFrontEnd(channels=channels, lanes=lanes, counter_width=12,
                           max_glitch=max_glitch, heartbeat_shift=8, fast_forward=True,
-                          gated_filters=True)
+                          clock_gates=True)
     top = _FilterClockGates(dut)
     widths = np.arange(1, (max_glitch + 1) * lanes + 2)
     slots = np.arange(0, n_ticks - widths.max() - 1, 2 * lanes * (max_glitch + 4))
