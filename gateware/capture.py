@@ -446,9 +446,14 @@ class CaptureFrontEnd(wiring.Component):
             # the hold cycle.
             # (The early groups of one channel and lane are the bits of one register, so a
             # simulator tests them with one compare.)
-            # hold_ch[ch] bit j: lane j of channel ch; hold[j] gathers lane j of every channel.
-            hold_ch = [Signal(L, name=f"hold{ch}") for ch in range(C)]
-            hold = [Cat(*[hold_ch[ch][j] for ch in range(C)]) for j in range(L)]
+            if self.clock_gates:
+                # a channel's hold bits in one register of its own domain (hold[j] gathers them)
+                hold_ch = [Signal(L, name=f"hold{ch}") for ch in range(C)]
+                hold = [Cat(*[hold_ch[ch][j] for ch in range(C)]) for j in range(L)]
+                hold_bits = [[hold_ch[ch][j] for j in range(L)] for ch in range(C)]
+            else:
+                hold = [Signal(C, name=f"hold{j}") for j in range(L)]
+                hold_bits = [[hold[j][ch] for j in range(L)] for ch in range(C)]
             for ch in range(C):
                 for j in range(L):
                     # terms i with i + j < G*L have their edge bit one stage back
@@ -461,7 +466,7 @@ class CaptureFrontEnd(wiring.Component):
                                                   & gmask_early[ch][lo:hi]).any()
                                                  for lo, hi in groups]))
                     terms.append(parts.any())
-                    m.d[fd[ch]] += hold_ch[ch][j].eq(~Cat(*terms).any())
+                    m.d[fd[ch]] += hold_bits[ch][j].eq(~Cat(*terms).any())
 
             # Filter register: sample cycle k in clock cycle k + G + 5. Per lane, the level is
             # the sample where it holds, else the level of the sample before.
