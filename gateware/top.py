@@ -75,7 +75,8 @@ class LatscopeCore(wiring.Component):
         Simulation only: expose ``ff_skip``, ``quiescent`` and ``ff_limit`` (capture domain) so a
         simulator can skip idle time; ``quiescent`` also requires the FIFO empty, no entry on its
         way into it, and the link side idle with its output drained (a partly filled EVENTS frame
-        may wait in the framer: only the next unit closes it).
+        may wait in the framer: only the next unit closes it) and its command parser hunting for
+        a frame (with two clocks, for 4 capture cycles, the idle flag's crossing).
     clock_gates : bool
         Simulation only, with ``fast_forward``: each channel's glitch filter registers in clock
         domain ``filter<ch>``, and ``filter_quiet`` (a bit per channel) set when an edge of that
@@ -328,16 +329,20 @@ class LatscopeCore(wiring.Component):
             # wait in the framer (framer.waiting): only the next unit closes it (one that does
             # not fit, or the heartbeat of the next TICK entry, which ff_limit never skips), so
             # skipping cycles leaves it, and the bytes sent, unchanged.
+            # The command parser must be hunting for a frame too: between a command's last byte
+            # and its effect (a configuration write, a time reset, a reply) it sees no byte and
+            # sends none, and a skip then would move that effect by the cycles skipped (the
+            # link domain advances one cycle per skip). And the overflow flag must have crossed
+            # back to 0, so the link domain holds still while the capture side skips.
             link_idle = Signal()
             link_idle_c = Signal()
             m.d.comb += link_idle.eq(enc.idle & framer.waiting & ~self.tx.valid & ~rxq.r_rdy
-                                     & ~ctl.replies.valid & ~rep_valid)
+                                     & ~ctl.replies.valid & ~rep_valid & ctl.hunting & ~overflow)
             if self.async_fifo:
                 m.submodules.idle_sync = Synchronizer(link_idle, link_idle_c,
                                                       o_domain="capture", kind="ff_synchronizer")
             else:
                 m.d.comb += link_idle_c.eq(link_idle)
-            quiet = Signal(range(5))
             now_quiet = Signal()
             # Not while an entry is on its way into the FIFO (decided by the front end, or being
             # written): the front end counts itself quiescent in the cycle that decides a TICK, and
@@ -346,12 +351,22 @@ class LatscopeCore(wiring.Component):
             m.d.comb += now_quiet.eq(front.quiescent & ~front.fifo_w_en & ~q.w_en
                                      & (q.w_level == 0) & link_idle_c
                                      & ~reset_now & ~reset_delay.any() & ~time_reset)
-            with m.If(~now_quiet):
-                m.d.capture += quiet.eq(0)
-            with m.Elif(quiet != 4):
-                m.d.capture += quiet.eq(quiet + 1)
+            if self.async_fifo:
+                # The link side's idle flag reaches the capture domain through a synchronizer:
+                # wait until it has held for 4 capture cycles.
+                quiet = Signal(range(5))
+                with m.If(~now_quiet):
+                    m.d.capture += quiet.eq(0)
+                with m.Elif(quiet != 4):
+                    m.d.capture += quiet.eq(quiet + 1)
+                m.d.comb += self.quiescent.eq(now_quiet & (quiet == 4))
+            else:
+                # One clock: the flag is this cycle's, so a skip may come at once. (Before the
+                # parser's `hunting` was part of it, four quiet cycles were waited here too, and
+                # one alone moved a capture's time base: a skip came between the last byte of
+                # RESET_TIME and its effect.)
+                m.d.comb += self.quiescent.eq(now_quiet)
             m.d.comb += [front.ff_skip.eq(Mux(self.quiescent, self.ff_skip, 0)),
-                         self.quiescent.eq(now_quiet & (quiet == 4)),
                          self.ff_limit.eq(front.ff_limit)]
             if hasattr(self, "link_quiet"):
                 # A link clock edge now would change no register of the link domain (`sync`)
