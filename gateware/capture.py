@@ -81,7 +81,17 @@ from .model_capture import MAX_CHANNELS, check_parameters, pipeline
 from .protocol import EntryKind, capture_entry_layout
 
 __all__ = ["FrontEndConfig", "CaptureFrontEnd", "SaturatingCount", "config_const",
-           "MAX_CHANNELS"]
+           "MAX_CHANNELS", "grouped_filter"]
+
+#: Hold terms OR-ed per early group in the glitch filter (the iCE40's filter, with no more terms
+#: than this per lane, checks them bit by bit instead).
+HOLD_GROUP = 8
+
+
+def grouped_filter(lanes, max_glitch):
+    """Whether the front end's glitch filter is the grouped one (hold terms OR-ed in early
+    groups; the one ``clock_gates`` can gate): more than :data:`HOLD_GROUP` terms per lane."""
+    return max_glitch > 0 and max_glitch * lanes - 1 > HOLD_GROUP
 
 
 class FrontEndConfig(data.Struct):
@@ -234,7 +244,7 @@ class CaptureFrontEnd(wiring.Component):
             raise TypeError(f"fast_forward must be a bool, not {fast_forward!r}")
         if not isinstance(clock_gates, bool):
             raise TypeError(f"clock_gates must be a bool, not {clock_gates!r}")
-        if clock_gates and not (fast_forward and max_glitch * lanes - 1 > 8):
+        if clock_gates and not (fast_forward and grouped_filter(lanes, max_glitch)):
             raise TypeError("clock_gates needs fast_forward and the grouped glitch filter "
                             "(max_glitch * lanes > 9)")
         self.channels = channels
@@ -394,8 +404,8 @@ class CaptureFrontEnd(wiring.Component):
             m.d.comb += lane(e_in, 0).eq(lane(x_in, 0) ^ lane(x0, L - 1))
             for j in range(1, L):
                 m.d.comb += lane(e_in, j).eq(lane(x_in, j) ^ lane(x_in, j - 1))
-        group_size = 8
-        if G and G * L - 1 <= group_size:
+        group_size = HOLD_GROUP
+        if G and not grouped_filter(L, G):
             level = self._small_filter(m, cfg, x0, e_in)
         elif G:
             # Window: w[i] holds sample cycle k in clock cycle k + 3 + i. The edge bits of the

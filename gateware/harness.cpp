@@ -246,10 +246,11 @@ void tick(uint64_t skip = 0) {
     top->tx_ready = throttle != 0 && since_tx >= throttle;
     top->rx_valid = !rx_queue.empty();
     top->rx_data = rx_queue.empty() ? 0 : rx_queue.front();
+    bool may_gate = !in_reset && ff_allowed && gate_allowed;
     // link_quiet also needs the rx input idle; with one eval() it was computed for the old one
-    bool link = in_reset || !ff_allowed || !gate_allowed || !top->link_quiet || top->rx_valid;
+    bool link = !may_gate || !top->link_quiet || top->rx_valid;
     // gate_quiet comes from registers (and the configuration, a register of the link side)
-    uint32_t still = in_reset || !ff_allowed || !gate_allowed ? 0 : top->gate_quiet;
+    uint32_t still = may_gate ? top->gate_quiet : 0;
     if (one_eval) {
         arm_edges(top->rootp);
     } else {

@@ -156,22 +156,19 @@ def core_wrapper(ports, name):
     # With a link clock gate (the core's `link_quiet`), the link domain (`sync`: ports clk, rst)
     # has its own clock input, which the harness leaves still while that domain is quiet.
     gated = "link_quiet" in ports and ports["link_quiet"][0] == "output"
-    # Clock gates (a core with `clock_gates`: `filter_quiet`, a bit per channel): gate k's domain
-    # (filter<k>) has its own clock input, gclk<k>, which the harness leaves still while bit k of
-    # `gate_quiet` is 1.
-    gates, quiet_bits = [], []
-    if ports.get("filter_quiet", ("",))[0] == "output":
-        width = ports["filter_quiet"][1]
-        gates += [f"filter{ch}" for ch in range(width)]
-        quiet_bits += [f"filter_quiet_w[{ch}]" for ch in range(width)]
-    if len(gates) > MAX_CLOCK_GATES:
-        raise LatscopeError(f"The core has {len(gates)} clock gates; the harness drives at most "
+    # Clock gates (a core with `clock_gates`): channel ch's filter domain (`filter<ch>`) has its
+    # own clock input, gclk<ch>, which the harness leaves still while bit ch of `gate_quiet` (the
+    # core's `filter_quiet`) is 1.
+    gates = ports["filter_quiet"][1] if ports.get("filter_quiet", ("",))[0] == "output" else 0
+    if gates > MAX_CLOCK_GATES:
+        raise LatscopeError(f"The core has {gates} clock gates; the harness drives at most "
                             f"{MAX_CLOCK_GATES}")
     for port, (direction, _) in ports.items():
         if port.startswith("phy_") and port.endswith("_clk"):
             continue                    # the MII/RMII clocks: from the phy word (above)
-        if direction == "input" and port.endswith("_clk") and port[:-4] in gates:
-            conns.append(f".{port}(gclk{gates.index(port[:-4])})")
+        gate = re.fullmatch(r"filter(\d+)_clk", port) if gates else None
+        if direction == "input" and gate:
+            conns.append(f".{port}(gclk{gate.group(1)})")
         elif direction == "input" and (port == "clk" or port.endswith("_clk")):
             conns.append(f".{port}({'link_clk' if gated and port == 'clk' else 'clk'})")
         elif direction == "input" and (port == "rst" or port.endswith("_rst")):
@@ -199,12 +196,12 @@ def core_wrapper(ports, name):
         conns.append(".link_quiet(link_quiet)")
     else:
         lines.append("  assign link_quiet = 1'b0;")
-    if "filter_quiet" in ports:
+    if gates:
         conns.append(".filter_quiet(filter_quiet_w)")
-        lines.append(f"  wire [{ports['filter_quiet'][1] - 1}:0] filter_quiet_w;")
-    unused = MAX_CLOCK_GATES - len(gates)
-    lines.append("  assign gate_quiet = {" + ", ".join([f"{unused}'d0"] * bool(unused)
-                                                     + quiet_bits[::-1]) + "};")
+        lines += [f"  wire [{gates - 1}:0] filter_quiet_w;",
+                  "  assign gate_quiet = filter_quiet_w;"]      # zero-extended
+    else:
+        lines.append("  assign gate_quiet = 0;")
     if "ff_skip" in ports:
         width = ports["ff_skip"][1]
         conns += [f".ff_skip(ff_skip[{width - 1}:0])", ".quiescent(quiescent)",
@@ -537,13 +534,15 @@ class VerilatorInstrument:
         if component is not None and core_params:
             raise TypeError("Core parameters cannot be given together with a component")
         if component is None:
+            from latscope.gateware.capture import grouped_filter  # why: amaranth, as below
             from latscope.gateware.top import LatscopeCore  # why: amaranth, default core only
             params = dict(async_fifo=False, fast_forward=True, board="sim")
             params.update(core_params)
             # Each channel's glitch filter on a clock of its own, still while it holds still (the
-            # grouped filter only: lanes * max_glitch > 9, every build but the iCE40's).
-            params.setdefault("clock_gates",
-                              params.get("max_glitch", 15) * params.get("lanes", 2) - 1 > 8)
+            # grouped filter only, every build but the iCE40's; LatscopeCore's defaults: 2 lanes,
+            # max_glitch 15).
+            params.setdefault("clock_gates", grouped_filter(params.get("lanes", 2),
+                                                            params.get("max_glitch", 15)))
             component = LatscopeCore(**params)
             self._source_key = _source_key(params)
         else:

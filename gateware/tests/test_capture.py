@@ -95,6 +95,18 @@ def random_config(rng, channels, max_glitch):
                      glitch=tuple(int(g) for g in rng.integers(0, max_glitch + 2, channels)))
 
 
+def _changing_config(rng, n_cycles, channels, max_glitch):
+    """A configuration history for 3 channels: glitch widths (max_glitch, 1, 0) at first, then
+    every 137 cycles new edge enables and widths up to max_glitch + 2 (which act as max_glitch)."""
+    history = [(0, mc.Config(glitch=(max_glitch, 1, 0)))]
+    for at in range(120, n_cycles, 137):
+        history.append((at, mc.Config(rise_en=int(rng.integers(1, 8)),
+                                      fall_en=int(rng.integers(1, 8)),
+                                      glitch=tuple(int(g) for g in
+                                                   rng.integers(0, max_glitch + 3, channels)))))
+    return history
+
+
 def random_ready(rng, n_cycles):
     """FIFO-full schedule: mostly ready, with random stretches of 1 to 40 full cycles."""
     ready = np.ones(n_cycles, bool)
@@ -261,12 +273,7 @@ def test_wide_glitch_filter_with_early_hold_groups_matches_model(lanes, max_glit
         uniq, counts = np.unique(ticks, return_counts=True)
         per_channel.append(uniq[counts % 2 == 1])
     stim = mc.Stimulus.from_edges(per_channel)
-    history = [(0, mc.Config(glitch=(max_glitch, 1, 0)))]
-    for at in range(120, n_cycles, 137):
-        history.append((at, mc.Config(rise_en=int(rng.integers(1, 8)),
-                                      fall_en=int(rng.integers(1, 8)),
-                                      glitch=tuple(int(g) for g in
-                                                   rng.integers(0, max_glitch + 3, channels)))))
+    history = _changing_config(rng, n_cycles, channels, max_glitch)
     ready = random_ready(rng, n_cycles)
     got, _ = simulate(dut, stim, history, n_cycles=n_cycles, fifo_ready=ready)
     want = model(dut, stim, history, n_cycles=n_cycles, fifo_ready=ready)
@@ -467,12 +474,7 @@ def test_gated_filter_clocks_change_nothing(lanes, max_glitch):
         uniq, counts = np.unique(ticks, return_counts=True)
         per_channel.append(uniq[counts % 2 == 1])
     stim = mc.Stimulus.from_edges(per_channel)
-    history = [(0, mc.Config(glitch=(max_glitch, 1, 0)))]
-    for at in range(120, n_cycles, 137):
-        history.append((at, mc.Config(rise_en=int(rng.integers(1, 8)),
-                                      fall_en=int(rng.integers(1, 8)),
-                                      glitch=tuple(int(g) for g in
-                                                   rng.integers(0, max_glitch + 3, channels)))))
+    history = _changing_config(rng, n_cycles, channels, max_glitch)
     history.append((700, mc.Config(selftest_on=True, selftest_mask=0b010, selftest_high=5,
                                    selftest_low=9, glitch=(1, 2, 3))))
     history.append((760, mc.Config(glitch=(1, 2, 3))))
