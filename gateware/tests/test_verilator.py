@@ -104,6 +104,24 @@ def test_wrapper_rejects_missing_ports():
         vl.core_wrapper({"samples": ("input", 16)}, "x")
 
 
+def test_wrapper_resets_each_domain_on_its_own_clock():
+    # A core with a gated link domain (sync: clk, rst), two filter gates and the capture domain.
+    ports = {"samples": ("input", 32), "selftest_out": ("output", 4),
+             "tx__payload": ("output", 8), "tx__valid": ("output", 1), "tx__ready": ("input", 1),
+             "rx__payload": ("input", 8), "rx__valid": ("input", 1), "rx__ready": ("output", 1),
+             "link_quiet": ("output", 1), "filter_quiet": ("output", 2),
+             "clk": ("input", 1), "rst": ("input", 1), "capture_clk": ("input", 1),
+             "capture_rst": ("input", 1), "filter0_clk": ("input", 1), "filter0_rst": ("input", 1),
+             "filter1_clk": ("input", 1), "filter1_rst": ("input", 1)}
+    text = vl.core_wrapper(ports, "core_x")
+    for clock, reg, clk_port, rst_port in [("clk", "rst_q", "capture_clk", "capture_rst"),
+                                           ("link_clk", "rst_link_clk_q", "clk", "rst"),
+                                           ("gclk0", "rst_gclk0_q", "filter0_clk", "filter0_rst"),
+                                           ("gclk1", "rst_gclk1_q", "filter1_clk", "filter1_rst")]:
+        assert f"always @(posedge {clock}) {reg} <= rst;" in text
+        assert f".{clk_port}({clock})" in text and f".{rst_port}({reg})" in text
+
+
 def test_probe_changes_and_rx(probe):
     cmds = vl.Commands().samples(0, 10).samples(0x21, 1000).samples(0x22, 5).rx(b"\x0f")
     cmds.drain(10_000)

@@ -35,12 +35,13 @@ def _cpu_s():
 
 
 def sim_cpu_per_packet(board, packets, *, fast, profile="gem-64", link_gate=True,
-                       one_eval=True, **core_overrides):
+                       one_eval=True, input_logic_once=True, **core_overrides):
     """CPU per packet of the simulated bench's Verilator engine: ``packets`` echo packets of
     ``profile`` played through the real gateware (the engine's core, ``CORE_BUILD``, at the
     board's clock and lanes) as the engine feeds them (``simbench.harness_stimulus``), with the
-    core's fast-forward (``fast``) or stepping every cycle; ``link_gate`` and ``one_eval`` choose
-    the harness's evaluation (:meth:`~latscope.gateware.verilator.Commands.eval_mode`);
+    core's fast-forward (``fast``) or stepping every cycle; ``link_gate``, ``one_eval`` and
+    ``input_logic_once`` choose the harness's evaluation
+    (:meth:`~latscope.gateware.verilator.Commands.eval_mode`);
     ``core_overrides`` change the core's parameters.
 
     Returns a dict: ``cpu_s`` (harness and this process, building the commands included),
@@ -60,7 +61,8 @@ def sim_cpu_per_packet(board, packets, *, fast, profile="gem-64", link_gate=True
     inst.build(verbose=False)
     before = _cpu_s()
     run = simbench.simulate(profile, packets, seed=1, timing=timing)
-    cmds = (Commands().fast_forward(fast).eval_mode(link_gate=link_gate, one_eval=one_eval)
+    cmds = (Commands().fast_forward(fast)
+            .eval_mode(link_gate=link_gate, one_eval=one_eval, input_logic_once=input_logic_once)
             .rx(arm_commands()).run(simbench.COMMAND_CYCLES))
     for part in simbench.harness_stimulus(run, board.lanes):
         cmds.raw(part)
@@ -97,7 +99,8 @@ def sim_cpu_rows(quick):
         board = BOARDS[name]
         fast = sim_cpu_per_packet(board, fast_n, fast=True)
         plain = sim_cpu_per_packet(board, fast_n, fast=True, link_gate=False, one_eval=False,
-                                   pipelined_encoder=False, clock_gates=False)
+                                   input_logic_once=False, pipelined_encoder=False,
+                                   clock_gates=False)
         slow = sim_cpu_per_packet(board, slow_n, fast=False)
         exact = compare(fast)
         # The stepping run is shorter: its bytes must be where the fast run's begin.
