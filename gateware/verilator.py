@@ -374,19 +374,37 @@ def stimulus_commands(ticks, values, *, lanes, channels, end_tick=None, initial=
     end_cycle = -(-int(end_tick) // lanes)
     if last >= end_cycle * lanes:
         raise ValueError("End tick must be after the last change")
-    all_ticks = np.concatenate([[-1], ticks])          # level at tick t: all_values[idx(t)]
-    all_values = np.concatenate([[initial], values])
-    cycles = np.unique(ticks // lanes)                  # cycles where something changes
+    # The cycles in which something changes, and the levels just before each one's first change.
+    cycle_of = ticks // lanes
+    lane_of = ticks - cycle_of * lanes
+    first_in_cycle = np.empty(len(ticks), dtype=bool)
+    first_in_cycle[:1] = True
+    np.not_equal(cycle_of[1:], cycle_of[:-1], out=first_in_cycle[1:])
+    firsts = np.flatnonzero(first_in_cycle)
+    cycles = cycle_of[firsts]
+    before = np.empty(len(firsts), dtype=np.int64)
+    before[:1] = initial
+    before[1:] = values[firsts[1:] - 1]
+    # Each lane of a changed cycle holds the last change at or before its tick in that cycle,
+    # or the level before the cycle; the cycle's last lane holds on until the next change.
     words = np.zeros(len(cycles), dtype=np.int64)
-    for lane in range(lanes):
-        idx = np.searchsorted(all_ticks, cycles * lanes + lane, side="right") - 1
-        words |= all_values[idx] << (lane * channels)
-    idx = np.searchsorted(all_ticks, cycles * lanes + lanes - 1, side="right") - 1
-    steady = all_values[idx]
+    if len(firsts) == len(ticks):               # one change per cycle (as good as always)
+        for lane in range(lanes):
+            words |= np.where(lane_of <= lane, values, before) << (lane * channels)
+        steady = values
+    else:
+        change_cycle = np.cumsum(first_in_cycle) - 1
+        steady = before.copy()
+        for lane in range(lanes):
+            at_lane = np.flatnonzero(lane_of == lane)
+            steady[change_cycle[at_lane]] = values[at_lane]
+            words |= steady << (lane * channels)
     steady_word = np.zeros_like(steady)
     for lane in range(lanes):
         steady_word |= steady << (lane * channels)
-    next_cycle = np.concatenate([cycles[1:], [end_cycle]])
+    next_cycle = np.empty_like(cycles)
+    next_cycle[:-1] = cycles[1:]
+    next_cycle[-1:] = end_cycle
     gaps = next_cycle - cycles - 1
     # Cycles before the first change hold the initial level.
     rec = np.zeros(2 * len(cycles) + 1, dtype=SAMPLES_DTYPE)

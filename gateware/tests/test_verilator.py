@@ -90,6 +90,41 @@ def test_stimulus_commands_lanes():
     assert int(rec["hold"].sum()) == 7
 
 
+
+def _levels_per_cycle(data, lanes, channels):
+    """The sample word of every harness cycle that a SAMPLES command stream sets."""
+    rec = np.frombuffer(data, dtype=vl.SAMPLES_DTYPE)
+    assert (rec["op"] == vl.OP_SAMPLES).all() and (rec["hold"] > 0).all()
+    return np.repeat(rec["word"].astype(np.int64), rec["hold"].astype(np.int64))
+
+
+@pytest.mark.parametrize("lanes", [1, 2, 3, 4])
+def test_stimulus_commands_equal_tick_by_tick_levels(lanes):
+    # Random stimuli, with several changes in one cycle as well as one per cycle, against the
+    # level of every tick worked out one tick at a time (exact: integers).
+    rng = np.random.default_rng(lanes)
+    for dense in (False, True):
+        for _ in range(40):
+            channels = int(rng.integers(1, 9))
+            n = int(rng.integers(1, 40))
+            steps = rng.integers(1, 3 if dense else 12, n)
+            ticks = np.cumsum(steps) + int(rng.integers(0, 6)) - 1
+            values = rng.integers(0, 1 << channels, n)
+            initial = int(rng.integers(0, 1 << channels))
+            end_tick = (int(ticks[-1]) // lanes + int(rng.integers(1, 4))) * lanes
+            data = vl.stimulus_commands(ticks, values, lanes=lanes, channels=channels,
+                                        end_tick=end_tick, initial=initial)
+            words = _levels_per_cycle(data, lanes, channels)
+            expected = []
+            level, k = initial, 0
+            for tick in range(end_tick):
+                while k < n and ticks[k] == tick:
+                    level, k = int(values[k]), k + 1
+                if tick % lanes == 0:
+                    expected.append(0)
+                expected[-1] |= level << (tick % lanes * channels)
+            assert words.tolist() == expected
+
 def test_stimulus_commands_validation():
     with pytest.raises(ValueError, match="Ticks must be non-negative and strictly increasing"):
         vl.stimulus_commands([5, 5], [1, 0], lanes=2, channels=8)
