@@ -574,7 +574,6 @@ class VerilatorInstrument:
             raise TypeError("Core parameters cannot be given together with a component")
         if component is None:
             from latscope.gateware.capture import grouped_filter  # why: amaranth, as below
-            from latscope.gateware.top import LatscopeCore  # why: amaranth, default core only
             params = dict(async_fifo=False, fast_forward=True, board="sim")
             params.update(core_params)
             # Each channel's glitch filter on a clock of its own, still while it holds still (the
@@ -582,13 +581,22 @@ class VerilatorInstrument:
             # max_glitch 15).
             params.setdefault("clock_gates", grouped_filter(params.get("lanes", 2),
                                                             params.get("max_glitch", 15)))
-            component = LatscopeCore(**params)
             self._source_key = _source_key(params)
+            self._core_params = params
         else:
             self._source_key = None
-        self.component = component
+        self._component = component
         self.core_params = core_params
         self._binary = None
+
+    @property
+    def component(self):
+        """The core. The default one is made when first needed: a capture whose binary is in
+        the cache never needs it (making it takes about 0.1 s of CPU)."""
+        if self._component is None:
+            from latscope.gateware.top import LatscopeCore  # why: amaranth, default core only
+            self._component = LatscopeCore(**self._core_params)
+        return self._component
 
     def build(self, *, verbose=True):
         """Export, compile if not cached, and return the path of the simulator binary."""
@@ -600,9 +608,10 @@ class VerilatorInstrument:
         if index is not None and index.exists():
             binary = cache_dir() / index.read_text().strip() / "harness"
             if binary.exists():
-                # The design is not elaborated (that takes 0.15 s, for each capture of a demo);
-                # mark it used so that Amaranth does not warn about an unused elaboratable.
-                mark_used(self.component)
+                # The design is not elaborated (that takes 0.15 s, for each capture of a demo),
+                # nor even made; one made is marked used, so that Amaranth does not warn.
+                if self._component is not None:
+                    mark_used(self._component)
                 self._binary = binary
                 return binary
         progress = BuildProgress(enabled=verbose)

@@ -189,7 +189,6 @@ def verilator_binary():
             capture_hz=int(timing.capture_hz), lanes=timing.lanes,
             channel_names=simbench.CHANNEL_ROLES, **simbench.CORE_BUILD)
         binary = instrument.build()
-        verilator.mark_used(instrument.component)
         return str(binary), None
     except (ImportError, LatscopeError) as error:
         return None, str(error).splitlines()[0]

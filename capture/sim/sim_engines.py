@@ -10,7 +10,7 @@ import numpy as np
 from latscope import LatscopeError
 from latscope.capture.sim.sim_profile import CHANNEL_ROLES
 from latscope.capture.sim.sim_stream import SimStream
-from latscope.gateware.verilator import mark_used, stimulus_commands
+from latscope.gateware.verilator import stimulus_commands
 
 # --- Engines: the instrument that sees the stimulus -----------------------------------------------
 
@@ -306,7 +306,6 @@ class VerilatorEngine(_Engine):
         if binary is not None:
             self.instrument._binary = binary
         self.proc = self.instrument.open()
-        mark_used(self.instrument.component)
         self.link = link
         throttle = max(1, round(timing.capture_hz / 1.2e6)) if link == "uart" else 1
         self.proc.write(self._v.Commands().throttle(throttle))
