@@ -140,17 +140,27 @@ def sim_cpu_rows(quick):
                  "asks for 5x less"))
     command_cpu(20)               # warm-up: builds the harness if it is not cached yet
     commands = {}
-    for packets in ((2000,) if quick else (20_000, 80_000, 100_000)):
-        cmd = commands[packets] = command_cpu(packets)
+    sizes = (2000,) if quick else (20_000, 80_000, 100_000)
+    # Each size twice (in turn), the lower CPU kept: other jobs on the machine only add to a
+    # process's CPU time (shared caches and memory bandwidth), by 10-20 % here at times.
+    runs = {packets: [] for packets in sizes}
+    for _ in range(1 if quick else 2):
+        for packets in sizes:
+            runs[packets].append(command_cpu(packets))
+    for packets in sizes:
+        cmd = commands[packets] = min(runs[packets], key=lambda run: run["cpu_s"])
+        others = ", ".join(f"{run['cpu_s']:.2f}" for run in runs[packets] if run is not cmd)
+        exact = all(compare(run) for run in runs[packets])      # every run, not only the kept
         # against the issue's figure at the same size where it gave one
         then = (1e3 * ISSUE22_CPU_S[packets] / packets if packets in ISSUE22_CPU_S
                 else previous)
         rows.append((f"`latscope capture --sim gem-64 --packets {packets}`, the whole command: "
                      "CPU per simulated packet", round(cmd["per_packet_ms"], 3), "CPU-ms",
                      f"a new process as a user runs it, start-up and host side included "
-                     f"({cmd['cpu_s']:.2f} CPU-s, {cmd['wall_s']:.2f} s wall); "
+                     f"({cmd['cpu_s']:.2f} CPU-s, {cmd['wall_s']:.2f} s wall"
+                     f"{f'; the other run {others} CPU-s' if others else ''}); "
                      f"{cmd['events']:,} events "
-                     f"{'all equal to the truth' if compare(cmd) else 'NOT equal to the truth'}; "
+                     f"{'all equal to the truth' if exact else 'NOT equal to the truth'}; "
                      f"{then / cmd['per_packet_ms']:.2f}x less than issue 22's {then:.3g}"))
     if len(commands) > 1:
         # Per packet beyond the fixed start-up (imports, the first block): the difference of two
