@@ -125,6 +125,40 @@ def _raise_terminated(signum, frame):
     raise Terminated
 
 
+class _SignalsNoted:
+    """While entered (in the main thread), SIGINT and SIGTERM are noted instead of raised; on
+    leaving, the first one noted is raised (``KeyboardInterrupt``, :class:`Terminated`).
+
+    For the imports of a command's modules: an exception raised by a signal handler inside an
+    import can come out as something else or not at all. Raised while NumPy's C core initialises,
+    it became that module's ImportError ("PyCapsule_Import could not import module"); raised in
+    a callback of the import machinery, Python printed it as ignored and went on."""
+
+    def __init__(self):
+        self.noted = []
+        self._old = {}
+
+    def _note(self, signum, frame):
+        self.noted.append(signum)
+
+    def __enter__(self):
+        import signal
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            try:
+                self._old[sig] = signal.signal(sig, self._note)
+            except ValueError:          # not the main thread (tests)
+                pass
+        return self
+
+    def __exit__(self, *exc):
+        import signal
+        for sig, old in self._old.items():
+            signal.signal(sig, old)
+        if self.noted and (exc[0] is None or issubclass(exc[0], Exception)):
+            raise (KeyboardInterrupt if self.noted[0] == signal.SIGINT else Terminated) from None
+        return False
+
+
 def main(argv=None):
     """Run the ``latscope`` command on ``argv`` (default: ``sys.argv[1:]``); returns the exit
     status (:data:`EXIT_STATUSES`). Ctrl-C or SIGTERM at any moment, from the first imports of
@@ -136,7 +170,10 @@ def main(argv=None):
             previous = signal.signal(signal.SIGTERM, _raise_terminated)
         except ValueError:          # not the main thread (tests)
             previous = None
-        return _main(argv, whole_process=argv is None)
+        status = _main(argv, whole_process=argv is None)
+        if argv is None:
+            _hold_signals()
+        return status
     except KeyboardInterrupt:       # before a command ran (its imports, parsing)
         return _stopped("interrupted (Ctrl-C)", 130)
     except Terminated:
@@ -144,6 +181,18 @@ def main(argv=None):
     finally:
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)
+
+
+def _hold_signals():
+    """Block SIGINT and SIGTERM for the rest of the process: the command has finished and its
+    status stands. A Ctrl-C in the moments before the process exits would otherwise raise where
+    nothing catches it (a traceback), or, once the interpreter has put the default handlers
+    back, kill the process by the signal instead of letting it exit with its status."""
+    import signal
+    try:
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+    except (AttributeError, ValueError, OSError):   # no POSIX signal masks here
+        pass
 
 
 def _stopped(what, status):
@@ -176,7 +225,8 @@ def _main(argv, whole_process=False):
     # (gc.freeze) once imported, and the collector runs as usual on what the command makes.
     gc.disable()
     try:
-        parser = build_parser(_command_in(argv))
+        with _SignalsNoted():
+            parser = build_parser(_command_in(argv))
     finally:
         if whole_process:
             gc.freeze()

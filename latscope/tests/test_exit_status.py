@@ -5,6 +5,7 @@ import re
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -33,6 +34,42 @@ def test_ctrl_c_in_a_command_modules_import_is_one_line(monkeypatch, capsys):
     assert cli.main(["analyze", "x.lsc"]) == 130
     captured = capsys.readouterr()
     assert captured.err == "latscope: interrupted (Ctrl-C)\n" and captured.out == ""
+
+
+needs_main_thread = pytest.mark.skipif(
+    threading.current_thread() is not threading.main_thread(),
+    reason="signal handlers can only be set in the main thread")
+
+
+@needs_main_thread
+@pytest.mark.parametrize("then", ["returns", "import error"])
+def test_ctrl_c_while_loading_waits_for_the_imports(monkeypatch, capsys, then):
+    # The signal comes inside the imports: it is noted, not raised there (where it could come out
+    # as the module's ImportError, as NumPy's C core made of it in a CI run, or be printed as
+    # ignored by the import machinery), and raised once they end: one line, status 130.
+    ran = []
+
+    def loading(command):
+        signal.raise_signal(signal.SIGINT)
+        if then == "import error":
+            raise ImportError('PyCapsule_Import could not import module "datetime"')
+        ran.append(command)
+        return cli.argparse.ArgumentParser()
+    monkeypatch.setattr(cli, "build_parser", loading)
+    assert cli.main(["analyze", "x.lsc"]) == 130
+    captured = capsys.readouterr()
+    assert captured.err == "latscope: interrupted (Ctrl-C)\n" and captured.out == ""
+    assert ran == (["analyze"] if then == "returns" else [])
+    # Python's own handler is back once the imports are over
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+def test_an_import_error_without_a_signal_is_not_hidden(monkeypatch):
+    def broken(command):
+        raise ImportError("No module named 'numpy'")
+    monkeypatch.setattr(cli, "build_parser", broken)
+    with pytest.raises(ImportError, match="numpy"):
+        cli.main(["analyze", "x.lsc"])
 
 
 @pytest.mark.parametrize("delay", [0.01, 0.05, 0.15])
