@@ -8,7 +8,8 @@ filter clock gates: :meth:`~latscope.gateware.verilator.Commands.eval_mode`); an
 cycle. CPU is this process's and its waited-for children's (the harness), building the commands
 included and the one-time compilation excluded. Then the whole command as a user runs it,
 ``latscope capture --sim gem-64`` in a new process, start-up included, against issue 22's own
-figure for it.
+figures for it. Except in ``--quick``, each timed run but the stepping one is made twice, in
+turn, and the lower CPU kept: on a shared machine other jobs only add to a process's CPU time.
 """
 
 import resource
@@ -99,12 +100,18 @@ def sim_cpu_rows(quick):
     sim_cpu_per_packet(BOARDS["ecpix5"], 20, fast=True)
     for name in ("ecpix5", "ecpix5-x1"):
         board = BOARDS[name]
-        fast = sim_cpu_per_packet(board, fast_n, fast=True)
-        plain = sim_cpu_per_packet(board, fast_n, fast=True, link_gate=False, one_eval=False,
-                                   input_logic_once=False, pipelined_encoder=False,
-                                   clock_gates=False)
+        # The fast path and the previous instrument twice each, in turn, the lower CPU of each
+        # kept (other jobs only add to it); every run compared with the truth.
+        fast_runs, plain_runs = [], []
+        for _ in range(1 if quick else 2):
+            fast_runs.append(sim_cpu_per_packet(board, fast_n, fast=True))
+            plain_runs.append(sim_cpu_per_packet(board, fast_n, fast=True, link_gate=False,
+                                                 one_eval=False, input_logic_once=False,
+                                                 pipelined_encoder=False, clock_gates=False))
+        fast = min(fast_runs, key=lambda run: run["cpu_s"])
+        plain = min(plain_runs, key=lambda run: run["cpu_s"])
         slow = sim_cpu_per_packet(board, slow_n, fast=False)
-        exact = compare(fast)
+        exact = all(compare(run) for run in fast_runs)
         # The stepping run is shorter: its bytes must be where the fast run's begin.
         same = fast["data"].startswith(slow["data"]) and len(slow["data"]) > 0
         stats = fast["stats"]
@@ -113,13 +120,14 @@ def sim_cpu_rows(quick):
         still = stats.get("gates_still", 0) / max(stats["evaluated"] * channels, 1)
         rows.append((f"{name} ({board.lanes} lanes): CPU per simulated packet, fast path",
                      round(fast["per_packet_ms"], 3), "CPU-ms",
-                     f"gem-64 echo, {fast_n:,} packets, {fast['events']:,} events "
+                     f"gem-64 echo, {fast_n:,} packets (the lower CPU of {len(fast_runs)} "
+                     f"run{'s' if len(fast_runs) > 1 else ''}), {fast['events']:,} events "
                      f"{'all equal to the truth' if exact else 'NOT equal to the truth'}; "
                      f"{evaluated:.0f} of its {fast['span_cycles'] / fast_n:,.0f} cycles "
                      f"evaluated per packet (the final drain included), the link clock left "
                      f"still in {gated:.0%} of them and the channels' filter clocks in "
                      f"{still:.0%} of channel-cycles"))
-        pcheck = compare(plain)
+        pcheck = all(compare(run) for run in plain_runs)
         rows.append((f"{name} ({board.lanes} lanes): CPU per simulated packet, the previous "
                      "simulated instrument (two-stage encoder, two evaluations per cycle, no link "
                      "or filter clock gates)",
