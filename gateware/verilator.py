@@ -388,17 +388,12 @@ def stimulus_commands(ticks, values, *, lanes, channels, end_tick=None, initial=
     # Each lane of a changed cycle holds the last change at or before its tick in that cycle,
     # or the level before the cycle; the cycle's last lane holds on until the next change.
     words = np.zeros(len(cycles), dtype=np.int64)
-    if len(firsts) == len(ticks):               # one change per cycle (as good as always)
-        for lane in range(lanes):
-            words |= np.where(lane_of <= lane, values, before) << (lane * channels)
-        steady = values
-    else:
-        change_cycle = np.cumsum(first_in_cycle) - 1
-        steady = before.copy()
-        for lane in range(lanes):
-            at_lane = np.flatnonzero(lane_of == lane)
-            steady[change_cycle[at_lane]] = values[at_lane]
-            words |= steady << (lane * channels)
+    change_cycle = np.cumsum(first_in_cycle) - 1
+    steady = before.copy()
+    for lane in range(lanes):
+        at_lane = np.flatnonzero(lane_of == lane)
+        steady[change_cycle[at_lane]] = values[at_lane]
+        words |= steady << (lane * channels)
     steady_word = np.zeros_like(steady)
     for lane in range(lanes):
         steady_word |= steady << (lane * channels)

@@ -90,8 +90,7 @@ def test_stimulus_commands_lanes():
     assert int(rec["hold"].sum()) == 7
 
 
-
-def _levels_per_cycle(data, lanes, channels):
+def _levels_per_cycle(data):
     """The sample word of every harness cycle that a SAMPLES command stream sets."""
     rec = np.frombuffer(data, dtype=vl.SAMPLES_DTYPE)
     assert (rec["op"] == vl.OP_SAMPLES).all() and (rec["hold"] > 0).all()
@@ -114,7 +113,7 @@ def test_stimulus_commands_equal_tick_by_tick_levels(lanes):
             end_tick = (int(ticks[-1]) // lanes + int(rng.integers(1, 4))) * lanes
             data = vl.stimulus_commands(ticks, values, lanes=lanes, channels=channels,
                                         end_tick=end_tick, initial=initial)
-            words = _levels_per_cycle(data, lanes, channels)
+            words = _levels_per_cycle(data)
             expected = []
             level, k = initial, 0
             for tick in range(end_tick):
@@ -124,6 +123,7 @@ def test_stimulus_commands_equal_tick_by_tick_levels(lanes):
                     expected.append(0)
                 expected[-1] |= level << (tick % lanes * channels)
             assert words.tolist() == expected
+
 
 def test_stimulus_commands_validation():
     with pytest.raises(ValueError, match="Ticks must be non-negative and strictly increasing"):
