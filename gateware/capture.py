@@ -229,11 +229,21 @@ class CaptureFrontEnd(wiring.Component):
         clock edge of that domain would change none of its registers; a simulator may then leave
         that clock still. The flops and their functions are the same. (The self-test generator
         on a gated clock of its own measured slower: a clock costs Verilator more than it.)
+        Also adds the window skip: ``window_ok`` is 1 when one edge (or two in successive
+        cycles) has just entered the glitch filter's window, every earlier sample has left the
+        pipeline, the samples are constant and every channel that filters is settled; a
+        ``window_go`` in such a cycle, with ``ff_skip`` = ``a - 1`` for ``2 <= a <=
+        window_cycles``, advances the counter and the window by ``a``, as ``a`` cycles of
+        constant samples would. A simulator that knows the samples stay constant so long may
+        carry an edge through the window in one cycle instead of paying the window's depth in
+        evaluated cycles for every edge.
 
     Attributes
     ----------
     latency : int
         Clock cycles from ``samples`` to the write stage (compensated in the timestamps).
+    window_cycles : int
+        With ``clock_gates``: the cycles one window skip stands for (``max_glitch - 1``).
     """
 
     def __init__(self, *, channels=8, lanes=2, counter_width=48, max_glitch=15,
@@ -268,8 +278,9 @@ class CaptureFrontEnd(wiring.Component):
         if fast_forward:
             members.update(ff_skip=In(counter_width), quiescent=Out(1),
                            ff_limit=Out(counter_width))
+        self.window_cycles = max_glitch - 1 if clock_gates else 0
         if clock_gates:
-            members.update(filter_quiet=Out(channels))
+            members.update(filter_quiet=Out(channels), window_ok=Out(1), window_go=In(1))
         super().__init__(members)
 
     def _small_filter(self, m, cfg, x0, e_in):
@@ -415,15 +426,38 @@ class CaptureFrontEnd(wiring.Component):
             # then a masked compare of a contiguous slice (which a simulator evaluates word-wide);
             # the flops are those of G + 1 window-wide edge registers, in another order.
             w = [x0] + [Signal(B, name=f"window{i}") for i in range(1, G + 2)]
-            for i in range(1, G + 2):
-                m.d.sync += w[i].eq(w[i - 1])
+            S = self.window_cycles
+            if self.clock_gates:
+                # Window skip (simulation only, see `window_ok` below) of a = ff_skip + 1 <= S
+                # cycles: as a cycles of constant samples would, each stage takes the one a
+                # stages before it (x0 where none is).
+                amount = self.ff_skip[:8]
+                with m.If(self.window_go):
+                    with m.Switch(amount):
+                        for k in range(1, S):
+                            with m.Case(k):
+                                m.d.sync += [w[i].eq(w[max(i - k - 1, 0)])
+                                             for i in range(1, G + 2)]
+                with m.Else():
+                    m.d.sync += [w[i].eq(w[i - 1]) for i in range(1, G + 2)]
+            else:
+                for i in range(1, G + 2):
+                    m.d.sync += w[i].eq(w[i - 1])
             # Each channel's edge bits, mask and hold check are registers of that channel alone,
             # written in `fd[ch]`: the front end's own domain, or with `clock_gates` (simulation)
             # a domain of their own whose clock may stand still while they hold still.
             fd = [f"filter{ch}" if self.clock_gates else "sync" for ch in range(C)]
             e = [Signal((G + 1) * L, name=f"edges{ch}") for ch in range(C)]
             for ch in range(C):
-                m.d[fd[ch]] += e[ch].eq(Cat(e[ch][L:], *[lane(e_in, j)[ch] for j in range(L)]))
+                shifted = Cat(e[ch][L:], *[lane(e_in, j)[ch] for j in range(L)])
+                if self.clock_gates:
+                    # a window skip: a shifts with no new edge bit (the samples are constant)
+                    with m.If(self.window_go):
+                        m.d[fd[ch]] += e[ch].eq(e[ch] >> ((amount + 1) * L))
+                    with m.Else():
+                        m.d[fd[ch]] += e[ch].eq(shifted)
+                else:
+                    m.d[fd[ch]] += e[ch].eq(shifted)
 
             # Thermometer mask per channel: bit i (1 <= i < G*L) set when i < g*L, i.e. the
             # samples i after the candidate must equal it. Values above G act as G.
@@ -442,6 +476,13 @@ class CaptureFrontEnd(wiring.Component):
                     thermometer = thermometer | Mux(g > k, Const(bits, G * L), 0)
                 m.d[fd[ch]] += [gmask_early[ch].eq(thermometer),
                                 gmask[ch].eq(gmask_early[ch])]
+            if self.clock_gates:
+                # Channels whose mask is 0 (glitch width 0; 1 with one lane): every hold bit
+                # is 1 whatever the edge bits, so an edge of theirs may be carried through the
+                # window by a window skip. Registered with `gmask`, in the channel's domain.
+                unfiltered = [Signal(name=f"unfiltered{ch}", init=1) for ch in range(C)]
+                for ch in range(C):
+                    m.d[fd[ch]] += unfiltered[ch].eq(gmask_early[ch] == 0)
 
             # Hold check for sample cycle k = t - 3 - G (w[G]), registered: bit ch of hold[j] is 1
             # when the h samples from lane j of cycle k on are equal, i.e. none of the edge bits
@@ -495,16 +536,34 @@ class CaptureFrontEnd(wiring.Component):
                 # from those (one more). From then on a clock edge loads every register with its
                 # own value (edge bits 0, groups 0, hold bits 1, masks of the same width), until
                 # the next edge bit or width change, in whose cycle `filter_quiet` is 0 again.
+                # A change of any channel's width wakes every channel's filter: one word compare
+                # instead of one per channel (3 % of the harness's instructions), at the cost of
+                # a few more clocked cycles after a SET_GLITCH.
                 settle = G + 3
+                glitch_changed = Signal()
+                glitch_changed_d = Signal()
+                m.d.comb += glitch_changed.eq(self.config.glitch.as_value()[:8 * C]
+                                              != cfg.glitch.as_value()[:8 * C])
+                m.d.sync += glitch_changed_d.eq(glitch_changed)
                 for ch in range(C):
-                    busy = (Cat(*[lane(e_in, j)[ch] for j in range(L)]).any()
-                            | (self.config.glitch[ch] != cfg.glitch[ch]))
+                    busy = Cat(*[lane(e_in, j)[ch] for j in range(L)]).any() | glitch_changed
                     idle = Signal(range(settle + 1), name=f"filter_idle{ch}")
                     with m.If(busy):
                         m.d.sync += idle.eq(0)
                     with m.Elif(idle != settle):
-                        m.d.sync += idle.eq(idle + 1)
+                        # a window skip stands for a cycles without an edge bit
+                        with m.If(self.window_go):
+                            m.d.sync += idle.eq(Mux(idle + amount + 1 >= settle, settle,
+                                                    idle + amount + 1))
+                        with m.Else():
+                            m.d.sync += idle.eq(idle + 1)
                     m.d.comb += self.filter_quiet[ch].eq(~busy & (idle == settle))
+                # Every channel's hold bits are settled or do not depend on the edge bits, and
+                # no width change is on its way into the masks (`gmask` lags the port by two).
+                filters_settled = Signal()
+                m.d.comb += filters_settled.eq(
+                    (Cat(*unfiltered) | self.filter_quiet).all()
+                    & ~glitch_changed & ~glitch_changed_d)
 
         # Edge stage (from the level register and the last lane before it).
         last = Signal(C)
@@ -630,10 +689,36 @@ class CaptureFrontEnd(wiring.Component):
             with m.If(~quiet_now):
                 m.d.sync += stable.eq(0)
             with m.Elif(stable != need):
-                m.d.sync += stable.eq(stable + 1)
+                if self.clock_gates:
+                    m.d.sync += stable.eq(stable + Mux(self.window_go, self.ff_skip[:8] + 1, 1))
+                else:
+                    m.d.sync += stable.eq(stable + 1)
+            steady = valid & ~ovf & ~tick_pending & ~cfg.time_reset & ~self.config.time_reset
             m.d.comb += [
-                self.quiescent.eq((stable == need) & quiet_now & valid & ~ovf & ~tick_pending
-                                  & ~cfg.time_reset & ~self.config.time_reset),
+                self.quiescent.eq((stable == need) & quiet_now & steady),
                 self.ff_limit.eq(~count[:self.heartbeat_shift]),
             ]
+            if self.clock_gates:
+                # The window skip. `stable` == 3 with the samples still constant: s1, s2, x0 and
+                # w[1] hold the new samples, and the last sample cycle that differed from the
+                # one before it is in w[1]. `age`, the cycles since the first such sample cycle
+                # after a full settle (stable == need), is then 4 if that was the only one and
+                # 5 if the one before differed too (the mixed word of an edge between lanes,
+                # or a second edge); only w[1] and w[2] differ from the settled samples in
+                # w[3..] and beyond. S cycles of constant samples would move w[1] and w[2] to
+                # w[S + 1] = w[G] and w[G + 1] and fill the stages before with the new samples;
+                # the settled ones they push out would leave the level as it is. So would any
+                # a <= S cycles (ff_skip = a - 1, as far as the samples stay constant and not
+                # beyond ff_limit), the counter advancing by a. The edge bits shift by a stages
+                # with them; channels that filter must be settled (their registers then do not
+                # change), and a channel that does not filter has hold bits of 1 whatever its
+                # edge bits. The rest of the pipeline is settled and stays so.
+                age = Signal(range(8), init=7)
+                with m.If(~quiet_now & (stable == need)):
+                    m.d.sync += age.eq(1)
+                with m.Elif(age != 7):
+                    m.d.sync += age.eq(age + 1)
+                m.d.comb += self.window_ok.eq(
+                    (stable == 3) & ((age == 4) | (age == 5)) & quiet_now & steady
+                    & filters_settled & (self.ff_limit >= self.window_cycles - 1))
         return m

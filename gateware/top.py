@@ -81,6 +81,9 @@ class LatscopeCore(wiring.Component):
         Simulation only, with ``fast_forward``: each channel's glitch filter registers in clock
         domain ``filter<ch>``, and ``filter_quiet`` (a bit per channel) set when an edge of that
         clock would change none of them (:class:`~latscope.gateware.capture.CaptureFrontEnd`).
+        With one clock (``async_fifo=False``) also ``window_skip``: nonzero while the front end
+        offers its window skip and the rest is quiet: the largest ``ff_skip`` (from 1) that
+        carries an edge just sampled through the glitch filter's window in one cycle.
     max_payload : int
         Token bytes per EVENTS frame.
     command_timeout : int
@@ -165,6 +168,8 @@ class LatscopeCore(wiring.Component):
                 members.update(link_quiet=Out(1))
         if clock_gates:
             members.update(filter_quiet=Out(channels))
+            if not async_fifo:
+                members.update(window_skip=Out(8))
         super().__init__(members)
 
     def elaborate(self, platform):
@@ -348,9 +353,10 @@ class LatscopeCore(wiring.Component):
             # written): the front end counts itself quiescent in the cycle that decides a TICK, and
             # a skip then would land on the next multiple of 2**heartbeat_shift with this TICK
             # still queued, so two TICKs would meet in the FIFO and raise its high-water mark.
-            m.d.comb += now_quiet.eq(front.quiescent & ~front.fifo_w_en & ~q.w_en
-                                     & (q.w_level == 0) & link_idle_c
-                                     & ~reset_now & ~reset_delay.any() & ~time_reset)
+            rest_quiet = Signal()
+            m.d.comb += rest_quiet.eq(~front.fifo_w_en & ~q.w_en & (q.w_level == 0) & link_idle_c
+                                      & ~reset_now & ~reset_delay.any() & ~time_reset)
+            m.d.comb += now_quiet.eq(front.quiescent & rest_quiet)
             if self.async_fifo:
                 # The link side's idle flag reaches the capture domain through a synchronizer:
                 # wait until it has held for 4 capture cycles.
@@ -366,8 +372,22 @@ class LatscopeCore(wiring.Component):
                 # one alone moved a capture's time base: a skip came between the last byte of
                 # RESET_TIME and its effect.)
                 m.d.comb += self.quiescent.eq(now_quiet)
-            m.d.comb += [front.ff_skip.eq(Mux(self.quiescent, self.ff_skip, 0)),
-                         self.ff_limit.eq(front.ff_limit)]
+            if hasattr(self, "window_skip"):
+                # The front end's window skip (CaptureFrontEnd, `window_ok`), offered while the
+                # rest is quiet as for a skip: `window_skip` is the largest ff_skip it takes,
+                # and an ff_skip from 1 to that in such a cycle takes it.
+                window_ok = Signal()
+                window_go = Signal()
+                extra = self.front.window_cycles - 1
+                m.d.comb += [window_ok.eq(front.window_ok & rest_quiet),
+                             self.window_skip.eq(Mux(window_ok, extra, 0)),
+                             window_go.eq(window_ok & (self.ff_skip != 0)
+                                          & (self.ff_skip <= extra)),
+                             front.window_go.eq(window_go),
+                             front.ff_skip.eq(Mux(self.quiescent | window_go, self.ff_skip, 0))]
+            else:
+                m.d.comb += front.ff_skip.eq(Mux(self.quiescent, self.ff_skip, 0))
+            m.d.comb += self.ff_limit.eq(front.ff_limit)
             if hasattr(self, "link_quiet"):
                 # A link clock edge now would change no register of the link domain (`sync`)
                 # that matters: nothing to write into or read from either FIFO, encoder and

@@ -196,7 +196,7 @@ def core_wrapper(ports, name):
         "    output [3:0] selftest_out, output [7:0] tx_data, output tx_valid, input tx_ready,",
         "    input [7:0] rx_data, input rx_valid, output rx_ready,",
         "    input [63:0] ff_skip, output quiescent, output [63:0] ff_limit, input [31:0] phy,",
-        "    input link_clk, output link_quiet,",
+        "    input link_clk, output link_quiet, output [7:0] window_skip,",
         "    " + ", ".join(f"input gclk{n}" for n in range(MAX_CLOCK_GATES))
         + f", output [{MAX_CLOCK_GATES - 1}:0] gate_quiet);",
         # The core's resets come from a register, not from the input: with the input, Verilator
@@ -220,6 +220,10 @@ def core_wrapper(ports, name):
                   "  assign gate_quiet = filter_quiet_w;"]      # zero-extended
     else:
         lines.append("  assign gate_quiet = 0;")
+    if ports.get("window_skip", ("",))[0] == "output":
+        conns.append(".window_skip(window_skip)")
+    else:
+        lines.append("  assign window_skip = 8'd0;")
     if "ff_skip" in ports:
         width = ports["ff_skip"][1]
         conns += [f".ff_skip(ff_skip[{width - 1}:0])", ".quiescent(quiescent)",
@@ -279,15 +283,17 @@ class Commands:
         self._parts.append(bytes([OP_FASTFWD, 1 if allowed else 0]))
         return self
 
-    def eval_mode(self, *, link_gate=True, one_eval=True, input_logic_once=True):
+    def eval_mode(self, *, link_gate=True, one_eval=True, input_logic_once=True,
+                  window_skip=True):
         """Choose how the harness evaluates the model (the bytes are the same either way):
         ``link_gate`` leaves the link clock still while the core's ``link_quiet`` is set, and
         each clock gate's clock (a core's ``clock_gates``: the glitch filters) while its bit of
         ``filter_quiet`` is; ``one_eval`` evaluates each cycle once where the compiled model
         allows it; ``input_logic_once`` evaluates the logic of the inputs only when an input
-        changed (``harness.cpp``, ``evaluate``)."""
+        changed (``harness.cpp``, ``evaluate``); ``window_skip`` takes the core's window skips
+        (its ``window_skip`` port) while fast-forward is allowed."""
         flags = (int(bool(link_gate)) | 2 * int(bool(one_eval))
-                 | 4 * int(bool(input_logic_once)))
+                 | 4 * int(bool(input_logic_once)) | 8 * int(bool(window_skip)))
         self._parts.append(bytes([OP_EVALMODE, flags]))
         return self
 

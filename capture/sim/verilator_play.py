@@ -24,17 +24,19 @@ def verilator_available():
             and (shutil.which("g++") or shutil.which("c++")) is not None)
 
 
-def play(run, *, fast=True, link_gate=True, one_eval=True, input_logic_once=True):
+def play(run, *, fast=True, link_gate=True, one_eval=True, input_logic_once=True,
+         window_skip=True):
     """The instrument's bytes for ``run`` (a :class:`~latscope.capture.sim.sim_dut.SimRun` or a
     load run) and the harness's statistics (``VerilatorInstrument.last_stats``). ``fast``: idle
     stretches skipped by the core's fast-forward; ``link_gate``, ``one_eval``,
-    ``input_logic_once``: how the harness evaluates the model
+    ``input_logic_once``, ``window_skip``: how the harness evaluates the model
     (:meth:`~latscope.gateware.verilator.Commands.eval_mode`). None of them may change a byte."""
     timing = run.timing
     inst = VerilatorInstrument(capture_hz=int(timing.capture_hz), lanes=timing.lanes,
                                channel_names=CHANNEL_ROLES, **CORE_BUILD)
     cmds = Commands().fast_forward(fast).eval_mode(link_gate=link_gate, one_eval=one_eval,
-                                                   input_logic_once=input_logic_once)
+                                                   input_logic_once=input_logic_once,
+                                                   window_skip=window_skip)
     cmds.rx(encode_command(1, Opcode.SET_EDGES, b"\xff\xff\xff\xff")
             + encode_command(2, Opcode.ARM, b"\x01")).run(COMMAND_CYCLES)
     for part in harness_stimulus(run, timing.lanes, chunk=64):

@@ -492,6 +492,115 @@ def test_gated_filter_clocks_change_nothing(lanes, max_glitch):
     assert sum(gated) > 0.3 * channels * n_cycles, f"only {sum(gated)} channel-cycles gated"
 
 
+def _window_skip_stimulus(rng, *, lanes, n_cycles, settle):
+    """Toggle ticks of three channels for the window-skip test (channel 2 filters): groups of
+    edges, most of them far enough apart for the pipeline to settle between them (each such
+    group then offers a window skip). A group is one edge, two in successive cycles (skippable
+    where at most two sample words differ from the one before them) or two in the same cycle on
+    different lanes (channels 0 and 1), or a pulse of 1 to 9 ticks on channel 2, alone or with
+    an edge of channel 0 (no skip may be offered then); now and then a group comes too close to
+    the one before (nor then). Returns the toggles and the clock cycles of the groups that may
+    be skipped."""
+    edges = [set(), set(), set()]
+    t, eligible, settled = 40, [], True
+    while t < n_cycles - 4 * settle:
+        kind = rng.choice(5, p=[0.3, 0.25, 0.25, 0.1, 0.1])
+        a, b = rng.permutation(2)
+        tick = t * lanes + int(rng.integers(lanes))
+        skippable = kind <= 2 and settled
+        if kind <= 2:
+            edges[a] ^= {tick}
+            if kind == 1:
+                second = int(rng.integers(lanes))
+                edges[b] ^= {(t + 1) * lanes + second}
+                # between lanes after a first edge between lanes: three sample words differ from
+                # the one before them, one more than a window skip carries
+                skippable &= second == 0 or tick % lanes == 0
+            elif kind == 2:
+                edges[b] ^= {t * lanes + int(rng.integers(lanes))}
+        else:
+            edges[2] ^= {tick, tick + int(rng.integers(1, 10))}
+            if kind == 4:
+                edges[0] ^= {tick + 1}
+        if skippable:
+            eligible.append(t)
+        gap = (int(rng.integers(1, 12)) if rng.random() < 0.2
+               else int(rng.integers(settle + 12, 3 * settle)))
+        settled = gap >= settle + 12
+        t += gap
+    return [sorted(e) for e in edges], eligible
+
+
+@pytest.mark.parametrize("lanes, max_glitch", [(4, 15), (2, 6)])
+def test_window_skip_carries_edges_through_the_filter_window(lanes, max_glitch):
+    """With ``clock_gates`` the front end offers a window skip (``window_ok``) right after an
+    edge has entered the glitch filter's window; taken (``window_go`` with ``ff_skip`` = a - 1,
+    2 <= a <= ``window_cycles``) it stands for a cycles. Taking every skip offered, window
+    skips of every size and quiescent ones, with the filter clocks gated as a simulator gates
+    them and one channel filtering, the entries must equal the model's for the same stimulus on
+    the counter's time axis (exact; expected values from model_capture), and the edge groups
+    that may be carried through the window must have been (else the test proves nothing)."""
+    rng = np.random.default_rng(500 + lanes)
+    channels, n_cycles = 3, 4000
+    dut = CaptureFrontEnd(channels=channels, lanes=lanes, counter_width=12,
+                          max_glitch=max_glitch, heartbeat_shift=8, fast_forward=True,
+                          clock_gates=True)
+    assert dut.window_cycles == max_glitch - 1
+    top = _FilterClockGates(dut)
+    need = dut.latency + 2
+    toggles, groups = _window_skip_stimulus(rng, lanes=lanes, n_cycles=n_cycles, settle=need)
+    eligible = len(groups)
+    # Channels 0 and 1 filter for 20 cycles just after every fourth such group has been carried
+    # through the window: their edge bits must then be where S cycles would have left them.
+    base, filtering = mc.Config(glitch=(0, 0, 3)), mc.Config(glitch=(2, 2, 3))
+    config = [(0, base)]
+    for g in groups[::4]:
+        config += [(g + 6, filtering), (g + 26, base)]
+    changes = {t for t, _ in config}
+    skips = []                        # (clock cycle, cycles it stood for beyond one)
+    window_skips = []
+
+    async def on_cycle(ctx, t):
+        window = bool(ctx.get(dut.window_ok))
+        quiet = (bool(ctx.get(dut.quiescent)) and t > 2
+                 and not changes & set(range(t - 3, t + 3)))
+        assert not (window and quiet)
+        if window:
+            # the largest most of the time (as the harness takes it), else any smaller one
+            skip = (dut.window_cycles - 1 if rng.random() < 0.5
+                    else int(rng.integers(1, dut.window_cycles - 1)))
+            skips.append((t, skip))
+            window_skips.append(skip)
+            ctx.set(dut.ff_skip, skip)
+        elif quiet and ctx.get(dut.ff_limit) > 0:
+            skips.append((t, int(ctx.get(dut.ff_limit))))
+            ctx.set(dut.ff_skip, skips[-1][1])
+        else:
+            ctx.set(dut.ff_skip, 0)
+        ctx.set(dut.window_go, int(window))
+
+    stim = mc.Stimulus.from_edges(toggles)
+    got, _ = simulate(dut, stim, config, n_cycles=n_cycles, on_cycle=on_cycle, top=top)
+    # Sample cycle k of the clock is sample cycle k + (cycles skipped before it) on the
+    # counter's time axis: a skip in clock cycle t moves every later clock cycle.
+    extra = np.zeros(n_cycles + 1, np.int64)
+    for t, skip in skips:
+        extra[t + 1:] += skip
+    moved = [[(k + int(extra[k])) * lanes + lane for k, lane in (divmod(x, lanes) for x in ch)]
+             for ch in toggles]
+    n_model = n_cycles + int(extra[n_cycles - 1])
+    history = [(t + int(extra[t]), value) for t, value in config]
+    want = model(dut, mc.Stimulus.from_edges(moved), history, n_cycles=n_model)
+    assert_same(got, want)
+    # Each group that may be skipped is, unless the next TICK is too near (the window skip, like
+    # any skip, stops short of a multiple of 2**heartbeat_shift); no other group is.
+    assert eligible > 30
+    assert 0.8 * eligible <= len(window_skips) <= eligible, (len(window_skips), eligible)
+    assert len(set(window_skips)) >= min(dut.window_cycles - 1, 8)
+    assert sum(e.kind == mc.EVENTS for e in want) > 60
+    assert sum(e.kind == mc.TICK for e in want) > 10
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("seed", [11, 12])
 def test_long_random_run_matches_model(seed):

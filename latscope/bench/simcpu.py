@@ -4,12 +4,13 @@ engine playing ``gem-64`` echo packets through the real gateware, as the engine 
 For the 4-lane (``ecpix5``, 200 MHz, 1.25 ns) and 2-lane (``ecpix5-x1``, 160 MHz, 3.125 ns)
 timings, in the same run: the fast path as shipped; the simulated instrument as it was before
 the harness's evaluation changed (the two-stage encoder, two evaluations per cycle, no link or
-filter clock gates: :meth:`~latscope.gateware.verilator.Commands.eval_mode`); and stepping every
-cycle. CPU is this process's and its waited-for children's (the harness), building the commands
-included and the one-time compilation excluded. Then the whole command as a user runs it,
-``latscope capture --sim gem-64`` in a new process, start-up included, against issue 22's own
-figures for it. Except in ``--quick``, each timed run but the stepping one is made twice, in
-turn, and the lower CPU kept: on a shared machine other jobs only add to a process's CPU time.
+filter clock gates, no window skips: :meth:`~latscope.gateware.verilator.Commands.eval_mode`);
+and stepping every cycle. CPU is this process's and its waited-for children's (the harness),
+building the commands included and the one-time compilation excluded. Then the whole command
+as a user runs it, ``latscope capture --sim gem-64`` in a new process, start-up included,
+against issue 22's own figures for it. Except in ``--quick``, each timed run but the stepping
+one is made twice, in turn, and the lower CPU kept: on a shared machine other jobs only add to
+a process's CPU time.
 """
 
 import resource
@@ -86,9 +87,9 @@ def sim_cpu_per_packet(board, packets, *, fast, profile="gem-64", link_gate=True
 def sim_cpu_rows(quick):
     """Rows: CPU per simulated packet for the 4-lane (``ecpix5``) and 2-lane (``ecpix5-x1``)
     builds, in the same run: the fast path; the simulated instrument as it was before
-    (``previous``: the two-stage encoder, two evaluations per cycle, no link clock gate); and
-    stepping every cycle. The fast path is checked against the simulation's ground truth, the
-    stepping run against the fast run's bytes."""
+    (``previous``: the two-stage encoder, two evaluations per cycle, no clock gates, no window
+    skips); and stepping every cycle. The fast path is checked against the simulation's ground
+    truth, the stepping run against the fast run's bytes."""
     from latscope.capture.sim import simbench
     from latscope.gateware.boards import BOARDS
     channels = simbench.CORE_PARAMS["channels"]
@@ -118,6 +119,7 @@ def sim_cpu_rows(quick):
         evaluated = stats["evaluated"] / fast_n
         gated = stats.get("link_gated", 0) / max(stats["evaluated"], 1)
         still = stats.get("gates_still", 0) / max(stats["evaluated"] * channels, 1)
+        windows = stats.get("window_skips", 0) / fast_n
         rows.append((f"{name} ({board.lanes} lanes): CPU per simulated packet, fast path",
                      round(fast["per_packet_ms"], 3), "CPU-ms",
                      f"gem-64 echo, {fast_n:,} packets (the lower CPU of {len(fast_runs)} "
@@ -126,11 +128,12 @@ def sim_cpu_rows(quick):
                      f"{evaluated:.0f} of its {fast['span_cycles'] / fast_n:,.0f} cycles "
                      f"evaluated per packet (the final drain included), the link clock left "
                      f"still in {gated:.0%} of them and the channels' filter clocks in "
-                     f"{still:.0%} of channel-cycles"))
+                     f"{still:.0%} of channel-cycles; {windows:.1f} edges per packet carried "
+                     f"through the glitch filter's window by a window skip"))
         pcheck = all(compare(run) for run in plain_runs)
         rows.append((f"{name} ({board.lanes} lanes): CPU per simulated packet, the previous "
                      "simulated instrument (two-stage encoder, two evaluations per cycle, no link "
-                     "or filter clock gates)",
+                     "or filter clock gates, no window skips)",
                      round(plain["per_packet_ms"], 3), "CPU-ms",
                      f"same run, {fast_n:,} packets, "
                      f"{'all equal to the truth' if pcheck else 'NOT equal to the truth'}; "

@@ -37,7 +37,8 @@ def test_bench_sim_quick_rows():
         assert unit == "CPU-ms" and slow > 5 * fast and "bytes identical" in note
         previous, unit, note = rows[f"{name} ({lanes} lanes): CPU per simulated packet, the "
                                     "previous simulated instrument (two-stage encoder, two "
-                                    "evaluations per cycle, no link or filter clock gates)"]
+                                    "evaluations per cycle, no link or filter clock gates, no "
+                                    "window skips)"]
         # No bound on the ratio (200 packets on a shared machine): both must be exact.
         assert unit == "CPU-ms" and previous > 0 and "all equal to the truth" in note
     # the whole command, as a user runs it: a new process, its capture equal to its truth
