@@ -229,21 +229,20 @@ class CaptureFrontEnd(wiring.Component):
         clock edge of that domain would change none of its registers; a simulator may then leave
         that clock still. The flops and their functions are the same. (The self-test generator
         on a gated clock of its own measured slower: a clock costs Verilator more than it.)
-        Also adds the window skip: ``window_ok`` is 1 when one edge (or two in successive
-        cycles) has just entered the glitch filter's window, every earlier sample has left the
-        pipeline, the samples are constant and every channel that filters is settled; a
-        ``window_go`` in such a cycle, with ``ff_skip`` = ``a - 1`` for ``2 <= a <=
-        window_cycles``, advances the counter and the window by ``a``, as ``a`` cycles of
-        constant samples would. A simulator that knows the samples stay constant so long may
-        carry an edge through the window in one cycle instead of paying the window's depth in
-        evaluated cycles for every edge.
+        Also adds the window skip: ``window_skip`` is nonzero when the edges in flight are all
+        in the glitch filter's window, far enough from its end, the samples are constant and
+        every channel that filters is settled; a ``window_go`` in such a cycle, with
+        ``ff_skip`` from 1 to ``window_skip``, advances the counter and the window by
+        ``ff_skip + 1`` cycles, as that many cycles of constant samples would. A simulator that
+        knows the samples stay constant so long may carry an edge through the window in one
+        cycle instead of paying the window's depth in evaluated cycles for every edge.
 
     Attributes
     ----------
     latency : int
         Clock cycles from ``samples`` to the write stage (compensated in the timestamps).
     window_cycles : int
-        With ``clock_gates``: the cycles one window skip stands for (``max_glitch - 1``).
+        With ``clock_gates``: the most cycles one window skip stands for (``max_glitch + 1``).
     """
 
     def __init__(self, *, channels=8, lanes=2, counter_width=48, max_glitch=15,
@@ -278,9 +277,9 @@ class CaptureFrontEnd(wiring.Component):
         if fast_forward:
             members.update(ff_skip=In(counter_width), quiescent=Out(1),
                            ff_limit=Out(counter_width))
-        self.window_cycles = max_glitch - 1 if clock_gates else 0
+        self.window_cycles = max_glitch + 1 if clock_gates else 0
         if clock_gates:
-            members.update(filter_quiet=Out(channels), window_ok=Out(1), window_go=In(1))
+            members.update(filter_quiet=Out(channels), window_skip=Out(8), window_go=In(1))
         super().__init__(members)
 
     def _small_filter(self, m, cfg, x0, e_in):
@@ -699,26 +698,30 @@ class CaptureFrontEnd(wiring.Component):
                 self.ff_limit.eq(~count[:self.heartbeat_shift]),
             ]
             if self.clock_gates:
-                # The window skip. `stable` == 3 with the samples still constant: s1, s2, x0 and
-                # w[1] hold the new samples, and the last sample cycle that differed from the
-                # one before it is in w[1]. `age`, the cycles since the first such sample cycle
-                # after a full settle (stable == need), is then 4 if that was the only one and
-                # 5 if the one before differed too (the mixed word of an edge between lanes,
-                # or a second edge); only w[1] and w[2] differ from the settled samples in
-                # w[3..] and beyond. S cycles of constant samples would move w[1] and w[2] to
-                # w[S + 1] = w[G] and w[G + 1] and fill the stages before with the new samples;
-                # the settled ones they push out would leave the level as it is. So would any
-                # a <= S cycles (ff_skip = a - 1, as far as the samples stay constant and not
-                # beyond ff_limit), the counter advancing by a. The edge bits shift by a stages
-                # with them; channels that filter must be settled (their registers then do not
+                # The window skip. Bit i of `changed` is 1 when the sample word of clock cycle
+                # t - 1 - i (now in s1 for i = 0, s2, x0, then w[i - 2]) differed from the one
+                # before it, or was not quiet (lanes unequal, the self-test): a boundary between
+                # pipeline stage i and the next. With none in s1 and s2 (so they and x0 hold the
+                # samples, still the same), a cycles of them would fill w[1..a] with x0's, move
+                # each w[k] to w[k + a], and push w[G + 2 - a..G + 1] into the level register
+                # and on: no change there if no boundary lies at or beyond w[G + 2 - a]
+                # (i >= G + 4 - a; the rest of the pipeline, through the write stage, is then
+                # settled as well). So the largest such skip is a = G + 3 - (highest boundary),
+                # for a boundary in the window at all. The edge bits shift by a stages with
+                # the window; channels that filter must be settled (their registers then do not
                 # change), and a channel that does not filter has hold bits of 1 whatever its
-                # edge bits. The rest of the pipeline is settled and stays so.
-                age = Signal(range(8), init=7)
-                with m.If(~quiet_now & (stable == need)):
-                    m.d.sync += age.eq(1)
-                with m.Elif(age != 7):
-                    m.d.sync += age.eq(age + 1)
-                m.d.comb += self.window_ok.eq(
-                    (stable == 3) & ((age == 4) | (age == 5)) & quiet_now & steady
-                    & filters_settled & (self.ff_limit >= self.window_cycles - 1))
+                # edge bits. The counter advances by a (ff_skip = a - 1, not beyond ff_limit).
+                changed = Signal(need, init=(1 << need) - 1)
+                with m.If(self.window_go):
+                    m.d.sync += changed.eq(changed << (self.ff_skip[:8] + 1))
+                with m.Else():
+                    m.d.sync += changed.eq(Cat(~quiet_now, changed[:-1]))
+                largest = Const(0, 8)
+                for i in range(2, G + 2):      # the highest boundary decides
+                    largest = Mux(changed[i], G + 3 - i - 1, largest)
+                offered = Signal(8)
+                m.d.comb += offered.eq(Mux(self.ff_limit < largest, self.ff_limit, largest))
+                m.d.comb += self.window_skip.eq(Mux(
+                    quiet_now & ~changed[:2].any() & ~changed[G + 2:].any() & steady
+                    & filters_settled, offered, 0))
         return m

@@ -373,16 +373,13 @@ class LatscopeCore(wiring.Component):
                 # RESET_TIME and its effect.)
                 m.d.comb += self.quiescent.eq(now_quiet)
             if hasattr(self, "window_skip"):
-                # The front end's window skip (CaptureFrontEnd, `window_ok`), offered while the
+                # The front end's window skip (CaptureFrontEnd, `window_skip`), offered while the
                 # rest is quiet as for a skip: `window_skip` is the largest ff_skip it takes,
                 # and an ff_skip from 1 to that in such a cycle takes it.
-                window_ok = Signal()
                 window_go = Signal()
-                extra = self.front.window_cycles - 1
-                m.d.comb += [window_ok.eq(front.window_ok & rest_quiet),
-                             self.window_skip.eq(Mux(window_ok, extra, 0)),
-                             window_go.eq(window_ok & (self.ff_skip != 0)
-                                          & (self.ff_skip <= extra)),
+                m.d.comb += [self.window_skip.eq(Mux(rest_quiet, front.window_skip, 0)),
+                             window_go.eq((self.ff_skip != 0)
+                                          & (self.ff_skip <= self.window_skip)),
                              front.window_go.eq(window_go),
                              front.ff_skip.eq(Mux(self.quiescent | window_go, self.ff_skip, 0))]
             else:
