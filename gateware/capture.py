@@ -427,7 +427,7 @@ class CaptureFrontEnd(wiring.Component):
             w = [x0] + [Signal(B, name=f"window{i}") for i in range(1, G + 2)]
             S = self.window_cycles
             if self.clock_gates:
-                # Window skip (simulation only, see `window_ok` below) of a = ff_skip + 1 <= S
+                # Window skip (simulation only, see `window_skip` below) of a = ff_skip + 1 <= S
                 # cycles: as a cycles of constant samples would, each stage takes the one a
                 # stages before it (x0 where none is).
                 amount = self.ff_skip[:8]
@@ -536,8 +536,8 @@ class CaptureFrontEnd(wiring.Component):
                 # own value (edge bits 0, groups 0, hold bits 1, masks of the same width), until
                 # the next edge bit or width change, in whose cycle `filter_quiet` is 0 again.
                 # A change of any channel's width wakes every channel's filter: one word compare
-                # instead of one per channel (3 % of the harness's instructions), at the cost of
-                # a few more clocked cycles after a SET_GLITCH.
+                # instead of one per channel, at the cost of a few more clocked cycles after a
+                # SET_GLITCH.
                 settle = G + 3
                 glitch_changed = Signal()
                 glitch_changed_d = Signal()
@@ -716,9 +716,9 @@ class CaptureFrontEnd(wiring.Component):
                     m.d.sync += changed.eq(changed << (self.ff_skip[:8] + 1))
                 with m.Else():
                     m.d.sync += changed.eq(Cat(~quiet_now, changed[:-1]))
-                largest = Const(0, 8)
+                largest = Const(0, 8)         # as ff_skip: a - 1
                 for i in range(2, G + 2):      # the highest boundary decides
-                    largest = Mux(changed[i], G + 3 - i - 1, largest)
+                    largest = Mux(changed[i], G + 2 - i, largest)
                 offered = Signal(8)
                 m.d.comb += offered.eq(Mux(self.ff_limit < largest, self.ff_limit, largest))
                 m.d.comb += self.window_skip.eq(Mux(
