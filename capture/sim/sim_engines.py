@@ -388,6 +388,11 @@ class VerilatorEngine(_Engine):
             self.proc.close_input()
         except (BrokenPipeError, OSError):
             pass
+        if self._feeder is not None:
+            # The feeder simulates and appends the ground truth block by block: the truth is
+            # closed after this, so the feeder must have ended (its next write fails at once on
+            # the closed input; a block's simulation takes well under a second).
+            self._feeder.join(30)
         try:
             self.proc.__exit__(None, None, None)
         except Exception:   # noqa: BLE001 - shutting down

@@ -21,6 +21,7 @@ import math
 import os
 import shutil
 import tempfile
+import threading
 import zipfile
 
 import numpy as np
@@ -232,6 +233,11 @@ class TruthWriter:
     beside the capture; 0-d counts are summed); :meth:`close` assembles the ``.truth.npz``
     (:meth:`SimRun.save_truth`'s format: one ``simbench/KEY`` array per key, ``simbench/meta``
     as JSON) and replaces the file atomically. Memory stays that of one block.
+
+    An engine appends from its own thread while the capture may close the writer at any moment
+    (Ctrl-C, a limit): a lock makes each block's append whole before or after the close, and an
+    append after it is ignored (the truth then holds the blocks simulated up to the close, every
+    key the same length).
     """
 
     def __init__(self, capture_path):
@@ -241,9 +247,17 @@ class TruthWriter:
                                        dir=folder)
         self._keys = {}      # key -> (dtype, length) of the arrays appended
         self._sums = {}      # key -> 0-d total
+        self._lock = threading.Lock()
+        self._closed = False
 
     def append(self, truth):
-        """Append one block's truth (``{key: array}``; ``stage/S`` keys as in ``SimRun``)."""
+        """Append one block's truth (``{key: array}``; ``stage/S`` keys as in ``SimRun``);
+        nothing once the writer is closed or abandoned."""
+        with self._lock:
+            if not self._closed:
+                self._append(truth)
+
+    def _append(self, truth):
         for key, value in truth.items():
             name = key.replace("/", "_")
             value = np.asarray(value)
@@ -259,6 +273,11 @@ class TruthWriter:
 
     def close(self, meta):
         """Write the ``.truth.npz`` with ``meta`` (a JSON-ready dict); returns its path."""
+        with self._lock:
+            self._closed = True
+            return self._write(meta)
+
+    def _write(self, meta):
         temp = self.path + ".tmp"
         try:
             # the fastest level: nearly all of deflate's size gain for a fraction of its CPU
@@ -290,5 +309,7 @@ class TruthWriter:
 
     def abandon(self):
         """Remove what was written (no truth file is left)."""
-        shutil.rmtree(self._parts, ignore_errors=True)
+        with self._lock:
+            self._closed = True
+            shutil.rmtree(self._parts, ignore_errors=True)
 

@@ -100,6 +100,44 @@ def test_truth_writer_writes_what_the_blocks_held(tmp_path, small_blocks):
         assert '"engine": "none"' in str(npz["simbench/meta"])
 
 
+def test_truth_writer_closed_while_an_engine_appends(tmp_path):
+    """An engine appends each block's truth from its own thread while the capture closes the
+    writer (Ctrl-C, a limit): every key of the file must hold the same whole blocks, and an
+    append after the close changes nothing. (Before the writer's lock, `latscope capture --sim`
+    stopped with Ctrl-C once left `time` a block shorter than `channel`.)"""
+    import threading
+    out = tmp_path / "x.lsc"
+    writer = TruthWriter(str(out))
+    block = 5000
+    keys = [f"k{i}" for i in range(40)]
+    appended = []
+
+    def engine():
+        n = 0
+        while not stop.is_set():
+            writer.append({key: np.full(block, n, np.int64) for key in keys})
+            appended.append(n)
+            n += 1
+
+    stop = threading.Event()
+    thread = threading.Thread(target=engine)
+    thread.start()
+    while len(appended) < 3:
+        time.sleep(0.001)
+    writer.close({"engine": "none"})
+    writer.append({key: np.zeros(block, np.int64) for key in keys})   # after the close: ignored
+    stop.set()
+    thread.join()
+    with np.load(capfile.truth_path(out)) as npz:
+        lengths = {len(npz[f"simbench/{key}"]) for key in keys}
+        assert len(lengths) == 1
+        n_blocks = lengths.pop() // block
+        assert n_blocks >= 3
+        for key in keys:
+            np.testing.assert_array_equal(npz[f"simbench/{key}"],
+                                          np.repeat(np.arange(n_blocks), block))
+
+
 def test_a_huge_run_starts_at_once_without_allocating():
     """10^12 packets: the stream promises its event count and yields its first block at once;
     the memory allocated is that of one block (expected: under 100 MB; a whole run of 10^12
