@@ -431,6 +431,7 @@ class CaptureFrontEnd(wiring.Component):
                 # cycles: as a cycles of constant samples would, each stage takes the one a
                 # stages before it (x0 where none is).
                 amount = self.ff_skip[:8]
+                window_step = amount + 1
                 with m.If(self.window_go):
                     with m.Switch(amount):
                         for k in range(1, S):
@@ -452,7 +453,7 @@ class CaptureFrontEnd(wiring.Component):
                 if self.clock_gates:
                     # a window skip: a shifts with no new edge bit (the samples are constant)
                     with m.If(self.window_go):
-                        m.d[fd[ch]] += e[ch].eq(e[ch] >> ((amount + 1) * L))
+                        m.d[fd[ch]] += e[ch].eq(e[ch] >> (window_step * L))
                     with m.Else():
                         m.d[fd[ch]] += e[ch].eq(shifted)
                 else:
@@ -552,8 +553,8 @@ class CaptureFrontEnd(wiring.Component):
                     with m.Elif(idle != settle):
                         # a window skip stands for a cycles without an edge bit
                         with m.If(self.window_go):
-                            m.d.sync += idle.eq(Mux(idle + amount + 1 >= settle, settle,
-                                                    idle + amount + 1))
+                            m.d.sync += idle.eq(Mux(idle + window_step >= settle, settle,
+                                                    idle + window_step))
                         with m.Else():
                             m.d.sync += idle.eq(idle + 1)
                     m.d.comb += self.filter_quiet[ch].eq(~busy & (idle == settle))
@@ -678,30 +679,32 @@ class CaptureFrontEnd(wiring.Component):
 
         if self.fast_forward:
             need = D + 2
-            stable = Signal(range(need + 1))
             prev_samples = Signal(B)
             m.d.sync += prev_samples.eq(self.samples)
             lanes_equal = Cat(*[lane(self.samples, j) == lane(self.samples, 0)
                                 for j in range(L)]).all()
             quiet_now = (lanes_equal & (self.samples == prev_samples) & ~self.config.selftest_on
                          & ~cfg.selftest_on & ~active & ~active_d[0] & ~active_d[1])
-            with m.If(~quiet_now):
-                m.d.sync += stable.eq(0)
-            with m.Elif(stable != need):
-                if self.clock_gates:
-                    m.d.sync += stable.eq(stable + Mux(self.window_go, self.ff_skip[:8] + 1, 1))
-                else:
-                    m.d.sync += stable.eq(stable + 1)
+            # Bit i of `changed` is 1 when the sample word of clock cycle t - 1 - i (now in s1
+            # for i = 0, s2, x0, then w[i - 2], ...) differed from the one before it, or was not
+            # quiet (lanes unequal, the self-test): a boundary between pipeline stage i and the
+            # next. None in the last `need` cycles: the pipeline is settled.
+            changed = Signal(need, init=(1 << need) - 1)
+            shifted = Cat(~quiet_now, changed[:-1])
+            if self.clock_gates:
+                with m.If(self.window_go):      # a window skip: `window_step` quiet cycles
+                    m.d.sync += changed.eq(changed << window_step)
+                with m.Else():
+                    m.d.sync += changed.eq(shifted)
+            else:
+                m.d.sync += changed.eq(shifted)
             steady = valid & ~ovf & ~tick_pending & ~cfg.time_reset & ~self.config.time_reset
             m.d.comb += [
-                self.quiescent.eq((stable == need) & quiet_now & steady),
+                self.quiescent.eq(~changed.any() & quiet_now & steady),
                 self.ff_limit.eq(~count[:self.heartbeat_shift]),
             ]
             if self.clock_gates:
-                # The window skip. Bit i of `changed` is 1 when the sample word of clock cycle
-                # t - 1 - i (now in s1 for i = 0, s2, x0, then w[i - 2]) differed from the one
-                # before it, or was not quiet (lanes unequal, the self-test): a boundary between
-                # pipeline stage i and the next. With none in s1 and s2 (so they and x0 hold the
+                # The window skip. With no boundary in s1 and s2 (so they and x0 hold the
                 # samples, still the same), a cycles of them would fill w[1..a] with x0's, move
                 # each w[k] to w[k + a], and push w[G + 2 - a..G + 1] into the level register
                 # and on: no change there if no boundary lies at or beyond w[G + 2 - a]
@@ -711,11 +714,6 @@ class CaptureFrontEnd(wiring.Component):
                 # the window; channels that filter must be settled (their registers then do not
                 # change), and a channel that does not filter has hold bits of 1 whatever its
                 # edge bits. The counter advances by a (ff_skip = a - 1, not beyond ff_limit).
-                changed = Signal(need, init=(1 << need) - 1)
-                with m.If(self.window_go):
-                    m.d.sync += changed.eq(changed << (self.ff_skip[:8] + 1))
-                with m.Else():
-                    m.d.sync += changed.eq(Cat(~quiet_now, changed[:-1]))
                 largest = Const(0, 8)         # as ff_skip: a - 1
                 for i in range(2, G + 2):      # the highest boundary decides
                     largest = Mux(changed[i], G + 2 - i, largest)

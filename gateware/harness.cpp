@@ -3,9 +3,10 @@
 // Built by gateware/verilator.py around the wrapper module `harness_top` it generates, whose ports
 // have fixed names and widths: clk, rst, samples[31:0], selftest_out[3:0], tx_data[7:0], tx_valid,
 // tx_ready, rx_data[7:0], rx_valid, rx_ready, ff_skip[63:0], quiescent, ff_limit[63:0], phy[31:0],
-// link_clk, link_quiet, window_skip[7:0], gclk0..gclk15, gate_quiet[15:0]. The wrapper registers rst once before
-// the core's reset ports, on each domain's own clock (rst_q on clk, rst_link_clk_q on link_clk,
-// ...); no clock is left still during a reset, so all of them hold the same value.
+// link_clk, link_quiet, window_skip[7:0], gclk0..gclk15, gate_quiet[15:0]. The wrapper
+// registers rst once before the core's reset ports, on each domain's own clock (rst_q on clk,
+// rst_link_clk_q on link_clk, ...); no clock is left still during a reset, so all of them hold
+// the same value.
 //
 // Link clock gate: where the core has a `link_quiet` output (a link-domain edge now would change
 // nothing that matters), the wrapper clocks the core's link domain from link_clk, and a cycle in
@@ -346,28 +347,22 @@ void run(uint64_t n) {
     // so the quiescence check costs no extra evaluation; settle once for a new sample word.
     settle();
     while (n > 0) {
-        // with a cable, skip only while no self-test edge is in it (the pin idles low)
-        bool cable_idle = !cable_mask || (cable_ones == 0 && top->selftest_out == 0);
-        if (ff_allowed && n > 1 && rx_queue.empty() && top->quiescent && !top->tx_valid
-            && cable_idle) {
-            uint64_t k = top->ff_limit;
-            if (k > n - 1) k = n - 1;
-            if (k > 0) {
-                tick(k);
-                n -= k + 1;
-                continue;
-            }
-        }
-        // A window skip carries an edge just sampled through the glitch filter's window in one
-        // cycle: it stands for w + 1 cycles (w at most window_skip), in all of which the samples
-        // must be the same (they are, to the end of this run: no cable edge, no new word).
-        uint64_t w = top->window_skip;
-        if (w > n - 1) w = n - 1;
-        if (w > 0 && ff_allowed && window_allowed && rx_queue.empty() && !top->tx_valid
-            && cable_idle) {
-            tick(w);
-            n -= w + 1;
-            window_skips++;
+        // Skip only with the rx stream and tx idle and, with a cable, no self-test edge in it
+        // (the pin idles low).
+        bool may_skip = ff_allowed && n > 1 && rx_queue.empty() && !top->tx_valid
+                        && (!cable_mask || (cable_ones == 0 && top->selftest_out == 0));
+        // Quiescent: up to the core's ff_limit. Else a window skip, which carries an edge just
+        // sampled through the glitch filter's window in one cycle: k + 1 cycles (k at most
+        // window_skip) in all of which the samples must be the same (they are, to the end of
+        // this run). Either way at most the n - 1 cycles left after this one.
+        uint64_t k = !may_skip ? 0
+                     : top->quiescent ? top->ff_limit
+                     : window_allowed ? top->window_skip : 0;
+        if (k > n - 1) k = n - 1;
+        if (k > 0) {
+            window_skips += !top->quiescent;
+            tick(k);
+            n -= k + 1;
             continue;
         }
         tick();
